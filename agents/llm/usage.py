@@ -1,0 +1,58 @@
+"""Usage accounting: every LLM call an agent makes lands in its move's `usage`.
+
+A `UsageMeter` is bound to the current decision through a context variable
+(`metered()`), so a strategy need not thread it through every helper: the
+client adds each call, token count and cache hit to the meter of the decision
+that made it. Tasks spawned inside a decision inherit the same meter object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from bus.protocol import Usage
+
+
+@dataclass
+class UsageMeter:
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hits: int = 0
+    failures: int = 0
+
+    def add_call(self, prompt_tokens: int, completion_tokens: int) -> None:
+        self.llm_calls += 1
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+
+    def usage(self) -> Usage:
+        return Usage(
+            llm_calls=self.llm_calls,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            cache_hits=self.cache_hits,
+        )
+
+
+_current: contextvars.ContextVar[UsageMeter | None] = contextvars.ContextVar(
+    "spielbus_llm_meter", default=None
+)
+
+
+def current_meter() -> UsageMeter | None:
+    return _current.get()
+
+
+@contextlib.contextmanager
+def metered(meter: UsageMeter | None = None) -> Iterator[UsageMeter]:
+    """Bind a meter (a new one by default) to the calls made inside the block."""
+    meter = meter or UsageMeter()
+    token = _current.set(meter)
+    try:
+        yield meter
+    finally:
+        _current.reset(token)
