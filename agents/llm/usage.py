@@ -22,7 +22,8 @@ class UsageMeter:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache_hits: int = 0
-    failures: int = 0
+    failures: int = 0  # failed requests (down, HTTP error, timeout)
+    bad_outputs: int = 0  # answers a strategy could not use (counted by the strategy)
 
     def add_call(self, prompt_tokens: int, completion_tokens: int) -> None:
         self.llm_calls += 1

@@ -1,0 +1,127 @@
+"""What every LLM strategy shares: options, the agent's one client, the time budget, fallback.
+
+`LLMStrategy.decide` binds a usage meter to the decision (so every LLM call
+lands in the move's `usage`), runs `think` under a hard stop a margin before
+`turn.deadline_ms`, and on an LLM failure or a timeout falls back as the options
+say: `random` plays a random legal move (noted and counted in `stats`),
+`clock` gives no move (the strategy raises; the referee's fault policy decides).
+
+Limits: the budget is measured from when `decide` starts, not from when the
+referee sent the turn, so queueing inside the agent eats into `margin_ms`.
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import random
+import time
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field
+
+from agents.base import Decision, MatchContext, Strategy, StrategyOptions
+from agents.llm.base import LLMError, LLMTimeout
+from agents.llm.client import LLMClient
+from agents.llm.config import LLMConfig
+from agents.llm.usage import UsageMeter, metered
+from bus.protocol import MoveStats, Turn
+
+
+class LLMStrategyOptions(StrategyOptions):
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    fallback: Literal["random", "clock"] = Field(
+        default="random",
+        description="When the LLM fails (down, too slow, garbage after retries): play a random legal "
+        "move, or give no move and let the referee's clock / fault policy decide.",
+    )
+    margin_ms: int = Field(default=500, ge=0, description="Answer this long before the deadline (plus 10%).")
+
+
+@dataclass
+class Budget:
+    """A decision's time budget: `deadline` is a time.monotonic() instant."""
+
+    deadline: float
+
+    @classmethod
+    def for_turn(cls, turn: Turn, margin_ms: int) -> Budget:
+        total = turn.deadline_ms / 1000
+        usable = max(0.05, total - margin_ms / 1000 - 0.1 * total)
+        return cls(time.monotonic() + usable)
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def spent(self, reserve_s: float = 0.0) -> bool:
+        return self.remaining() <= reserve_s
+
+
+class NoMove(RuntimeError):
+    """Raised with `fallback="clock"`: the agent sends no move."""
+
+
+class LLMStrategy(Strategy):
+    """Base of the LLM strategies: subclasses implement `think`."""
+
+    Options: ClassVar[type[StrategyOptions]] = LLMStrategyOptions
+
+    def __init__(self, options: StrategyOptions, client: LLMClient | None = None) -> None:
+        super().__init__(options)
+        assert isinstance(options, LLMStrategyOptions)
+        self.opts: LLMStrategyOptions = options
+        self.llm = client or LLMClient(options.llm)
+        self.rng = random.Random(options.seed)
+
+    def models(self) -> list[str]:
+        return [f"{self.opts.llm.backend}:{self.opts.llm.model}"]
+
+    async def close(self) -> None:
+        await self.llm.aclose()
+
+    @staticmethod
+    def rules(turn: Turn, ctx: MatchContext) -> str | None:
+        """The rules text: sent on the first turn only, so kept in the match context."""
+        if turn.rules:
+            ctx.data["rules"] = turn.rules
+        return ctx.data.get("rules")
+
+    @abc.abstractmethod
+    async def think(self, turn: Turn, ctx: MatchContext, budget: Budget, meter: UsageMeter) -> Decision:
+        """Choose; raise LLMError when the LLM cannot give a usable answer."""
+
+    async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
+        budget = Budget.for_turn(turn, self.opts.margin_ms)
+        with metered() as meter:
+            try:
+                decision = await asyncio.wait_for(
+                    self.think(turn, ctx, budget, meter), max(0.01, budget.remaining())
+                )
+            except (LLMError, TimeoutError) as exc:
+                reason = exc if isinstance(exc, LLMError) else LLMTimeout("time budget spent while thinking")
+                decision = self.fall_back(turn, reason)
+        decision.usage = meter.usage()
+        if meter.failures:
+            self._stat(decision, llm_failures=meter.failures)
+        if meter.bad_outputs:
+            self._stat(decision, bad_outputs=meter.bad_outputs)
+            if decision.stats is not None and decision.stats.pruned_illegal is None:
+                decision.stats.pruned_illegal = meter.bad_outputs
+        return decision
+
+    def fall_back(self, turn: Turn, reason: LLMError) -> Decision:
+        if self.opts.fallback == "clock":
+            raise NoMove(f"no move: {reason}") from reason
+        action = self.rng.choice(turn.legal_actions).id
+        note = f"fallback random move: {type(reason).__name__}: {reason}"[:300]
+        decision = Decision(action=action, note=note)
+        self._stat(decision, fallback=1)
+        return decision
+
+    @staticmethod
+    def _stat(decision: Decision, **values: Any) -> None:
+        stats = decision.stats or MoveStats()
+        for k, v in values.items():
+            setattr(stats, k, v)
+        decision.stats = stats

@@ -1,0 +1,199 @@
+"""LLM strategies on hand-built turns: the real embedded model for decisions, usage and the
+cache; a scripted stand-in backend (tests/llm_standins.py) for exactly-bad outputs."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from agents.base import MatchContext
+from agents.llm import LLMClient, LLMConfig
+from agents.llm.server import EmbeddedServer
+from agents.llm.strategy import NoMove
+from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy, parse_distribution
+from bus.protocol import GameSpec, Turn
+from games.loader import load_game, replay
+from games.view import build_turn
+from tests.llm_fixtures import llm_config, llm_server
+from tests.llm_standins import ScriptedBackend
+
+__all__ = ["llm_server"]
+
+
+def game_turn(game: str, actions: list[int], deadline_ms: int = 60_000, rules: str | None = None) -> Turn:
+    state = replay(load_game(game), actions)
+    return build_turn(
+        state=state,
+        spec=GameSpec(name=game),
+        match_id="m-test",
+        seat=state.current_player(),
+        seats=["me", "you"],
+        turn=len(actions),
+        deadline_ms=deadline_ms,
+        history=None,
+        rules=rules,
+    )
+
+
+def ttt(actions: list[int] | None = None, **kw: Any) -> Turn:
+    return game_turn("tic_tac_toe", actions or [], **kw)
+
+
+def legal_ids(turn: Turn) -> set[int]:
+    return {a.id for a in turn.legal_actions}
+
+
+def policy(server: EmbeddedServer, **opts: Any) -> LLMPolicyStrategy:
+    options = LLMPolicyOptions.model_validate({"seed": 1, "llm": llm_config(server), **opts})
+    return LLMPolicyStrategy(options)
+
+
+def scripted(script: list[str], **opts: Any) -> tuple[LLMPolicyStrategy, ScriptedBackend]:
+    backend = ScriptedBackend(script=list(script))
+    options = LLMPolicyOptions.model_validate({"seed": 1, **opts})
+    return LLMPolicyStrategy(options, LLMClient(LLMConfig(), backend=backend)), backend
+
+
+# --- llm_policy with the real model ------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["direct", "vote", "distribution"])
+async def test_llm_policy_constrained_is_legal_and_counted(llm_server: EmbeddedServer, mode: str) -> None:
+    strat = policy(llm_server, mode=mode, k=3)
+    ctx = MatchContext("m-test")
+    try:
+        for actions in ([], [4], [4, 0, 8]):
+            turn = ttt(actions, rules="Tic-tac-toe: three in a row wins." if not actions else None)
+            before = strat.llm.requests_sent
+            d = await strat.decide(turn, ctx)
+            assert d.action in legal_ids(turn)
+            assert d.usage.llm_calls == strat.llm.requests_sent - before
+            assert d.usage.llm_calls >= (3 if mode == "vote" else 1) or d.usage.cache_hits > 0
+            assert d.usage.llm_calls == 0 or d.usage.prompt_tokens > 0
+            if mode == "distribution" and d.policy is not None:
+                assert set(d.policy) == {str(i) for i in legal_ids(turn)}
+                assert abs(sum(d.policy.values()) - 1) < 1e-6
+        assert ctx.data["rules"].startswith("Tic-tac-toe")  # cached from the first turn
+    finally:
+        await strat.close()
+
+
+async def test_llm_policy_unconstrained_never_crashes(llm_server: EmbeddedServer) -> None:
+    strat = policy(llm_server, constrain=False)
+    try:
+        turn = ttt([4])
+        d = await strat.decide(turn, MatchContext("m"))
+        assert d.action in legal_ids(turn)  # legal by the model, or by the counted fallback
+        stats = d.stats.model_dump() if d.stats else {}
+        if stats.get("fallback"):
+            assert stats["bad_outputs"] == 2
+    finally:
+        await strat.close()
+
+
+async def test_repeated_decision_answered_from_cache(llm_server: EmbeddedServer) -> None:
+    strat = policy(llm_server)
+    try:
+        turn = ttt([0])
+        first = await strat.decide(turn, MatchContext("a"))
+        sent = strat.llm.requests_sent
+        second = await strat.decide(turn, MatchContext("b"))
+        assert strat.llm.requests_sent == sent  # no new server call
+        assert second.usage.llm_calls == 0 and second.usage.cache_hits == first.usage.llm_calls
+        assert second.action == first.action
+    finally:
+        await strat.close()
+
+
+# --- bad output, scripted -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["", "I like the centre square a lot.", '{"action": "x(9,9)"}', "o(0,0)"])
+async def test_bad_direct_output_retried_then_random(bad: str) -> None:
+    strat, backend = scripted([bad, bad])
+    turn = ttt()
+    d = await strat.decide(turn, MatchContext("m"))
+    assert d.action in legal_ids(turn)
+    stats = d.stats.model_dump() if d.stats else {}
+    assert stats["bad_outputs"] == 2 and stats["fallback"] == 1
+    assert d.usage.llm_calls == 2 == len(backend.requests)
+    # The retry tells the model why its answer was refused.
+    assert "not one of the legal moves" in backend.requests[1].messages[-1][1]
+
+
+async def test_bad_output_then_good_answer() -> None:
+    strat, _ = scripted(["nonsense", "x(1,1)"], constrain=False)
+    turn = ttt()
+    d = await strat.decide(turn, MatchContext("m"))
+    assert d.action == 4 and d.usage.llm_calls == 2 and d.stats is not None
+    assert d.stats.model_dump()["bad_outputs"] == 1
+
+
+async def test_bad_output_with_clock_fallback_gives_no_move() -> None:
+    strat, _ = scripted(["", ""], fallback="clock")
+    with pytest.raises(NoMove):
+        await strat.decide(ttt(), MatchContext("m"))
+
+
+async def test_vote_majority_of_legal_answers() -> None:
+    strat, backend = scripted(["x(1,1)", "prose", "x(0,0)", "x(1,1)", "x(9,9)"], mode="vote", k=5)
+    d = await strat.decide(ttt(), MatchContext("m"))
+    assert d.action == 4 and d.usage.llm_calls == 5
+    assert d.stats is not None and d.stats.pruned_illegal == 2
+    assert [r.temperature for r in backend.requests] == [0.7] * 5
+
+
+@pytest.mark.parametrize(
+    ("text", "renormalize", "expect_policy"),
+    [
+        ("<action>[0.5, 0.5, 0, 0, 0, 0, 0, 0, 0]</action>", True, True),
+        ("<action>[1, 1, 0, 0, 0, 0, 0, 0, 0]</action>", True, True),  # sums to 2: renormalised
+        ("<action>[1, 1, 0, 0, 0, 0, 0, 0, 0]</action>", False, False),
+        ("<action>[0.5, 0.5]</action>", True, False),  # wrong length
+        ("I think the centre.", True, False),
+        ("<action>[0, 0, 0, 0, 0, 0, 0, 0, 0]</action>", True, False),
+    ],
+)
+async def test_distribution_outputs(text: str, renormalize: bool, expect_policy: bool) -> None:
+    strat, _ = scripted([text, text], mode="distribution", renormalize=renormalize)
+    turn = ttt()
+    d = await strat.decide(turn, MatchContext("m"))
+    assert d.action in legal_ids(turn)
+    if expect_policy:
+        assert d.policy is not None and d.action in (0, 1)
+        assert d.policy["0"] == pytest.approx(0.5) and abs(sum(d.policy.values()) - 1) < 1e-9
+    else:
+        assert d.policy is None and d.stats is not None
+        assert d.stats.model_dump()["fallback"] == 1 and d.usage.llm_calls == 2
+
+
+def test_parse_distribution() -> None:
+    assert parse_distribution("<think>[9]</think><action>\n[0.7, 0.2, 0.1]\n</action>") == [0.7, 0.2, 0.1]
+    assert parse_distribution("[0.25, 0.75]") == [0.25, 0.75]
+    assert parse_distribution("no numbers") is None
+
+
+async def test_server_down_falls_back_in_time() -> None:
+    strat, _ = scripted(["!down", "!down", "!down", "!down"])
+    turn = ttt()
+    d = await strat.decide(turn, MatchContext("m"))
+    assert d.action in legal_ids(turn) and d.usage.llm_calls == 0
+    assert d.stats is not None and d.stats.model_dump()["llm_failures"] >= 1
+
+
+async def test_slow_server_never_passes_the_deadline() -> None:
+    class Slow(ScriptedBackend):
+        async def complete(self, request: Any, timeout_s: float) -> Any:
+            import asyncio
+
+            await asyncio.sleep(30)
+
+    options = LLMPolicyOptions(seed=1, margin_ms=200)
+    strat = LLMPolicyStrategy(options, LLMClient(LLMConfig(), backend=Slow()))
+    turn = ttt(deadline_ms=1000)
+    t0 = time.monotonic()
+    d = await strat.decide(turn, MatchContext("m"))
+    assert time.monotonic() - t0 < 1.0
+    assert d.action in legal_ids(turn) and d.note and "fallback" in d.note
