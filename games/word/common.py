@@ -1,0 +1,33 @@
+"""Shared pieces of the word games: the alphabet and a text-only observer.
+
+Limit: the observer gives strings only (`tensor` is empty), which is all an
+LLM needs; tensor-based learners (AlphaZero, CFR with tensors) are not supported.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import numpy as np
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+
+
+class TextViewState(Protocol):
+    def text_view(self, player: int) -> str: ...
+
+
+class TextObserver:
+    """PyObserver (see open_spiel/python/observation.py) with a string view and no tensor."""
+
+    def __init__(self, iig_obs_type: Any = None, params: dict[str, Any] | None = None) -> None:
+        if params:
+            raise ValueError(f"observation parameters not supported; passed {params}")
+        self.tensor = np.zeros(0, np.float32)
+        self.dict: dict[str, np.ndarray] = {}
+
+    def set_from(self, state: Any, player: int) -> None:
+        """Nothing to fill: there is no tensor."""
+
+    def string_from(self, state: TextViewState, player: int) -> str:
+        return state.text_view(player)
