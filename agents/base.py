@@ -1,0 +1,77 @@
+"""The strategy interface: a new agent kind is one module with one `Strategy` subclass.
+
+The runtime (`agents.runtime`) owns the bus: it validates each `turn`, keeps
+per-match state, calls `decide`, and turns the `Decision` into a `move`.
+A strategy never touches NATS.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from bus.protocol import MatchEnded, MatchStarted, MoveStats, Turn, Usage
+
+
+class StrategyOptions(BaseModel):
+    """Options common to every strategy; subclasses add their own fields (all with defaults)."""
+
+    model_config = ConfigDict(extra="forbid")
+    seed: int | None = None
+
+
+@dataclass
+class Decision:
+    """What a strategy answers: an action id, or a text for the referee to match."""
+
+    action: int | None = None
+    action_text: str | None = None
+    policy: dict[str, float] | None = None
+    usage: Usage = field(default_factory=Usage)
+    stats: MoveStats | None = None
+    note: str | None = None
+
+
+@dataclass
+class MatchContext:
+    """Per-match state kept by the runtime, keyed by match id, dropped on `match_ended`."""
+
+    match_id: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+class Strategy(abc.ABC):
+    """Subclass, set `kind`, `Options`, and implement `decide`."""
+
+    kind: ClassVar[str]
+    version: ClassVar[str] = "1"
+    Options: ClassVar[type[StrategyOptions]] = StrategyOptions
+    # Games this strategy accepts (names); empty means any game.
+    games: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, options: StrategyOptions) -> None:
+        self.options = options
+
+    @classmethod
+    def from_options(cls, raw: dict[str, Any]) -> Strategy:
+        return cls(cls.Options.model_validate(raw))
+
+    @abc.abstractmethod
+    async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
+        """Choose an action for `turn`. Must return before `turn.deadline_ms`."""
+
+    async def match_started(self, msg: MatchStarted, ctx: MatchContext) -> None:  # noqa: B027
+        """Optional hook: set up per-match state."""
+
+    async def match_ended(self, msg: MatchEnded, ctx: MatchContext) -> None:  # noqa: B027
+        """Optional hook: per-match state is dropped after this returns."""
+
+    def models(self) -> list[str]:
+        """LLM model names this strategy uses (for provenance)."""
+        return []
+
+    async def close(self) -> None:  # noqa: B027
+        """Release resources (LLM clients, processes) on shutdown."""

@@ -1,0 +1,129 @@
+"""`spielbus agent KIND --name NAME [options]`: run one agent service until SIGTERM.
+
+Every field of the kind's options model is a flag (`--simulations 200`); nested
+or structured options go in `--options '{"llm": {...}}'` (JSON). `spielbus agent
+KIND --help` lists the kind's flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+import types
+import typing
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from agents.registry import KINDS, UnknownKind, strategy_class
+from bus.connect import nats_url
+
+
+def _scalar(annotation: Any) -> type | None:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _scalar(args[0]) if len(args) == 1 else None
+    if annotation in (int, float, str, bool):
+        return annotation
+    if origin is typing.Literal:
+        return str
+    return None
+
+
+def _add_option_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -> list[str]:
+    names = []
+    for name, f in model.model_fields.items():
+        kind = _scalar(f.annotation)
+        if kind is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        help_text = (f.description or "") + f" (default: {f.default!r})"
+        if kind is bool:
+            parser.add_argument(flag, dest=f"opt_{name}", action=argparse.BooleanOptionalAction, help=help_text)
+        else:
+            parser.add_argument(flag, dest=f"opt_{name}", type=kind, help=help_text)
+        names.append(name)
+    return names
+
+
+def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
+    parser = argparse.ArgumentParser(
+        prog="spielbus agent",
+        description="Run one agent service on the bus. Kinds: " + ", ".join(sorted(KINDS)),
+    )
+    parser.add_argument("kind", help="agent kind")
+    parser.add_argument("--name", required=True, help="agent name: its turn subject and queue group")
+    parser.add_argument("--nats", default=None, help="NATS URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+    parser.add_argument("--prefix", default="spielbus", help="subject prefix")
+    parser.add_argument("--max-concurrency", type=int, default=16, help="turns handled at once")
+    parser.add_argument("--options", default=None, help="options as JSON (flags override it)")
+    parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    parser.add_argument("--log-level", default="INFO")
+    names: list[str] = []
+    if kind is not None and kind in KINDS:
+        group = parser.add_argument_group(f"options of {kind}")
+        names = _add_option_flags(group, strategy_class(kind).Options)  # type: ignore[arg-type]
+    return parser, names
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    kind = next((a for a in argv if not a.startswith("-")), None)
+    try:
+        parser, names = build_parser(kind)
+    except UnknownKind as exc:
+        print(f"spielbus agent: {exc}", file=sys.stderr)
+        return 2
+    args = parser.parse_args(argv)
+    try:
+        cls = strategy_class(args.kind)
+    except UnknownKind as exc:
+        print(f"spielbus agent: {exc}", file=sys.stderr)
+        return 2
+    raw: dict[str, Any] = {}
+    if args.options:
+        try:
+            raw = json.loads(args.options)
+        except json.JSONDecodeError as exc:
+            print(f"spielbus agent: --options is not JSON: {exc}", file=sys.stderr)
+            return 2
+    for name in names:
+        value = getattr(args, f"opt_{name}")
+        if value is not None:
+            raw[name] = value
+    try:
+        strategy = cls.from_options(raw)
+    except ValidationError as exc:
+        print(f"spielbus agent: bad options for {args.kind}:\n{exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    from agents.runtime import serve
+
+    on_turn = None
+    if args.metrics_port is not None:
+        from agents.metrics import start_agent_metrics
+
+        on_turn = start_agent_metrics(args.metrics_port, args.name, args.kind)
+    try:
+        asyncio.run(
+            serve(
+                strategy,
+                name=args.name,
+                url=nats_url(args.nats),
+                prefix=args.prefix,
+                max_concurrency=args.max_concurrency,
+                ready=lambda: print(f"agent {args.name} ({args.kind}) ready", flush=True),
+                on_turn=on_turn,
+            )
+        )
+    except ConnectionError as exc:
+        print(f"spielbus agent: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:
+        print(f"spielbus agent: {exc}", file=sys.stderr)
+        return 2
+    return 0

@@ -1,0 +1,226 @@
+"""`mcts`: Monte Carlo tree search on the true game (the GT-MCTS / GT-ISMCTS of seed 002).
+
+- Perfect information: OpenSpiel's C++ `MCTSBot` on the state rebuilt from the
+  turn's action list, random-rollout evaluator, UCT.
+- Imperfect information: single-observer information-set MCTS (ISMCTS) written
+  here, because OpenSpiel's C++ ISMCTS needs `ResampleFromInfostate`, which most
+  games (liars_dice among them) lack. Each simulation plays on a fresh
+  determinization: the seat's history is replayed with hidden steps sampled, and
+  kept only when it reproduces the seat's information state.
+- Limits: simultaneous-move nodes are played uniformly at random (noted in the
+  move); search time is capped at 60% of the turn deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import pyspiel
+from pydantic import Field
+
+from agents.base import Decision, MatchContext, Strategy, StrategyOptions
+from bus.protocol import HistoryItem, MoveStats, Turn
+from games.loader import load_game, replay
+from games.view import is_perfect_information, seat_info
+
+
+class MctsOptions(StrategyOptions):
+    simulations: int = Field(default=1000, ge=1)
+    rollouts: int = Field(default=10, ge=1, description="random rollouts per leaf (seed 002 uses 10)")
+    uct_c: float = Field(default=2.0, gt=0)
+    determinization_tries: int = Field(default=50, ge=1)
+
+
+def determinize(
+    game: pyspiel.Game, history: list[HistoryItem], seat: int, target: str, rng: random.Random, tries: int
+) -> tuple[pyspiel.State, bool]:
+    """A state consistent with what `seat` knows: hidden steps sampled, checked against `target`."""
+    state = game.new_initial_state()
+    for _ in range(tries):
+        state = _sample(game, history, rng)
+        if state is not None and seat_info(state, seat) == target:
+            return state, True
+    return (state if state is not None else game.new_initial_state()), False
+
+
+def _sample(game: pyspiel.Game, history: list[HistoryItem], rng: random.Random) -> pyspiel.State | None:
+    state = game.new_initial_state()
+    i = 0
+    try:
+        while i < len(history):
+            if state.is_terminal():
+                return None
+            if state.is_simultaneous_node():
+                joint = []
+                for p in range(game.num_players()):
+                    item = history[i + p]
+                    joint.append(item.action if item.action is not None else rng.choice(state.legal_actions(p)))
+                state.apply_actions(joint)
+                i += game.num_players()
+                continue
+            item = history[i]
+            if item.action is not None:
+                state.apply_action(item.action)
+            elif state.is_chance_node():
+                outcomes, probs = zip(*state.chance_outcomes(), strict=True)
+                state.apply_action(rng.choices(outcomes, weights=probs)[0])
+            else:
+                state.apply_action(rng.choice(state.legal_actions()))
+            i += 1
+    except (pyspiel.SpielError, RuntimeError, IndexError):
+        return None
+    return state
+
+
+@dataclass
+class _Node:
+    visits: dict[int, int] = field(default_factory=dict)
+    value: dict[int, float] = field(default_factory=dict)
+    avail: dict[int, int] = field(default_factory=dict)
+
+
+def _rollout(state: pyspiel.State, rng: random.Random) -> list[float]:
+    while not state.is_terminal():
+        if state.is_chance_node():
+            outcomes, probs = zip(*state.chance_outcomes(), strict=True)
+            state.apply_action(rng.choices(outcomes, weights=probs)[0])
+        elif state.is_simultaneous_node():
+            state.apply_actions([rng.choice(state.legal_actions(p)) for p in range(state.num_players())])
+        else:
+            state.apply_action(rng.choice(state.legal_actions()))
+    return list(state.returns())
+
+
+def ismcts_search(
+    sample: Callable[[], pyspiel.State],
+    seat: int,
+    simulations: int,
+    uct_c: float,
+    rng: random.Random,
+    time_limit: float,
+) -> tuple[dict[int, int], int]:
+    """SO-ISMCTS: nodes keyed by the acting player's information state. Returns root visit counts."""
+
+    tree: dict[str, _Node] = {}
+    root_key: str | None = None
+    end = time.monotonic() + time_limit
+    done = 0
+    for _ in range(simulations):
+        if time.monotonic() > end:
+            break
+        state = sample()
+        path: list[tuple[_Node, int, int]] = []
+        expanded = False
+        while not state.is_terminal():
+            if state.is_chance_node():
+                outcomes, probs = zip(*state.chance_outcomes(), strict=True)
+                state.apply_action(rng.choices(outcomes, weights=probs)[0])
+                continue
+            if state.is_simultaneous_node():
+                state.apply_actions([rng.choice(state.legal_actions(p)) for p in range(state.num_players())])
+                continue
+            player = state.current_player()
+            key = f"{player}|{seat_info(state, player)}"
+            if root_key is None:
+                root_key = key
+            node = tree.get(key)
+            if node is None:
+                if expanded:
+                    break
+                node = tree[key] = _Node()
+                expanded = True
+            legal = state.legal_actions()
+            for a in legal:
+                node.avail[a] = node.avail.get(a, 0) + 1
+            unvisited = [a for a in legal if a not in node.visits]
+            if unvisited:
+                action = rng.choice(unvisited)
+            else:
+                action = max(
+                    legal,
+                    key=lambda a, n=node: n.value[a] / n.visits[a]
+                    + uct_c * math.sqrt(math.log(n.avail[a]) / n.visits[a]),
+                )
+            path.append((node, action, player))
+            state.apply_action(action)
+        returns = _rollout(state, rng)
+        for node, action, player in path:
+            node.visits[action] = node.visits.get(action, 0) + 1
+            node.value[action] = node.value.get(action, 0.0) + returns[player]
+        done += 1
+    root = tree.get(root_key) if root_key else None
+    return (dict(root.visits) if root else {}), done
+
+
+class MctsStrategy(Strategy):
+    kind = "mcts"
+    version = "1"
+    Options = MctsOptions
+
+    def __init__(self, options: MctsOptions) -> None:
+        super().__init__(options)
+        self.opts = options
+        self._rng = random.Random(options.seed)
+
+    async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
+        game = load_game(turn.game)
+        budget = max(0.05, turn.deadline_ms / 1000 * 0.6)
+        if game.get_type().dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS:
+            return Decision(
+                action=self._rng.choice(turn.legal_actions).id,
+                note="mcts: simultaneous-move node, played at random",
+            )
+        if is_perfect_information(game) and turn.state is not None:
+            return await asyncio.to_thread(self._perfect, game, turn, budget)
+        return await asyncio.to_thread(self._imperfect, game, turn, budget)
+
+    def _perfect(self, game: pyspiel.Game, turn: Turn, budget: float) -> Decision:
+        state = replay(game, turn.state or [])
+        seed = self._rng.randrange(2**31)
+        bot = pyspiel.MCTSBot(
+            game,
+            pyspiel.RandomRolloutEvaluator(self.opts.rollouts, seed),
+            self.opts.uct_c,
+            self.opts.simulations,
+            1000,
+            True,
+            seed,
+            False,
+            pyspiel.ChildSelectionPolicy.UCT,
+            budget,
+        )
+        action = bot.step(state)
+        return Decision(action=int(action), stats=MoveStats(nodes=self.opts.simulations))
+
+    def _imperfect(self, game: pyspiel.Game, turn: Turn, budget: float) -> Decision:
+        rng = random.Random(self._rng.randrange(2**31))
+        tries = self.opts.determinization_tries
+        consistent = 0
+
+        def sample() -> pyspiel.State:
+            nonlocal consistent
+            state, ok = determinize(game, turn.history, turn.seat, turn.observation, rng, tries)
+            consistent += ok
+            return state
+
+        visits, done = ismcts_search(sample, turn.seat, self.opts.simulations, self.opts.uct_c, rng, budget)
+        legal = {la.id for la in turn.legal_actions}
+        visits = {a: n for a, n in visits.items() if a in legal}
+        if not visits:
+            return Decision(action=rng.choice(turn.legal_actions).id, note="ismcts: no consistent sample")
+        best = max(visits.values())
+        action = rng.choice([a for a, n in visits.items() if n == best])
+        total = sum(visits.values())
+        policy = {str(a): n / total for a, n in sorted(visits.items())}
+        return Decision(
+            action=action,
+            policy=policy,
+            stats=MoveStats(nodes=done),
+            note=None if consistent == done else f"ismcts: {done - consistent} inconsistent samples",
+        )
+

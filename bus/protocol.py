@@ -1,0 +1,244 @@
+"""Protocol v1: every message that crosses the bus, as pydantic models.
+
+Pure data: no transport here. Unknown fields are ignored on receipt so that a
+newer peer can add fields; a missing or mistyped required field is a malformed
+message (`pydantic.ValidationError`). `spielbus protocol schema` prints the JSON
+Schema of every model in `MESSAGES`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PROTOCOL_VERSION = 1
+
+FaultReason = Literal["timeout", "illegal", "malformed", "no_responder", "error"]
+FAULT_REASONS: tuple[str, ...] = ("timeout", "illegal", "malformed", "no_responder", "error")
+
+
+class Message(BaseModel):
+    """Base of all wire messages: `v` is the protocol version."""
+
+    model_config = ConfigDict(extra="ignore")
+    v: int = PROTOCOL_VERSION
+
+
+class GameSpec(BaseModel):
+    """An OpenSpiel game by name and parameters, e.g. connect_four or kuhn_poker(players=3)."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    params: dict[str, bool | int | float | str] = Field(default_factory=dict)
+
+    def label(self) -> str:
+        if not self.params:
+            return self.name
+        inner = ",".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        return f"{self.name}({inner})"
+
+
+class LegalAction(BaseModel):
+    id: int
+    text: str
+
+
+class HistoryItem(BaseModel):
+    """One step of the match as a seat may know it.
+
+    `player` is the seat that acted (-1 chance, -2 simultaneous joint move);
+    `action` and `text` are null where the step is hidden from this seat.
+    """
+
+    player: int
+    action: int | None = None
+    text: str | None = None
+
+
+class Usage(BaseModel):
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cache_hits: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            llm_calls=self.llm_calls + other.llm_calls,
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cache_hits=self.cache_hits + other.cache_hits,
+        )
+
+
+class MoveStats(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    nodes: int | None = None
+    depth: int | None = None
+    pruned_illegal: int | None = None
+
+
+class Turn(Message):
+    """Referee to agent, on `spielbus.turn.<agent>`: choose an action."""
+
+    type: Literal["turn"] = "turn"
+    match_id: str
+    game: GameSpec
+    seat: int
+    seats: list[str]
+    turn: int
+    deadline_ms: int
+    observation: str
+    observation_json: Any | None = None
+    legal_actions: list[LegalAction]
+    history: list[HistoryItem] = Field(default_factory=list)
+    state: list[int] | None = Field(
+        default=None,
+        description="Perfect-information games only: the full action history from the initial "
+        "state (chance outcomes included); replaying it rebuilds the true state.",
+    )
+    rules: str | None = None
+    retry: str | None = None
+
+
+class Move(Message):
+    """Agent to referee, the reply to a `turn`. Give `action` (an id) or `action_text`."""
+
+    type: Literal["move"] = "move"
+    match_id: str
+    turn: int
+    action: int | None = None
+    action_text: str | None = None
+    policy: dict[str, float] | None = Field(
+        default=None, description="Optional distribution over legal action ids (keys are ids as strings)."
+    )
+    usage: Usage = Field(default_factory=Usage)
+    stats: MoveStats | None = None
+    note: str | None = None
+
+
+class MatchStarted(Message):
+    """Referee to agent, on `spielbus.notify.<agent>`."""
+
+    type: Literal["match_started"] = "match_started"
+    match_id: str
+    game: GameSpec
+    seat: int
+    seats: list[str]
+
+
+class MatchEnded(Message):
+    type: Literal["match_ended"] = "match_ended"
+    match_id: str
+    seat: int
+    returns: list[float]
+    outcome: str
+
+
+class MoveRecord(BaseModel):
+    """One applied step of a match, as kept in the record."""
+
+    turn: int
+    player: int
+    action: int
+    text: str
+    agent: str | None = None
+    latency_ms: float | None = None
+    usage: Usage | None = None
+    stats: MoveStats | None = None
+    note: str | None = None
+    policy: dict[str, float] | None = None
+    forced: bool = Field(default=False, description="Played by the referee for the seat (random policy).")
+
+
+class FaultRecord(BaseModel):
+    turn: int
+    seat: int
+    agent: str
+    reason: FaultReason
+    detail: str = ""
+    latency_ms: float | None = None
+
+
+class Provenance(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    agent: str
+    kind: str | None = None
+    version: str | None = None
+    models: list[str] = Field(default_factory=list)
+    config_hash: str | None = None
+
+
+class MatchRecord(BaseModel):
+    """The complete record of one match: one line of `matches.jsonl`."""
+
+    match_id: str
+    tournament: str
+    game: GameSpec
+    seats: list[str]
+    seed: int
+    moves: list[MoveRecord] = Field(default_factory=list)
+    faults: list[FaultRecord] = Field(default_factory=list)
+    returns: list[float] = Field(default_factory=list)
+    outcome: str = "pending"
+    forfeited: list[int] = Field(default_factory=list)
+    ranks: list[int] = Field(default_factory=list, description="Finishing place per seat, 1 is best.")
+    started_at: float = 0.0
+    ended_at: float = 0.0
+    provenance: list[Provenance] = Field(default_factory=list)
+    error: str | None = None
+
+
+class MatchEvent(Message):
+    """Referee to everyone, on `spielbus.match.<match_id>.<event>`, kept in `SPIELBUS_MATCHES`."""
+
+    type: Literal["started", "moved", "forfeit", "ended"]
+    match_id: str
+    tournament: str
+    game: GameSpec
+    seats: list[str]
+    move: MoveRecord | None = Field(default=None, description="`moved`: the step (hidden steps carry no action).")
+    hidden: bool = Field(default=False, description="`moved`: the step is private to its seat until the match ends.")
+    fault: FaultRecord | None = None
+    observation: str | None = Field(default=None, description="Public view of the state after this event.")
+    record: MatchRecord | None = Field(default=None, description="`ended` only: the full record.")
+
+
+class FaultPolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["forfeit", "retry", "random"] = "forfeit"
+    retries: int = Field(default=2, ge=0, description="`retry`: extra attempts before forfeiting.")
+
+
+class MatchSpec(Message):
+    """Tournament to referee workers, on the `SPIELBUS_SCHEDULE` work queue."""
+
+    type: Literal["match_spec"] = "match_spec"
+    match_id: str
+    tournament: str
+    game: GameSpec
+    seats: list[str]
+    seed: int
+    deadline_ms: int = 10_000
+    policy: FaultPolicy = Field(default_factory=FaultPolicy)
+    max_turns: int = Field(default=2_000, description="A match that reaches this many turns ends as a draw.")
+
+
+AnyMessage = Annotated[
+    Turn | Move | MatchStarted | MatchEnded | MatchEvent | MatchSpec, Field(discriminator="type")
+]
+
+MESSAGES: dict[str, type[BaseModel]] = {
+    "turn": Turn,
+    "move": Move,
+    "match_started": MatchStarted,
+    "match_ended": MatchEnded,
+    "match_event": MatchEvent,
+    "match_spec": MatchSpec,
+    "match_record": MatchRecord,
+}
+
+
+def json_schemas() -> dict[str, Any]:
+    """The JSON Schema of every message, keyed by message name."""
+    return {name: model.model_json_schema() for name, model in MESSAGES.items()}

@@ -1,0 +1,50 @@
+"""Subject and stream names of protocol v1. One place, so the prefix is configurable."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+MATCHES_STREAM = "SPIELBUS_MATCHES"
+SCHEDULE_STREAM = "SPIELBUS_SCHEDULE"
+MATCH_EVENTS = ("started", "moved", "forfeit", "ended")
+
+_TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def check_token(value: str, what: str = "name") -> str:
+    """Agent names and match ids become subject tokens: no dots, spaces or wildcards."""
+    if not _TOKEN.match(value):
+        raise ValueError(f"{what} {value!r} may hold only letters, digits, '_' and '-'")
+    return value
+
+
+@dataclass(frozen=True)
+class Subjects:
+    prefix: str = "spielbus"
+
+    def turn(self, agent: str) -> str:
+        return f"{self.prefix}.turn.{check_token(agent, 'agent name')}"
+
+    def notify(self, agent: str) -> str:
+        return f"{self.prefix}.notify.{check_token(agent, 'agent name')}"
+
+    def match(self, match_id: str, event: str) -> str:
+        if event not in MATCH_EVENTS:
+            raise ValueError(f"unknown match event {event!r}")
+        return f"{self.prefix}.match.{check_token(match_id, 'match id')}.{event}"
+
+    def match_all(self, event: str = "*") -> str:
+        return f"{self.prefix}.match.*.{event}"
+
+    @property
+    def schedule(self) -> str:
+        return f"{self.prefix}.schedule"
+
+    @property
+    def matches_stream(self) -> str:
+        return MATCHES_STREAM if self.prefix == "spielbus" else f"{MATCHES_STREAM}_{self.prefix.upper()}"
+
+    @property
+    def schedule_stream(self) -> str:
+        return SCHEDULE_STREAM if self.prefix == "spielbus" else f"{SCHEDULE_STREAM}_{self.prefix.upper()}"

@@ -1,0 +1,103 @@
+"""Load any OpenSpiel game from a `GameSpec` or a spec string, our own Python games included.
+
+Our games register with `pyspiel.register_game` when `games.word` is imported;
+`load_game` imports it first so that every caller sees the same catalogue.
+Loaded games are cached per spec: pyspiel games are immutable and shareable.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import re
+
+import pyspiel
+
+from bus.protocol import GameSpec
+
+# Modules whose import registers extra games with pyspiel (absent ones are skipped).
+_GAME_MODULES = ("games.word",)
+_registered = False
+
+
+class GameSpecError(ValueError):
+    pass
+
+
+def register_our_games() -> None:
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    for name in _GAME_MODULES:
+        try:
+            importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+
+
+_SPEC_RE = re.compile(r"^\s*([A-Za-z0-9_]+)\s*(?:\((.*)\))?\s*$", re.S)
+
+
+def _coerce(value: str) -> bool | int | float | str:
+    v = value.strip()
+    if v.lower() in ("true", "false"):
+        return v.lower() == "true"
+    for cast in (int, float):
+        try:
+            return cast(v)
+        except ValueError:
+            pass
+    return v
+
+
+def parse_spec(text: str) -> GameSpec:
+    """`"kuhn_poker(players=3)"` -> GameSpec(name="kuhn_poker", params={"players": 3})."""
+    m = _SPEC_RE.match(text)
+    if not m:
+        raise GameSpecError(f"not a game spec: {text!r} (expected name or name(key=value,...))")
+    params: dict[str, bool | int | float | str] = {}
+    if m.group(2):
+        for part in m.group(2).split(","):
+            if not part.strip():
+                continue
+            key, sep, value = part.partition("=")
+            if not sep or not key.strip():
+                raise GameSpecError(f"bad parameter {part!r} in {text!r}: expected key=value")
+            params[key.strip()] = _coerce(value)
+    return GameSpec(name=m.group(1), params=params)
+
+
+def _to_pyspiel_params(params: dict[str, bool | int | float | str]) -> dict[str, object]:
+    return dict(params)
+
+
+@functools.lru_cache(maxsize=256)
+def _load(name: str, frozen_params: tuple[tuple[str, object], ...]) -> pyspiel.Game:
+    register_our_games()
+    if name not in pyspiel.registered_names():
+        raise GameSpecError(f"unknown game {name!r}; `spielbus games` lists what can be played")
+    try:
+        return pyspiel.load_game(name, _to_pyspiel_params(dict(frozen_params)))
+    except (pyspiel.SpielError, RuntimeError, TypeError, ValueError) as exc:
+        raise GameSpecError(f"cannot load {name} with {dict(frozen_params)}: {exc}") from exc
+
+
+def load_game(spec: GameSpec | str) -> pyspiel.Game:
+    if isinstance(spec, str):
+        spec = parse_spec(spec)
+    return _load(spec.name, tuple(sorted(spec.params.items())))
+
+
+def game_names() -> list[str]:
+    register_our_games()
+    return sorted(pyspiel.registered_names())
+
+
+def replay(game: pyspiel.Game, actions: list[int]) -> pyspiel.State:
+    """Rebuild a perfect-information state from its full action history."""
+    state = game.new_initial_state()
+    for a in actions:
+        state.apply_action(a)
+    return state

@@ -1,0 +1,166 @@
+"""What one seat may see of a match: text views, legal action texts, the seat's history.
+
+The hidden-information rule lives here. A step of the true history is shown to a
+seat only when the seat would tell it apart from every alternative: the step is
+replayed with each other legal action and the seat's information state compared.
+Its own actions are always shown. This is conservative (a step revealed only
+later stays hidden) and costs one clone per legal alternative per step, which is
+cheap for the small imperfect-information games OpenSpiel ships. Perfect-
+information games show every step and carry the full action list as `state`.
+
+Nothing here ever calls `serialize()`: for Python games that is a pickle, and for
+imperfect-information games it holds every private card.
+"""
+
+from __future__ import annotations
+
+import pyspiel
+
+from bus.protocol import GameSpec, HistoryItem, LegalAction, Turn
+
+CHANCE = int(pyspiel.PlayerId.CHANCE)
+SIMULTANEOUS = int(pyspiel.PlayerId.SIMULTANEOUS)
+
+
+def is_perfect_information(game: pyspiel.Game) -> bool:
+    return game.get_type().information == pyspiel.GameType.Information.PERFECT_INFORMATION
+
+
+def seat_info(state: pyspiel.State, seat: int) -> str:
+    """The most complete text the seat may know: information state where the game has one."""
+    gt = state.get_game().get_type()
+    if gt.provides_information_state_string:
+        return state.information_state_string(seat)
+    if gt.provides_observation_string:
+        return state.observation_string(seat)
+    if gt.information == pyspiel.GameType.Information.PERFECT_INFORMATION:
+        return str(state)
+    raise ValueError(f"{gt.short_name} provides no per-seat view")
+
+
+def observation_text(state: pyspiel.State, seat: int) -> str:
+    """The text an LLM reads: a board for perfect-information games, the information state otherwise."""
+    game = state.get_game()
+    gt = game.get_type()
+    if is_perfect_information(game):
+        if gt.provides_observation_string:
+            text = state.observation_string(seat)
+        else:
+            text = str(state)
+        return text
+    return seat_info(state, seat)
+
+
+def action_text(state: pyspiel.State, player: int, action: int) -> str:
+    try:
+        return state.action_to_string(player, action)
+    except (pyspiel.SpielError, RuntimeError):
+        return str(action)
+
+
+def legal_actions(state: pyspiel.State, seat: int) -> list[LegalAction]:
+    return [LegalAction(id=a, text=action_text(state, seat, a)) for a in state.legal_actions(seat)]
+
+
+def _apply(state: pyspiel.State, player: int, action: int, joint: list[int] | None) -> pyspiel.State:
+    child = state.clone()
+    if joint is not None:
+        j = list(joint)
+        j[player] = action
+        child.apply_actions(j)
+    else:
+        child.apply_action(action)
+    return child
+
+
+def visible_to(state: pyspiel.State, player: int, action: int, joint: list[int] | None = None) -> list[bool]:
+    """For each seat, whether it can tell that `player` chose `action` at `state` (before applying).
+
+    For a simultaneous node pass the whole `joint` action; `player` is the seat whose part is tested.
+    """
+    game = state.get_game()
+    n = game.num_players()
+    if is_perfect_information(game):
+        return [True] * n
+    alternatives = (
+        [a for a, _ in state.chance_outcomes()] if player == CHANCE else list(state.legal_actions(player))
+    )
+    alternatives = [a for a in alternatives if a != action]
+    taken = _apply(state, player, action, joint)
+    seen = []
+    for seat in range(n):
+        if seat == player:
+            seen.append(True)
+            continue
+        mine = seat_info(taken, seat)
+        seen.append(all(seat_info(_apply(state, player, a, joint), seat) != mine for a in alternatives))
+    return seen
+
+
+class SeatHistory:
+    """Accumulates each seat's view of the history as the referee applies steps."""
+
+    def __init__(self, num_players: int) -> None:
+        self.items: list[list[HistoryItem]] = [[] for _ in range(num_players)]
+        self.public: list[bool] = []
+
+    def record(self, state: pyspiel.State, player: int, action: int, joint: list[int] | None = None) -> bool:
+        """Record a step before it is applied to `state`. Returns whether every seat sees it."""
+        seen = visible_to(state, player, action, joint)
+        text = action_text(state, player, action)
+        for seat, ok in enumerate(seen):
+            self.items[seat].append(
+                HistoryItem(player=player, action=action, text=text) if ok else HistoryItem(player=player)
+            )
+        public = all(seen)
+        self.public.append(public)
+        return public
+
+
+def build_turn(
+    *,
+    state: pyspiel.State,
+    spec: GameSpec,
+    match_id: str,
+    seat: int,
+    seats: list[str],
+    turn: int,
+    deadline_ms: int,
+    history: SeatHistory | None,
+    rules: str | None = None,
+    retry: str | None = None,
+) -> Turn:
+    game = state.get_game()
+    perfect = is_perfect_information(game)
+    return Turn(
+        match_id=match_id,
+        game=spec,
+        seat=seat,
+        seats=seats,
+        turn=turn,
+        deadline_ms=deadline_ms,
+        observation=observation_text(state, seat),
+        legal_actions=legal_actions(state, seat),
+        history=history.items[seat] if history is not None else [],
+        state=list(state.history()) if perfect else None,
+        rules=rules,
+        retry=retry,
+    )
+
+
+def public_observation(state: pyspiel.State) -> str | None:
+    """A spectator's view: the full state for perfect information, nothing otherwise."""
+    if is_perfect_information(state.get_game()):
+        return str(state)
+    return None
+
+
+def match_action(legal: list[LegalAction], action: int | None, text: str | None) -> int | None:
+    """The legal id an answer names, or None. An id wins over a text; texts match case-insensitively."""
+    if action is not None:
+        return action if any(la.id == action for la in legal) else None
+    if text is None:
+        return None
+    wanted = text.strip().casefold()
+    hits = [la.id for la in legal if la.text.strip().casefold() == wanted]
+    return hits[0] if len(hits) == 1 else None

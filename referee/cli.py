@@ -1,0 +1,215 @@
+"""The `spielbus` command.
+
+    spielbus run FILE.toml          a whole tournament on one machine (embedded nats-server unless --nats)
+    spielbus submit FILE.toml       a tournament for the referees and agents already on --nats
+    spielbus referee                a referee worker: pulls match specs and plays them
+    spielbus agent KIND --name N    an agent service (`spielbus agent KIND --help` for its options)
+    spielbus llm serve              the embedded LLM server (llama.cpp on SmolLM2-135M)
+    spielbus games                  the games that can be played
+    spielbus protocol schema        the JSON Schema of every protocol v1 message
+
+Exit codes: 0 success, 1 runtime failure, 2 bad input (arguments or tournament file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from referee.config import ConfigError, load_config
+
+EPILOG = "Environment: NATS_URL (default NATS server), NATS_CREDS / NATS_USER / NATS_PASSWORD (credentials)."
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="spielbus",
+        description="Spielbus: game-playing agents under one referee over NATS.",
+        epilog=EPILOG,
+    )
+    p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a tournament (embedded nats-server unless --nats)")
+    run.add_argument("file", help="tournament TOML file")
+    run.add_argument("--nats", default=None, help="use this NATS server instead of an embedded one")
+    run.add_argument("--no-referee", action="store_true", help="do not start referee workers here")
+    run.add_argument("--workers", type=int, default=1, help="referee workers in this process (default 1)")
+    run.add_argument("--run-dir", default=None, help="parent folder of the run folder (default: the file's run_dir)")
+    run.add_argument("--prefix", default="spielbus", help="subject prefix")
+    run.add_argument("--agent-wait", type=float, default=120.0, help="seconds to wait for agents to join")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    submit = sub.add_parser("submit", help="submit a tournament to the referees and agents on --nats")
+    submit.add_argument("file")
+    submit.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL)")
+    submit.add_argument("--run-dir", default=None)
+    submit.add_argument("--prefix", default="spielbus")
+    submit.add_argument("--agent-wait", type=float, default=60.0)
+    submit.add_argument("--quiet", action="store_true")
+
+    ref = sub.add_parser("referee", help="run a referee worker until SIGTERM")
+    ref.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL or nats://127.0.0.1:4222)")
+    ref.add_argument("--concurrency", type=int, default=8, help="matches played at once")
+    ref.add_argument("--prefix", default="spielbus")
+
+    sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
+    sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
+
+    games = sub.add_parser("games", help="list the games that can be played")
+    games.add_argument("--json", action="store_true", help="as JSON with type details")
+    games.add_argument("filter", nargs="?", default="", help="only names containing this")
+
+    proto = sub.add_parser("protocol", help="protocol tools")
+    proto_sub = proto.add_subparsers(dest="proto_command", required=True, metavar="SUBCOMMAND")
+    schema = proto_sub.add_parser("schema", help="print the JSON Schema of every message")
+    schema.add_argument("--message", default=None, help="only this message (e.g. turn, move)")
+    return p
+
+
+def _hand_over(module_args: list[str]) -> int:
+    """`spielbus agent` / `spielbus llm` run the agents package in its own process image."""
+    os.execv(sys.executable, [sys.executable, "-m", "agents", *module_args])
+    return 0  # not reached
+
+
+def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
+    from referee.run import RunOptions, run_tournament
+
+    console = Console()
+    try:
+        config = load_config(args.file)
+        from referee.schedule import check_games
+
+        check_games(config)
+    except ConfigError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    if submit_only and not (args.nats or os.environ.get("NATS_URL")):
+        console.print("[red]error:[/red] submit needs --nats or NATS_URL (the bus the referees are on)")
+        return 2
+    opts = RunOptions(
+        nats=args.nats,
+        referee=not (submit_only or getattr(args, "no_referee", False)),
+        workers=getattr(args, "workers", 1),
+        prefix=args.prefix,
+        run_dir=args.run_dir,
+        agent_wait_s=args.agent_wait,
+        config_path=args.file,
+        quiet=args.quiet,
+    )
+    if submit_only:
+        config = config.model_copy(
+            update={"agents": {k: v.model_copy(update={"external": True}) for k, v in config.agents.items()}}
+        )
+    try:
+        asyncio.run(run_tournament(config, opts, console))
+    except ConfigError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    except (ConnectionError, RuntimeError) as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 1
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: the run folder keeps every finished match[/yellow]")
+        return 130
+    return 0
+
+
+def _cmd_referee(args: argparse.Namespace) -> int:
+    from bus.connect import connect, nats_url
+    from bus.subjects import Subjects
+    from referee.worker import RefereeWorker
+
+    async def main() -> None:
+        nc = await connect(nats_url(args.nats), name="spielbus-referee", service=True)
+        worker = RefereeWorker(nc, subjects=Subjects(args.prefix), concurrency=args.concurrency)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, worker.stop)
+        print(f"referee worker on {nats_url(args.nats)}, up to {args.concurrency} matches at once", flush=True)
+        await worker.run()
+        await nc.drain()
+
+    try:
+        asyncio.run(main())
+    except ConnectionError as exc:
+        print(f"spielbus referee: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _cmd_games(args: argparse.Namespace) -> int:
+    import pyspiel
+
+    from games.loader import game_names
+
+    names = [n for n in game_names() if args.filter in n]
+    if args.json:
+        out = []
+        for n in names:
+            gt = pyspiel.get_registered_game_types()
+            t = next((g for g in gt if g.short_name == n), None)
+            out.append(
+                {
+                    "name": n,
+                    "long_name": t.long_name if t else n,
+                    "players": [t.min_num_players, t.max_num_players] if t else None,
+                    "information": str(t.information).split(".")[-1] if t else None,
+                    "dynamics": str(t.dynamics).split(".")[-1] if t else None,
+                }
+            )
+        print(json.dumps(out, indent=2))
+    else:
+        print("\n".join(names))
+    return 0
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from bus.protocol import MESSAGES, json_schemas
+
+    schemas = json_schemas()
+    if args.message:
+        if args.message not in MESSAGES:
+            print(f"spielbus protocol schema: unknown message {args.message!r}; known: {', '.join(MESSAGES)}",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        schemas = schemas[args.message]
+    print(json.dumps(schemas, indent=2))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Hand-overs first: their flags belong to the agents package's own parser.
+    for i, a in enumerate(argv):
+        if a in ("agent", "llm"):
+            if all(x.startswith("-") for x in argv[:i]):
+                rest = argv[i + 1 :] if a == "agent" else ["llm", *argv[i + 1 :]]
+                return _hand_over(rest)
+            break
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if args.command == "run":
+        return _cmd_run(args, submit_only=False)
+    if args.command == "submit":
+        return _cmd_run(args, submit_only=True)
+    if args.command == "referee":
+        return _cmd_referee(args)
+    if args.command == "games":
+        return _cmd_games(args)
+    if args.command == "protocol":
+        return _cmd_schema(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

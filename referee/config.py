@@ -1,0 +1,154 @@
+"""The tournament file: TOML, validated by pydantic, errors that name the key and the line.
+
+    name = "quickstart"
+    format = "round_robin"        # round_robin | gauntlet
+    games_per_pairing = 4         # per pairing and per seat order
+    concurrency = 4
+    deadline_ms = 5000
+    seed = 1
+    [policy]                      # forfeit (default) | retry (retries = N) | random
+    kind = "forfeit"
+    [[games]]
+    name = "tic_tac_toe"
+    params = {}
+    [agents.rand]
+    kind = "random"
+    [agents.mc]
+    kind = "mcts"
+    options = { simulations = 200 }
+
+An agent with `external = true` is not started by `spielbus run`: it must already
+be serving on the bus under its name. Games of more than two players seat a
+sample of the agents in a random order per match (seeded).
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from bus.protocol import FaultPolicy, GameSpec
+from bus.subjects import check_token
+
+
+class ConfigError(ValueError):
+    """A bad tournament file; the message names the problem (and the line, where known)."""
+
+
+class AgentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: str = Field(description="agent kind, e.g. random, mcts; see `spielbus agent --help`")
+    options: dict[str, Any] = Field(default_factory=dict)
+    external: bool = Field(default=False, description="already on the bus: do not start it")
+    replicas: int = Field(default=1, ge=1, le=64)
+    max_concurrency: int = Field(default=16, ge=1)
+
+
+class RatingsConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    elo_k: float = Field(default=0.2, gt=0, description="Elo K (seed 004 B.2 uses 0.2)")
+    elo_initial: float = 1500.0
+    stack: float = Field(default=100.0, gt=0, description="initial stack L for payoff games (seed 004 eq. 19)")
+    bootstrap: int = Field(default=200, ge=10)
+    invalid_adjustment: dict[str, float] = Field(
+        default_factory=dict, description="per game: how much of a loss an invalid-action forfeit counts"
+    )
+
+
+class TournamentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str = "tournament"
+    format: Literal["round_robin", "gauntlet"] = "round_robin"
+    champions: list[str] = Field(default_factory=list, description="gauntlet: the agents everyone else plays")
+    games: list[GameSpec] = Field(min_length=1)
+    agents: dict[str, AgentConfig] = Field(min_length=1)
+    games_per_pairing: int = Field(default=2, ge=1)
+    both_seat_orders: bool = True
+    concurrency: int = Field(default=4, ge=1, le=1024)
+    deadline_ms: int = Field(default=10_000, ge=10)
+    max_turns: int = Field(default=2_000, ge=1)
+    seed: int = 0
+    policy: FaultPolicy = Field(default_factory=FaultPolicy)
+    ratings: RatingsConfig = Field(default_factory=RatingsConfig)
+    run_dir: str = "runs"
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return check_token(v, "tournament name")
+
+    @field_validator("agents")
+    @classmethod
+    def _agent_names(cls, v: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
+        for name in v:
+            check_token(name, "agent name")
+        return v
+
+    @model_validator(mode="after")
+    def _gauntlet(self) -> TournamentConfig:
+        if self.format == "gauntlet":
+            if not self.champions:
+                raise ValueError("format 'gauntlet' needs `champions = [...]`")
+            unknown = [c for c in self.champions if c not in self.agents]
+            if unknown:
+                raise ValueError(f"champions {unknown} are not among the agents {sorted(self.agents)}")
+        return self
+
+
+def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
+    """Best-effort line number of a key path in TOML text: the last key, after its table header."""
+    lines = text.splitlines()
+    start = 0
+    # Find the deepest table header that matches a prefix of the path.
+    str_loc = [str(p) for p in loc if not isinstance(p, int)]
+    for depth in range(len(str_loc), 0, -1):
+        header = re.compile(r"^\s*\[+\s*" + r"\s*\.\s*".join(map(re.escape, str_loc[:depth])) + r"\s*\]+")
+        for i, line in enumerate(lines):
+            if header.match(line):
+                start = i
+                break
+        else:
+            continue
+        break
+    if str_loc:
+        key = re.compile(r"^\s*" + re.escape(str_loc[-1]) + r"\s*=|[{,]\s*" + re.escape(str_loc[-1]) + r"\s*=")
+        for i in range(start, len(lines)):
+            if key.search(lines[i]):
+                return i + 1
+    return start + 1 if start else None
+
+
+def parse_config(text: str, source: str = "<tournament>") -> TournamentConfig:
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
+    try:
+        return TournamentConfig.model_validate(raw)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = tuple(err.get("loc", ()))
+            key = ".".join(str(p) for p in loc) or "(top level)"
+            line = _line_of(text, loc)
+            where = f"{source}:{line}" if line else source
+            msg = err.get("msg", "invalid")
+            if err.get("type") == "extra_forbidden":
+                msg = "unknown key"
+            problems.append(f"{where}: {key}: {msg}")
+        raise ConfigError("invalid tournament file:\n  " + "\n  ".join(problems)) from exc
+
+
+def load_config(path: str | Path) -> TournamentConfig:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read tournament file {p}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not UTF-8 text: {exc}") from exc
+    return parse_config(text, str(p))

@@ -1,0 +1,105 @@
+"""Starting agent services as child processes for `spielbus run`, and waiting for them.
+
+Agents run as separate processes (`python -m agents KIND --name ...`), exactly as
+they would on another machine: the referee never imports agent code, and an
+agent's CPU-bound search cannot stall the referee's clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import nats.errors
+from nats.aio.client import Client as NATS
+
+from referee.config import AgentConfig
+
+
+class AgentProcess:
+    def __init__(self, name: str, cfg: AgentConfig, url: str, prefix: str, log_path: Path, replica: int) -> None:
+        self.name = name
+        self.cfg = cfg
+        self.log_path = log_path
+        cmd = [
+            sys.executable, "-m", "agents", cfg.kind,
+            "--name", name, "--nats", url, "--prefix", prefix,
+            "--max-concurrency", str(cfg.max_concurrency),
+            "--options", json.dumps(cfg.options),
+        ]  # fmt: skip
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        env = dict(os.environ)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self.replica = replica
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+    def tail(self, lines: int = 15) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+async def agent_present(nc: NATS, name: str, timeout: float = 0.5) -> bool:
+    """Whether a micro service of that name answers `$SRV.PING.<name>`."""
+    try:
+        await nc.request(f"$SRV.PING.{name}", b"", timeout=timeout)
+        return True
+    except (nats.errors.NoRespondersError, nats.errors.TimeoutError, TimeoutError):
+        return False
+
+
+async def wait_for_agents(
+    nc: NATS, names: list[str], processes: list[AgentProcess], timeout: float
+) -> list[str]:
+    """Wait until every named agent answers a ping; returns those still missing at the timeout.
+
+    Raises RuntimeError at once if a child process we started has died.
+    """
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    missing = list(names)
+    while missing and loop.time() < end:
+        for p in processes:
+            if not p.alive():
+                raise RuntimeError(
+                    f"agent {p.name} ({p.cfg.kind}) exited with code {p.proc.returncode} during start-up; "
+                    f"its log {p.log_path} ends:\n{p.tail()}"
+                )
+        still = []
+        for name in missing:
+            if not await agent_present(nc, name):
+                still.append(name)
+        missing = still
+        if missing:
+            await asyncio.sleep(0.2)
+    return missing
+
+
+def stop_all(processes: list[AgentProcess]) -> None:
+    for p in processes:
+        if p.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.proc.send_signal(signal.SIGTERM)
+    for p in processes:
+        p.stop()

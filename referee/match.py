@@ -1,0 +1,335 @@
+"""One match, refereed: the authoritative state, the clock, the fault policy, the record.
+
+The OpenSpiel state never leaves this module. Chance is sampled from the match's
+seeded RNG; simultaneous nodes ask every seat at once. Every answer is checked
+here, and every way it can be wrong becomes a `FaultRecord`:
+
+- `no_responder`: nobody listens on the agent's turn subject (answered at once by NATS);
+- `timeout`: no reply before the deadline (measured from request to reply);
+- `error`: the agent answered with a service error (its strategy raised);
+- `malformed`: not JSON, the wrong shape, too large, or for another match or turn;
+- `illegal`: a well-formed move naming no legal action.
+
+The policy then decides: `forfeit` ends the match against the seat, `retry` asks
+again with the reason (up to `retries` times, then forfeits), `random` plays a
+uniformly random legal action for the seat. Whatever happens, `run()` returns a
+complete `MatchRecord`; an internal error becomes outcome `error`, never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable
+
+import nats.errors
+import pyspiel
+from nats.aio.client import Client as NATS
+from pydantic import ValidationError
+
+from bus.protocol import (
+    FaultReason,
+    FaultRecord,
+    MatchEnded,
+    MatchEvent,
+    MatchRecord,
+    MatchSpec,
+    MatchStarted,
+    Move,
+    MoveRecord,
+    Provenance,
+    Turn,
+)
+from bus.subjects import Subjects
+from games.loader import GameSpecError, load_game
+from games.rules import rules_text
+from games.view import SeatHistory, action_text, build_turn, legal_actions, match_action, public_observation
+from referee.outcome import ranks_from_returns
+
+log = logging.getLogger(__name__)
+
+# Replies larger than this are refused unread: no legal move needs more.
+MAX_REPLY_BYTES = 64 * 1024
+
+EventSink = Callable[[MatchEvent], Awaitable[None]]
+
+
+class _Forfeit(Exception):
+    def __init__(self, seat: int) -> None:
+        self.seat = seat
+
+
+class MatchRunner:
+    def __init__(
+        self,
+        nc: NATS,
+        spec: MatchSpec,
+        *,
+        subjects: Subjects | None = None,
+        publish_event: EventSink | None = None,
+        provenance: list[Provenance] | None = None,
+    ) -> None:
+        self.nc = nc
+        self.spec = spec
+        self.subjects = subjects or Subjects()
+        self.publish_event = publish_event
+        self.rng = random.Random(spec.seed)
+        self.turn_no = 0
+        self.record = MatchRecord(
+            match_id=spec.match_id,
+            tournament=spec.tournament,
+            game=spec.game,
+            seats=list(spec.seats),
+            seed=spec.seed,
+            provenance=provenance or [],
+        )
+        self._rules_sent: set[int] = set()
+
+    # -- events -------------------------------------------------------------------------------
+
+    async def _emit(self, kind: str, **fields: object) -> None:
+        if self.publish_event is None:
+            return
+        event = MatchEvent(
+            type=kind,  # type: ignore[arg-type]
+            match_id=self.spec.match_id,
+            tournament=self.spec.tournament,
+            game=self.spec.game,
+            seats=self.spec.seats,
+            **fields,  # type: ignore[arg-type]
+        )
+        try:
+            await self.publish_event(event)
+        except Exception:
+            # A lost spectator event must not cost the match; the record still has everything.
+            log.warning("match %s: could not publish %s event", self.spec.match_id, kind, exc_info=True)
+
+    async def _notify(self, msg: MatchStarted | MatchEnded, agent: str) -> None:
+        try:
+            await self.nc.publish(self.subjects.notify(agent), msg.model_dump_json().encode())
+        except Exception:
+            log.warning("match %s: could not notify %s", self.spec.match_id, agent, exc_info=True)
+
+    # -- asking a seat ------------------------------------------------------------------------
+
+    async def _request(self, turn: Turn, agent: str) -> tuple[Move | None, FaultReason | None, str, float]:
+        """One request. Returns (move, fault reason, detail, latency in ms)."""
+        payload = turn.model_dump_json(exclude_none=True).encode()
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        try:
+            msg = await self.nc.request(
+                self.subjects.turn(agent), payload, timeout=self.spec.deadline_ms / 1000
+            )
+        except nats.errors.NoRespondersError:
+            return None, "no_responder", f"no agent listens on {self.subjects.turn(agent)}", 0.0
+        except (nats.errors.TimeoutError, TimeoutError):
+            return None, "timeout", f"no reply within {self.spec.deadline_ms} ms", self.spec.deadline_ms
+        except nats.errors.MaxPayloadError as exc:
+            return None, "error", f"request too large for the server: {exc}", 0.0
+        latency = (loop.time() - t0) * 1000
+        headers = msg.headers or {}
+        if "Nats-Service-Error-Code" in headers or "Nats-Service-Error" in headers:
+            detail = headers.get("Nats-Service-Error", "") or headers.get("Nats-Service-Error-Code", "")
+            return None, "error", f"agent error: {detail}"[:300], latency
+        if len(msg.data) > MAX_REPLY_BYTES:
+            return None, "malformed", f"reply of {len(msg.data)} bytes exceeds {MAX_REPLY_BYTES}", latency
+        try:
+            move = Move.model_validate_json(msg.data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first.get("loc", ()))
+            return None, "malformed", f"{first.get('msg', 'invalid')} at {where or 'top level'}"[:300], latency
+        if move.match_id != turn.match_id or move.turn != turn.turn:
+            return (
+                None,
+                "malformed",
+                f"reply is for match {move.match_id!r} turn {move.turn}, expected {turn.match_id!r} turn {turn.turn}",
+                latency,
+            )
+        return move, None, "", latency
+
+    async def _ask(self, state: pyspiel.State, seat: int) -> tuple[int, MoveRecord]:
+        """Get a legal action for `seat`, applying the fault policy. Raises `_Forfeit`."""
+        agent = self.spec.seats[seat]
+        policy = self.spec.policy
+        retry_reason: str | None = None
+        attempts = 0
+        legal = legal_actions(state, seat)
+        while True:
+            attempts += 1
+            self.turn_no += 1
+            rules = None
+            if seat not in self._rules_sent:
+                rules = rules_text(state.get_game())
+            turn = build_turn(
+                state=state,
+                spec=self.spec.game,
+                match_id=self.spec.match_id,
+                seat=seat,
+                seats=self.spec.seats,
+                turn=self.turn_no,
+                deadline_ms=self.spec.deadline_ms,
+                history=self._history,
+                rules=rules,
+                retry=retry_reason,
+            )
+            move, reason, detail, latency = await self._request(turn, agent)
+            if move is not None:
+                self._rules_sent.add(seat)
+                action = match_action(legal, move.action, move.action_text)
+                if action is not None:
+                    return action, MoveRecord(
+                        turn=self.turn_no,
+                        player=seat,
+                        action=action,
+                        text=action_text(state, seat, action),
+                        agent=agent,
+                        latency_ms=round(latency, 3),
+                        usage=move.usage,
+                        stats=move.stats,
+                        note=move.note,
+                        policy=move.policy,
+                    )
+                reason = "illegal"
+                named = f"id {move.action}" if move.action is not None else f"text {move.action_text!r}"
+                detail = f"{named} is not a legal action" if (move.action, move.action_text) != (None, None) else (
+                    "move names no action"
+                )
+            assert reason is not None
+            fault = FaultRecord(
+                turn=self.turn_no, seat=seat, agent=agent, reason=reason, detail=detail, latency_ms=latency
+            )
+            self.record.faults.append(fault)
+            if policy.kind == "random":
+                action = self.rng.choice(legal).id
+                return action, MoveRecord(
+                    turn=self.turn_no,
+                    player=seat,
+                    action=action,
+                    text=action_text(state, seat, action),
+                    agent=agent,
+                    latency_ms=round(latency, 3),
+                    forced=True,
+                    note=f"played at random after {reason}",
+                )
+            if policy.kind == "retry" and attempts <= policy.retries and reason != "no_responder":
+                retry_reason = f"{reason}: {detail}"
+                continue
+            await self._emit("forfeit", fault=fault)
+            raise _Forfeit(seat)
+
+    # -- the match ----------------------------------------------------------------------------
+
+    async def run(self) -> MatchRecord:
+        self.record.started_at = time.time()
+        try:
+            await self._run()
+        except Exception as exc:
+            log.exception("match %s failed inside the referee", self.spec.match_id)
+            self.record.outcome = "error"
+            self.record.error = f"{type(exc).__name__}: {exc}"[:1000]
+            n = len(self.spec.seats)
+            self.record.returns = self.record.returns or [0.0] * n
+            self.record.ranks = self.record.ranks or [1] * n
+        self.record.ended_at = time.time()
+        for seat, agent in enumerate(self.spec.seats):
+            await self._notify(
+                MatchEnded(
+                    match_id=self.spec.match_id,
+                    seat=seat,
+                    returns=self.record.returns,
+                    outcome=self.record.outcome,
+                ),
+                agent,
+            )
+        await self._emit("ended", record=self.record)
+        return self.record
+
+    async def _run(self) -> None:
+        spec = self.spec
+        try:
+            game = load_game(spec.game)
+        except GameSpecError as exc:
+            raise RuntimeError(str(exc)) from exc
+        n = game.num_players()
+        if n != len(spec.seats):
+            raise RuntimeError(f"{spec.game.label()} has {n} seats, the match spec names {len(spec.seats)}")
+        state = game.new_initial_state()
+        self._history = SeatHistory(n)
+        for seat, agent in enumerate(spec.seats):
+            await self._notify(
+                MatchStarted(match_id=spec.match_id, game=spec.game, seat=seat, seats=spec.seats), agent
+            )
+        await self._emit("started", observation=public_observation(state))
+        try:
+            while not state.is_terminal():
+                if self.turn_no >= spec.max_turns:
+                    self.record.outcome = "max_turns"
+                    self.record.returns = [0.0] * n
+                    self.record.ranks = [1] * n
+                    return
+                if state.is_chance_node():
+                    outcomes, probs = zip(*state.chance_outcomes(), strict=True)
+                    action = self.rng.choices(outcomes, weights=probs)[0]
+                    rec = MoveRecord(
+                        turn=self.turn_no, player=-1, action=action, text=action_text(state, -1, action)
+                    )
+                    await self._apply(state, rec)
+                elif state.is_simultaneous_node():
+                    await self._simultaneous(state, n)
+                else:
+                    seat = state.current_player()
+                    action, rec = await self._ask(state, seat)
+                    await self._apply(state, rec)
+        except _Forfeit as f:
+            self._forfeit(game, f.seat)
+            return
+        self.record.returns = [float(r) for r in state.returns()]
+        self.record.ranks = ranks_from_returns(self.record.returns)
+        self.record.outcome = "draw" if len(set(self.record.ranks)) == 1 else "decisive"
+
+    async def _simultaneous(self, state: pyspiel.State, n: int) -> None:
+        seats = [p for p in range(n) if state.legal_actions(p)]
+        results = await asyncio.gather(*(self._ask(state, p) for p in seats), return_exceptions=True)
+        forfeits = [r for r in results if isinstance(r, _Forfeit)]
+        if forfeits:
+            raise forfeits[0]
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        joint = [0] * n
+        recs = []
+        for p, r in zip(seats, results, strict=True):
+            assert not isinstance(r, BaseException)
+            joint[p] = r[0]
+            recs.append(r[1])
+        for rec in recs:
+            public = self._history.record(state, rec.player, rec.action, joint)
+            self.record.moves.append(rec)
+            await self._emit_move(rec, public, None)
+        state.apply_actions(joint)
+
+    async def _apply(self, state: pyspiel.State, rec: MoveRecord) -> None:
+        public = self._history.record(state, rec.player, rec.action)
+        state.apply_action(rec.action)
+        self.record.moves.append(rec)
+        await self._emit_move(rec, public, public_observation(state))
+
+    async def _emit_move(self, rec: MoveRecord, public: bool, observation: str | None) -> None:
+        if public:
+            await self._emit("moved", move=rec, observation=observation)
+        else:
+            # Spectators learn that a seat acted, not what it did, until the `ended` event.
+            hidden = MoveRecord(turn=rec.turn, player=rec.player, action=-1, text="(hidden)", agent=rec.agent)
+            await self._emit("moved", move=hidden, hidden=True)
+
+    def _forfeit(self, game: pyspiel.Game, seat: int) -> None:
+        n = game.num_players()
+        lo, hi = game.min_utility(), game.max_utility()
+        self.record.forfeited = [seat]
+        self.record.outcome = "forfeit"
+        self.record.returns = [float(lo) if p == seat else float(hi) for p in range(n)]
+        self.record.ranks = [n if p == seat else 1 for p in range(n)]

@@ -1,0 +1,132 @@
+"""`spielbus run` and `spielbus submit`: a whole tournament, embedded or against a running bus.
+
+Embedded (no `--nats`, no `NATS_URL`): start a nats-server, every non-external
+agent as a child process, and referee workers in this process; play; print; stop
+everything. With `--nats`: use that server; agents marked `external` and, with
+`--no-referee` (what `spielbus submit` does), the referee workers must already be there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from bus.connect import connect
+from bus.protocol import MatchRecord
+from bus.server import EmbeddedNats
+from bus.subjects import Subjects
+from referee.config import TournamentConfig
+from referee.launch import AgentProcess, stop_all, wait_for_agents
+from referee.report import print_report
+from referee.schedule import build_schedule
+from referee.tournament import RunFolder, submit_and_collect, summarize, tournament_id
+from referee.worker import RefereeWorker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RunOptions:
+    nats: str | None = None
+    referee: bool = True
+    workers: int = 1
+    prefix: str = "spielbus"
+    run_dir: str | None = None
+    agent_wait_s: float = 120.0
+    config_path: str | None = None
+    quiet: bool = False
+    metrics_port: int | None = None
+
+
+@dataclass
+class RunResult:
+    records: list[MatchRecord]
+    path: Path
+
+
+async def run_tournament(config: TournamentConfig, opts: RunOptions, console: Console | None = None) -> RunResult:
+    console = console or Console()
+    tid = tournament_id(config)
+    specs = build_schedule(config, tid)
+    folder = RunFolder(opts.run_dir or config.run_dir, tid)
+    if opts.config_path:
+        shutil.copy(opts.config_path, folder.path / "tournament.toml")
+    subjects = Subjects(opts.prefix)
+    url = opts.nats or os.environ.get("NATS_URL")
+    embedded: EmbeddedNats | None = None
+    processes: list[AgentProcess] = []
+    workers: list[RefereeWorker] = []
+    worker_tasks: list[asyncio.Task[None]] = []
+    nc = None
+    try:
+        if url is None:
+            embedded = EmbeddedNats(log_file=folder.path / "nats-server.log").start()
+            url = embedded.url
+            console.print(f"Embedded nats-server at {url}")
+        nc = await connect(url, name=f"spielbus-run-{tid}")
+        for name, acfg in config.agents.items():
+            if acfg.external:
+                continue
+            for i in range(acfg.replicas):
+                processes.append(
+                    AgentProcess(name, acfg, url, opts.prefix, folder.path / "logs" / f"{name}-{i}.log", i)
+                )
+        with console.status(f"Waiting for {len(config.agents)} agents to join the bus..."):
+            missing = await wait_for_agents(nc, list(config.agents), processes, opts.agent_wait_s)
+        if missing:
+            console.print(
+                f"[yellow]warning:[/yellow] agents not on the bus after {opts.agent_wait_s:.0f}s: "
+                f"{', '.join(missing)}; their turns will be recorded as `no_responder`"
+            )
+        if opts.referee:
+            for _ in range(opts.workers):
+                w = RefereeWorker(nc, subjects=subjects, concurrency=config.concurrency)
+                workers.append(w)
+                worker_tasks.append(asyncio.create_task(w.run()))
+
+        progress = Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=console, disable=opts.quiet,
+        )  # fmt: skip
+        with progress:
+            task = progress.add_task(f"{tid}", total=len(specs))
+
+            def on_record(rec: MatchRecord) -> None:
+                folder.append(rec)
+                progress.advance(task)
+
+            def stalled() -> None:
+                progress.console.print(
+                    "[yellow]No referee has started a match yet: is `spielbus referee` running "
+                    f"against {url}?[/yellow]"
+                )
+
+            records = await submit_and_collect(nc, specs, subjects, on_record, stall_warning=stalled)
+        table, rates = summarize(records, config)
+        folder.write_summary(
+            table,
+            rates,
+            {"tournament": tid, "matches": len(records), "scheduled": len(specs), "nats": url},
+        )
+        print_report(console, records, table, rates, str(folder.path))
+        return RunResult(records=records, path=folder.path)
+    finally:
+        for w in workers:
+            w.stop()
+        if worker_tasks:
+            await asyncio.gather(*worker_tasks, return_exceptions=True)
+        if nc is not None:
+            with contextlib.suppress(Exception):
+                await nc.drain()
+        stop_all(processes)
+        if embedded is not None:
+            embedded.stop()
+        folder.close()

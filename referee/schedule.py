@@ -1,0 +1,79 @@
+"""From a tournament file to the list of match specs it plays.
+
+Two-player games: every pairing (round robin) or every challenger against every
+champion (gauntlet), `games_per_pairing` matches per seat order, both orders by
+default. Games of N > 2 players: every group of N agents (a single group when
+there are exactly N), `games_per_pairing` matches each, seat order shuffled per
+match by the tournament's seeded RNG. Each match gets its own seed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+from bus.protocol import MatchSpec
+from games.loader import GameSpecError, load_game
+from referee.config import ConfigError, TournamentConfig
+
+
+def check_games(config: TournamentConfig) -> list[int]:
+    """Load every game; return their player counts. A bad game is a ConfigError naming it."""
+    counts = []
+    for i, spec in enumerate(config.games):
+        try:
+            game = load_game(spec)
+        except GameSpecError as exc:
+            raise ConfigError(f"games[{i}] ({spec.label()}): {exc}") from exc
+        n = game.num_players()
+        if n > len(config.agents):
+            raise ConfigError(
+                f"games[{i}] ({spec.label()}) needs {n} players but the tournament has "
+                f"{len(config.agents)} agents"
+            )
+        counts.append(n)
+    return counts
+
+
+def _groups(config: TournamentConfig, n: int) -> list[tuple[str, ...]]:
+    names = list(config.agents)
+    if n == 2 and config.format == "gauntlet":
+        challengers = [a for a in names if a not in config.champions]
+        pairs = [(c, ch) for ch in config.champions for c in challengers]
+        pairs += list(itertools.combinations(config.champions, 2))
+        return pairs
+    return list(itertools.combinations(names, n))
+
+
+def build_schedule(config: TournamentConfig, tournament_id: str) -> list[MatchSpec]:
+    counts = check_games(config)
+    rng = random.Random(config.seed)
+    specs: list[MatchSpec] = []
+
+    def add(game_index: int, seats: list[str]) -> None:
+        specs.append(
+            MatchSpec(
+                match_id=f"{tournament_id}-{len(specs):05d}",
+                tournament=tournament_id,
+                game=config.games[game_index],
+                seats=seats,
+                seed=rng.randrange(2**31),
+                deadline_ms=config.deadline_ms,
+                policy=config.policy,
+                max_turns=config.max_turns,
+            )
+        )
+
+    for gi, n in enumerate(counts):
+        for group in _groups(config, n):
+            if n == 2:
+                orders = [list(group), list(reversed(group))] if config.both_seat_orders else [list(group)]
+                for order in orders:
+                    for _ in range(config.games_per_pairing):
+                        add(gi, order)
+            else:
+                for _ in range(config.games_per_pairing):
+                    seats = list(group)
+                    rng.shuffle(seats)
+                    add(gi, seats)
+    return specs
