@@ -8,6 +8,8 @@ import importlib
 from agents.base import Strategy
 
 KINDS: dict[str, str] = {
+    "wordnt": "agents.wordnt_agent:WordntStrategy",
+    "ghost_solver": "agents.ghost_solver:GhostSolverStrategy",
     "random": "agents.random_agent:RandomStrategy",
     "first": "agents.random_agent:FirstLegalStrategy",
     "mcts": "agents.mcts_agent:MctsStrategy",
