@@ -43,7 +43,9 @@ def _add_option_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -
         flag = "--" + name.replace("_", "-")
         help_text = (f.description or "") + f" (default: {f.default!r})"
         if kind is bool:
-            parser.add_argument(flag, dest=f"opt_{name}", action=argparse.BooleanOptionalAction, help=help_text)
+            parser.add_argument(
+                flag, dest=f"opt_{name}", action=argparse.BooleanOptionalAction, help=help_text
+            )
         else:
             parser.add_argument(flag, dest=f"opt_{name}", type=kind, help=help_text)
         names.append(name)
@@ -61,7 +63,9 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
     parser.add_argument("--prefix", default="spielbus", help="subject prefix")
     parser.add_argument("--max-concurrency", type=int, default=16, help="turns handled at once")
     parser.add_argument("--options", default=None, help="options as JSON (flags override it)")
-    parser.add_argument("--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port")
+    parser.add_argument(
+        "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port"
+    )
     parser.add_argument("--log-level", default="INFO")
     names: list[str] = []
     if kind is not None and kind in KINDS:

@@ -59,7 +59,9 @@ def _sample(game: pyspiel.Game, history: list[HistoryItem], rng: random.Random) 
                 joint = []
                 for p in range(game.num_players()):
                     item = history[i + p]
-                    joint.append(item.action if item.action is not None else rng.choice(state.legal_actions(p)))
+                    joint.append(
+                        item.action if item.action is not None else rng.choice(state.legal_actions(p))
+                    )
                 state.apply_actions(joint)
                 i += game.num_players()
                 continue
@@ -143,8 +145,9 @@ def ismcts_search(
             else:
                 action = max(
                     legal,
-                    key=lambda a, n=node: n.value[a] / n.visits[a]
-                    + uct_c * math.sqrt(math.log(n.avail[a]) / n.visits[a]),
+                    key=lambda a, n=node: (
+                        n.value[a] / n.visits[a] + uct_c * math.sqrt(math.log(n.avail[a]) / n.visits[a])
+                    ),
                 )
             path.append((node, action, player))
             state.apply_action(action)
@@ -223,4 +226,3 @@ class MctsStrategy(Strategy):
             stats=MoveStats(nodes=done),
             note=None if consistent == done else f"ismcts: {done - consistent} inconsistent samples",
         )
-

@@ -197,8 +197,12 @@ class MatchEvent(Message):
     tournament: str
     game: GameSpec
     seats: list[str]
-    move: MoveRecord | None = Field(default=None, description="`moved`: the step (hidden steps carry no action).")
-    hidden: bool = Field(default=False, description="`moved`: the step is private to its seat until the match ends.")
+    move: MoveRecord | None = Field(
+        default=None, description="`moved`: the step (hidden steps carry no action)."
+    )
+    hidden: bool = Field(
+        default=False, description="`moved`: the step is private to its seat until the match ends."
+    )
     fault: FaultRecord | None = None
     observation: str | None = Field(default=None, description="Public view of the state after this event.")
     record: MatchRecord | None = Field(default=None, description="`ended` only: the full record.")

@@ -78,12 +78,14 @@ class EmbeddedNats:
             cmd += ["-c", str(self.config)]
         if self.monitor_port:
             cmd += ["-m", str(self.monitor_port)]
-        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL  # noqa: SIM115
+        out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
         self._proc = subprocess.Popen(cmd, stdout=out, stderr=out)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
-                raise NatsServerError(f"nats-server exited with code {self._proc.returncode}: {' '.join(cmd)}")
+                raise NatsServerError(
+                    f"nats-server exited with code {self._proc.returncode}: {' '.join(cmd)}"
+                )
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
                     return self

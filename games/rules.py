@@ -40,6 +40,8 @@ def rules_text(game: pyspiel.Game) -> str:
     gt = game.get_type()
     text = _RULES.get(gt.short_name)
     if text is None:
-        info = "perfect" if gt.information == pyspiel.GameType.Information.PERFECT_INFORMATION else "imperfect"
+        info = (
+            "perfect" if gt.information == pyspiel.GameType.Information.PERFECT_INFORMATION else "imperfect"
+        )
         text = f"{gt.long_name} ({gt.short_name}), {game.num_players()} players, {info} information."
     return text + " On your turn, answer with exactly one of the legal actions."

@@ -43,7 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--nats", default=None, help="use this NATS server instead of an embedded one")
     run.add_argument("--no-referee", action="store_true", help="do not start referee workers here")
     run.add_argument("--workers", type=int, default=1, help="referee workers in this process (default 1)")
-    run.add_argument("--run-dir", default=None, help="parent folder of the run folder (default: the file's run_dir)")
+    run.add_argument(
+        "--run-dir", default=None, help="parent folder of the run folder (default: the file's run_dir)"
+    )
     run.add_argument("--prefix", default="spielbus", help="subject prefix")
     run.add_argument("--agent-wait", type=float, default=120.0, help="seconds to wait for agents to join")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -135,7 +137,9 @@ def _cmd_referee(args: argparse.Namespace) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, worker.stop)
-        print(f"referee worker on {nats_url(args.nats)}, up to {args.concurrency} matches at once", flush=True)
+        print(
+            f"referee worker on {nats_url(args.nats)}, up to {args.concurrency} matches at once", flush=True
+        )
         await worker.run()
         await nc.drain()
 
@@ -179,8 +183,10 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     schemas = json_schemas()
     if args.message:
         if args.message not in MESSAGES:
-            print(f"spielbus protocol schema: unknown message {args.message!r}; known: {', '.join(MESSAGES)}",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"spielbus protocol schema: unknown message {args.message!r}; known: {', '.join(MESSAGES)}",
+                file=sys.stderr,
+            )
             return 2
         schemas = schemas[args.message]
     print(json.dumps(schemas, indent=2))

@@ -52,7 +52,9 @@ class RatingsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     elo_k: float = Field(default=0.2, gt=0, description="Elo K (seed 004 B.2 uses 0.2)")
     elo_initial: float = 1500.0
-    stack: float = Field(default=100.0, gt=0, description="initial stack L for payoff games (seed 004 eq. 19)")
+    stack: float = Field(
+        default=100.0, gt=0, description="initial stack L for payoff games (seed 004 eq. 19)"
+    )
     bootstrap: int = Field(default=200, ge=10)
     invalid_adjustment: dict[str, float] = Field(
         default_factory=dict, description="per game: how much of a loss an invalid-action forfeit counts"
@@ -115,7 +117,9 @@ def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
             continue
         break
     if str_loc:
-        key = re.compile(r"^\s*" + re.escape(str_loc[-1]) + r"\s*=|[{,]\s*" + re.escape(str_loc[-1]) + r"\s*=")
+        key = re.compile(
+            r"^\s*" + re.escape(str_loc[-1]) + r"\s*=|[{,]\s*" + re.escape(str_loc[-1]) + r"\s*="
+        )
         for i in range(start, len(lines)):
             if key.search(lines[i]):
                 return i + 1

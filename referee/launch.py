@@ -23,18 +23,30 @@ from referee.config import AgentConfig
 
 
 class AgentProcess:
-    def __init__(self, name: str, cfg: AgentConfig, url: str, prefix: str, log_path: Path, replica: int) -> None:
+    def __init__(
+        self, name: str, cfg: AgentConfig, url: str, prefix: str, log_path: Path, replica: int
+    ) -> None:
         self.name = name
         self.cfg = cfg
         self.log_path = log_path
         cmd = [
-            sys.executable, "-m", "agents", cfg.kind,
-            "--name", name, "--nats", url, "--prefix", prefix,
-            "--max-concurrency", str(cfg.max_concurrency),
-            "--options", json.dumps(cfg.options),
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "agents",
+            cfg.kind,
+            "--name",
+            name,
+            "--nats",
+            url,
+            "--prefix",
+            prefix,
+            "--max-concurrency",
+            str(cfg.max_concurrency),
+            "--options",
+            json.dumps(cfg.options),
+        ]
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(log_path, "ab")  # noqa: SIM115 - closed in stop()
+        self._log = open(log_path, "ab")
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
@@ -60,24 +72,24 @@ class AgentProcess:
             return ""
 
 
-async def agent_present(nc: NATS, name: str, timeout: float = 0.5) -> bool:
+async def agent_present(nc: NATS, name: str, wait_s: float = 0.5) -> bool:
     """Whether a micro service of that name answers `$SRV.PING.<name>`."""
     try:
-        await nc.request(f"$SRV.PING.{name}", b"", timeout=timeout)
+        await nc.request(f"$SRV.PING.{name}", b"", timeout=wait_s)
         return True
     except (nats.errors.NoRespondersError, nats.errors.TimeoutError, TimeoutError):
         return False
 
 
 async def wait_for_agents(
-    nc: NATS, names: list[str], processes: list[AgentProcess], timeout: float
+    nc: NATS, names: list[str], processes: list[AgentProcess], wait_s: float
 ) -> list[str]:
     """Wait until every named agent answers a ping; returns those still missing at the timeout.
 
     Raises RuntimeError at once if a child process we started has died.
     """
     loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
+    end = loop.time() + wait_s
     missing = list(names)
     while missing and loop.time() < end:
         for p in processes:

@@ -141,12 +141,18 @@ class MatchRunner:
         except ValidationError as exc:
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first.get("loc", ()))
-            return None, "malformed", f"{first.get('msg', 'invalid')} at {where or 'top level'}"[:300], latency
+            return (
+                None,
+                "malformed",
+                f"{first.get('msg', 'invalid')} at {where or 'top level'}"[:300],
+                latency,
+            )
         if move.match_id != turn.match_id or move.turn != turn.turn:
             return (
                 None,
                 "malformed",
-                f"reply is for match {move.match_id!r} turn {move.turn}, expected {turn.match_id!r} turn {turn.turn}",
+                f"reply is for match {move.match_id!r} turn {move.turn}, "
+                f"expected {turn.match_id!r} turn {turn.turn}",
                 latency,
             )
         return move, None, "", latency
@@ -195,8 +201,10 @@ class MatchRunner:
                     )
                 reason = "illegal"
                 named = f"id {move.action}" if move.action is not None else f"text {move.action_text!r}"
-                detail = f"{named} is not a legal action" if (move.action, move.action_text) != (None, None) else (
-                    "move names no action"
+                detail = (
+                    f"{named} is not a legal action"
+                    if (move.action, move.action_text) != (None, None)
+                    else ("move names no action")
                 )
             assert reason is not None
             fault = FaultRecord(

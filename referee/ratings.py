@@ -174,7 +174,9 @@ def elo(records: list[MatchRecord], cfg: RatingsConfig, agents: list[str]) -> di
     return r
 
 
-def bradley_terry(pairs: list[_Pair], agents: list[str], prior: float = 0.1, iters: int = 200) -> dict[str, float]:
+def bradley_terry(
+    pairs: list[_Pair], agents: list[str], prior: float = 0.1, iters: int = 200
+) -> dict[str, float]:
     idx = {a: i for i, a in enumerate(agents)}
     n = len(agents)
     wins = [[0.0] * n for _ in range(n)]
@@ -226,6 +228,10 @@ def ratings(records: list[MatchRecord], cfg: RatingsConfig, seed: int = 0) -> li
     for a in agents:
         xs = sorted(samples[a]) or [point[a]]
         lo = xs[int(0.025 * (len(xs) - 1))]
-        hi = xs[int(math.ceil(0.975 * (len(xs) - 1)))]
-        out.append(Rating(agent=a, elo=round(e[a], 2), bt=round(point[a], 1), bt_low=round(lo, 1), bt_high=round(hi, 1)))
+        hi = xs[math.ceil(0.975 * (len(xs) - 1))]
+        out.append(
+            Rating(
+                agent=a, elo=round(e[a], 2), bt=round(point[a], 1), bt_low=round(lo, 1), bt_high=round(hi, 1)
+            )
+        )
     return sorted(out, key=lambda r: -r.bt)

@@ -27,8 +27,15 @@ def print_report(
     for col in ("agent", "played", "W", "L", "D", "points", "faults/100 moves"):
         st.add_column(col, justify="left" if col == "agent" else "right")
     for s in table:
-        st.add_row(s.agent, str(s.played), str(s.wins), str(s.losses), str(s.draws), f"{s.points:g}",
-                   f"{s.faults_per_100_moves:.2f}")  # fmt: skip
+        st.add_row(
+            s.agent,
+            str(s.played),
+            str(s.wins),
+            str(s.losses),
+            str(s.draws),
+            f"{s.points:g}",
+            f"{s.faults_per_100_moves:.2f}",
+        )
     console.print(st)
 
     rt = Table(title="Ratings (Bradley-Terry, 95% bootstrap interval; Elo as in seed 004)")

@@ -52,7 +52,9 @@ class RunResult:
     path: Path
 
 
-async def run_tournament(config: TournamentConfig, opts: RunOptions, console: Console | None = None) -> RunResult:
+async def run_tournament(
+    config: TournamentConfig, opts: RunOptions, console: Console | None = None
+) -> RunResult:
     console = console or Console()
     tid = tournament_id(config)
     specs = build_schedule(config, tid)
@@ -93,9 +95,13 @@ async def run_tournament(config: TournamentConfig, opts: RunOptions, console: Co
                 worker_tasks.append(asyncio.create_task(w.run()))
 
         progress = Progress(
-            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=console, disable=opts.quiet,
-        )  # fmt: skip
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            disable=opts.quiet,
+        )
         with progress:
             task = progress.add_task(f"{tid}", total=len(specs))
 

@@ -49,7 +49,9 @@ class RunFolder:
         (self.path / "standings.json").write_text(
             json.dumps([s.model_dump() for s in table], indent=2), encoding="utf-8"
         )
-        (self.path / "ratings.json").write_text(json.dumps([r.model_dump() for r in rates], indent=2), encoding="utf-8")
+        (self.path / "ratings.json").write_text(
+            json.dumps([r.model_dump() for r in rates], indent=2), encoding="utf-8"
+        )
         (self.path / "summary.json").write_text(json.dumps(extra, indent=2, default=str), encoding="utf-8")
 
     def close(self) -> None:

@@ -1,0 +1,85 @@
+"""Helpers for tests that play through the real bus: serve a strategy in-process, play a match,
+and raw misbehaving responders for the fault tests."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+
+from agents.base import Strategy
+from agents.runtime import AgentService
+from bus.protocol import FaultPolicy, GameSpec, MatchEvent, MatchRecord, MatchSpec, Turn
+from bus.subjects import Subjects
+from games.loader import parse_spec
+from referee.match import MatchRunner
+
+
+def uid(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:10]}"
+
+
+@contextlib.asynccontextmanager
+async def serving(nc: NATS, strategy: Strategy, name: str, **kw: Any) -> AsyncIterator[AgentService]:
+    svc = AgentService(nc, strategy, name=name, **kw)
+    await svc.start()
+    try:
+        yield svc
+    finally:
+        await svc.stop()
+
+
+@contextlib.asynccontextmanager
+async def raw_responder(
+    nc: NATS, name: str, reply: Callable[[Turn, Msg], Awaitable[bytes | None]], queue: str | None = None
+) -> AsyncIterator[list[Turn]]:
+    """A hand-written bot: `reply` returns the raw bytes to answer with (None: stay silent)."""
+    seen: list[Turn] = []
+
+    async def cb(msg: Msg) -> None:
+        turn = Turn.model_validate_json(msg.data)
+        seen.append(turn)
+        out = await reply(turn, msg)
+        if out is not None:
+            await msg.respond(out)
+
+    sub = await nc.subscribe(Subjects().turn(name), queue=queue or name, cb=cb)
+    await nc.flush()
+    try:
+        yield seen
+    finally:
+        await sub.unsubscribe()
+
+
+def spec(
+    game: str | GameSpec,
+    seats: list[str],
+    *,
+    seed: int = 1,
+    deadline_ms: int = 3000,
+    policy: FaultPolicy | None = None,
+    max_turns: int = 2000,
+) -> MatchSpec:
+    g = parse_spec(game) if isinstance(game, str) else game
+    return MatchSpec(
+        match_id=uid("m"),
+        tournament="test",
+        game=g,
+        seats=seats,
+        seed=seed,
+        deadline_ms=deadline_ms,
+        policy=policy or FaultPolicy(),
+        max_turns=max_turns,
+    )
+
+
+async def play(nc: NATS, match: MatchSpec, events: list[MatchEvent] | None = None) -> MatchRecord:
+    async def sink(ev: MatchEvent) -> None:
+        if events is not None:
+            events.append(ev)
+
+    return await MatchRunner(nc, match, publish_event=sink).run()

@@ -1,0 +1,57 @@
+"""Any OpenSpiel game by name and parameters plays through the bus: chance, hidden information,
+simultaneous moves, more than two players; and `mcts` plays perfect and imperfect information."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+
+from agents.base import StrategyOptions
+from agents.mcts_agent import MctsOptions, MctsStrategy
+from agents.random_agent import RandomStrategy
+from bus.protocol import MatchEvent
+from games.loader import load_game
+from tests.helpers import play, serving, spec, uid
+
+GAMES = [
+    "tic_tac_toe",
+    "connect_four",
+    "leduc_poker",
+    "liars_dice",
+    "backgammon",
+    "goofspiel(num_cards=5)",
+    "kuhn_poker(players=3)",
+    "oshi_zumo",
+]
+
+
+@pytest.mark.parametrize("game", GAMES)
+async def test_random_agents_finish_any_game(nc, game: str) -> None:
+    n = load_game(game).num_players()
+    names = [uid("r") for _ in range(n)]
+    events: list[MatchEvent] = []
+    async with contextlib.AsyncExitStack() as stack:
+        for i, name in enumerate(names):
+            await stack.enter_async_context(serving(nc, RandomStrategy(StrategyOptions(seed=i)), name))
+        rec = await play(nc, spec(game, names, seed=5, max_turns=5000), events)
+    assert rec.faults == [], rec.faults
+    assert rec.outcome in ("decisive", "draw")
+    assert len(rec.returns) == n and len(rec.ranks) == n
+    assert events[0].type == "started" and events[-1].type == "ended"
+    assert sum(1 for e in events if e.type == "moved") == len(rec.moves)
+    if not load_game(game).get_type().information.name == "PERFECT_INFORMATION":
+        # Spectators see private steps only in the ended event's record.
+        hidden = [e for e in events if e.type == "moved" and e.hidden]
+        assert all(e.move is not None and e.move.action == -1 for e in hidden)
+
+
+@pytest.mark.parametrize("game", ["tic_tac_toe", "leduc_poker", "liars_dice"])
+async def test_mcts_beats_or_matches_random(nc, game: str) -> None:
+    mc, rnd = uid("mcts"), uid("rand")
+    opts = MctsOptions(simulations=60, rollouts=2, seed=1)
+    async with serving(nc, MctsStrategy(opts), mc), serving(nc, RandomStrategy(StrategyOptions(seed=2)), rnd):
+        recs = [await play(nc, spec(game, [mc, rnd] if i % 2 == 0 else [rnd, mc], seed=i)) for i in range(6)]
+    assert all(r.faults == [] for r in recs)
+    mcts_return = sum(r.returns[r.seats.index(mc)] for r in recs)
+    assert mcts_return > 0, f"mcts lost overall at {game}: {mcts_return}"

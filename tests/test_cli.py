@@ -1,0 +1,176 @@
+"""The `spielbus` command as a user runs it: real processes, a real nats-server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bus.server import EmbeddedNats
+
+SPIELBUS = [sys.executable, "-m", "referee.cli"]
+ROOT = Path(__file__).resolve().parents[1]
+
+SMALL = """
+name = "{name}"
+games_per_pairing = 1
+concurrency = 2
+deadline_ms = 5000
+seed = 3
+[[games]]
+name = "tic_tac_toe"
+[agents.r1]
+kind = "random"
+{ext}
+[agents.m1]
+kind = "mcts"
+options = {{ simulations = 30, rollouts = 1 }}
+{ext}
+"""
+
+
+def _run(args: list[str], timeout: float = 240, **kw: object) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    return subprocess.run(
+        [*SPIELBUS, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env, **kw
+    )  # type: ignore[call-overload]
+
+
+def _records(run_dir: Path) -> list[dict]:
+    (folder,) = [p for p in run_dir.iterdir() if p.is_dir()]
+    return [json.loads(line) for line in (folder / "matches.jsonl").read_text().splitlines()]
+
+
+def test_protocol_schema_lists_every_message() -> None:
+    out = _run(["protocol", "schema"])
+    assert out.returncode == 0, out.stderr
+    schemas = json.loads(out.stdout)
+    assert {"turn", "move", "match_started", "match_ended", "match_event", "match_spec"} <= set(schemas)
+    assert "legal_actions" in schemas["turn"]["properties"]
+    assert _run(["protocol", "schema", "--message", "nope"]).returncode == 2
+
+
+def test_games_lists_openspiel_and_our_games() -> None:
+    out = _run(["games"])
+    assert out.returncode == 0
+    names = out.stdout.split()
+    assert {"tic_tac_toe", "leduc_poker", "goofspiel", "backgammon"} <= set(names)
+
+
+def test_bad_tournament_file_exits_2_and_starts_nothing(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(
+        SMALL.format(name="bad", ext="").replace("games_per_pairing = 1", "games_per_pairing = -1")
+    )
+    out = _run(["run", str(bad), "--run-dir", str(tmp_path / "runs")])
+    assert out.returncode == 2
+    assert "games_per_pairing" in out.stdout and "bad.toml:3" in out.stdout
+    assert not (tmp_path / "runs").exists()
+    missing = _run(["run", str(tmp_path / "nope.toml")])
+    assert missing.returncode == 2 and "cannot read" in missing.stdout
+
+
+@pytest.mark.slow
+def test_run_embedded_tournament(tmp_path: Path) -> None:
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(SMALL.format(name="small", ext=""))
+    out = _run(["run", str(cfg), "--run-dir", str(tmp_path / "runs")])
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Standings" in out.stdout and "Ratings" in out.stdout and "Faults by reason" in out.stdout
+    recs = _records(tmp_path / "runs")
+    assert len(recs) == 2
+    assert all(r["outcome"] in ("decisive", "draw") for r in recs)
+    assert {p["kind"] for r in recs for p in r["provenance"]} == {"random", "mcts"}
+    folder = next((tmp_path / "runs").iterdir())
+    assert {s["agent"] for s in json.loads((folder / "standings.json").read_text())} == {"r1", "m1"}
+    rates = json.loads((folder / "ratings.json").read_text())
+    assert all(r["bt_low"] <= r["bt"] <= r["bt_high"] for r in rates)
+
+
+@pytest.mark.slow
+def test_separate_processes_referee_agents_submit(tmp_path: Path) -> None:
+    """What docker compose runs: a referee, two agents and a submitted tournament, as separate processes."""
+    with EmbeddedNats() as srv:
+        env = {**os.environ, "NATS_URL": srv.url}
+        procs = [
+            subprocess.Popen([*SPIELBUS, "referee", "--concurrency", "2"], env=env, cwd=ROOT),
+            subprocess.Popen([*SPIELBUS, "agent", "random", "--name", "r1"], env=env, cwd=ROOT),
+            subprocess.Popen(
+                [*SPIELBUS, "agent", "mcts", "--name", "m1", "--simulations", "30"], env=env, cwd=ROOT
+            ),
+        ]
+        try:
+            cfg = tmp_path / "ext.toml"
+            cfg.write_text(SMALL.format(name="ext", ext="external = true"))
+            out = subprocess.run(
+                [*SPIELBUS, "submit", str(cfg), "--run-dir", str(tmp_path / "runs")],
+                capture_output=True,
+                text=True,
+                timeout=240,
+                cwd=ROOT,
+                env=env,
+            )
+            assert out.returncode == 0, out.stdout + out.stderr
+            assert "Standings" in out.stdout
+            recs = _records(tmp_path / "runs")
+            assert len(recs) == 2 and all(r["faults"] == [] for r in recs)
+        finally:
+            for p in procs:
+                p.send_signal(signal.SIGTERM)
+            for p in procs:
+                assert p.wait(timeout=30) == 0, "a service did not drain and exit cleanly on SIGTERM"
+
+
+@pytest.mark.slow
+async def test_killed_agent_process_replica_takes_over(nats_url: str) -> None:
+    """Two replicas of one agent as real processes; one is SIGKILLed mid-tournament; play goes on."""
+    from bus.connect import connect
+    from bus.protocol import FaultPolicy, MatchEvent
+    from referee.launch import agent_present
+    from referee.match import MatchRunner
+    from tests.helpers import spec, uid
+
+    name, other = uid("rep"), uid("opp")
+    env = {**os.environ, "NATS_URL": nats_url}
+    cmd = [sys.executable, "-m", "agents"]
+    procs = [
+        subprocess.Popen([*cmd, "random", "--name", name], env=env, cwd=ROOT),
+        subprocess.Popen([*cmd, "random", "--name", name], env=env, cwd=ROOT),
+        subprocess.Popen([*cmd, "first", "--name", other], env=env, cwd=ROOT),
+    ]
+    nc = await connect(nats_url, name="kill-test")
+    try:
+        deadline = time.monotonic() + 60
+        while not (await agent_present(nc, name) and await agent_present(nc, other)):
+            assert time.monotonic() < deadline, "agents did not start"
+        policy = FaultPolicy(kind="retry", retries=2)
+        killed = False
+
+        async def kill_after_first_move(event: MatchEvent) -> None:
+            nonlocal killed
+            if event.type == "moved" and not killed:
+                killed = True
+                procs[0].send_signal(signal.SIGKILL)
+                procs[0].wait()
+
+        recs = []
+        for s in range(4):
+            match = spec("tic_tac_toe", [name, other], policy=policy, deadline_ms=2000, seed=s)
+            recs.append(await MatchRunner(nc, match, publish_event=kill_after_first_move).run())
+        assert killed
+        assert all(r.outcome in ("decisive", "draw") for r in recs), [r.faults for r in recs]
+        assert all(f.reason == "timeout" for r in recs for f in r.faults)
+        # Every match, the ones after the kill included, has moves by the replicated agent.
+        assert all(any(m.agent == name for m in r.moves) for r in recs)
+    finally:
+        await nc.drain()
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=30)

@@ -1,0 +1,128 @@
+"""A seat's `turn` never holds another seat's private information."""
+
+from __future__ import annotations
+
+import pyspiel
+import pytest
+from nats.aio.msg import Msg
+
+from bus.protocol import Move, Turn
+from games.loader import load_game, parse_spec
+from games.view import SeatHistory, build_turn
+from tests.helpers import play, raw_responder, spec, uid
+
+IMPERFECT = ["leduc_poker", "kuhn_poker", "liars_dice", "kuhn_poker(players=3)"]
+
+
+def _turn_after(game_name: str, chance: list[int]) -> Turn | None:
+    """Seat 0's first turn after the given chance outcomes, built exactly as the referee builds it."""
+    game = load_game(game_name)
+    state = game.new_initial_state()
+    hist = SeatHistory(game.num_players())
+    it = iter(chance)
+    while state.is_chance_node():
+        a = next(it)
+        hist.record(state, -1, a)
+        state.apply_action(a)
+    while state.current_player() != 0:
+        a = state.legal_actions()[0]
+        hist.record(state, state.current_player(), a)
+        state.apply_action(a)
+    return build_turn(
+        state=state,
+        spec=parse_spec(game_name),
+        match_id="m",
+        seat=0,
+        seats=[f"s{i}" for i in range(game.num_players())],
+        turn=1,
+        deadline_ms=1000,
+        history=hist,
+    )
+
+
+@pytest.mark.parametrize(
+    ("game", "deal_a", "deal_b"),
+    [
+        ("leduc_poker", [0, 2], [0, 4]),  # seat 1 holds a different card
+        ("kuhn_poker", [0, 1], [0, 2]),
+        ("kuhn_poker(players=3)", [0, 1, 2], [0, 3, 1]),
+        ("liars_dice", [1, 2], [1, 5]),  # one die each by default
+        ("liars_dice(numdice=2)", [1, 2, 3, 4], [1, 2, 5, 0]),
+    ],
+)
+def test_turn_does_not_depend_on_opponents_private_chance(
+    game: str, deal_a: list[int], deal_b: list[int]
+) -> None:
+    """Two deals that differ only in what other seats hold give seat 0 the identical turn."""
+    n_own = {"leduc_poker": 1, "kuhn_poker": 1, "kuhn_poker(players=3)": 1}.get(game, 1)
+    if game == "liars_dice(numdice=2)":
+        n_own = 2
+    assert deal_a[:n_own] == deal_b[:n_own] and deal_a != deal_b
+    ta, tb = _turn_after(game, deal_a), _turn_after(game, deal_b)
+    assert ta is not None and tb is not None
+    assert ta.model_dump() == tb.model_dump()
+    assert ta.state is None  # no full history for imperfect-information games
+
+
+@pytest.mark.parametrize("game", IMPERFECT)
+async def test_turns_over_the_bus_hide_other_seats_chance(nc, game: str) -> None:
+    g = load_game(game)
+    names = [uid(f"p{i}") for i in range(g.num_players())]
+
+    async def first(turn: Turn, msg: Msg) -> bytes:
+        return (
+            Move(match_id=turn.match_id, turn=turn.turn, action=turn.legal_actions[0].id)
+            .model_dump_json()
+            .encode()
+        )
+
+    async with raw_responder(nc, names[0], first) as seen0:
+        ctxs = [raw_responder(nc, n, first) for n in names[1:]]
+        for c in ctxs:
+            await c.__aenter__()
+        try:
+            rec = await play(nc, spec(game, names, seed=11))
+        finally:
+            for c in ctxs:
+                await c.__aexit__(None, None, None)
+    assert rec.outcome in ("decisive", "draw"), rec
+    assert seen0, "seat 0 was never asked"
+    chance_steps = [i for i, m in enumerate(rec.moves) if m.player == -1]
+    for turn in seen0:
+        assert turn.state is None
+        for i, item in enumerate(turn.history):
+            if i in chance_steps and item.action is not None:
+                # A chance outcome seat 0 may see must be one that its own information state reveals.
+                state = g.new_initial_state()
+                for m in rec.moves[:i]:
+                    state.apply_action(m.action)
+                alt = [a for a, _ in state.chance_outcomes() if a != item.action]
+                mine = state.clone()
+                mine.apply_action(item.action)
+                for a in alt:
+                    other = state.clone()
+                    other.apply_action(a)
+                    assert other.information_state_string(0) != mine.information_state_string(0)
+
+
+def test_perfect_information_turns_carry_the_full_history() -> None:
+    game = load_game("backgammon")
+    assert game.get_type().information == pyspiel.GameType.Information.PERFECT_INFORMATION
+    state = game.new_initial_state()
+    hist = SeatHistory(2)
+    while state.is_chance_node():
+        a = state.legal_actions()[0]
+        hist.record(state, -1, a)
+        state.apply_action(a)
+    turn = build_turn(
+        state=state,
+        spec=parse_spec("backgammon"),
+        match_id="m",
+        seat=state.current_player(),
+        seats=["a", "b"],
+        turn=1,
+        deadline_ms=1000,
+        history=hist,
+    )
+    assert turn.state == list(state.history())
+    assert all(h.action is not None for h in turn.history)

@@ -1,0 +1,160 @@
+"""The tournament file, the schedule it yields, and the ratings computed from records."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+
+from bus.protocol import FaultRecord, GameSpec, MatchRecord
+from referee.config import ConfigError, RatingsConfig, parse_config
+from referee.outcome import ranks_from_returns
+from referee.ratings import _brownian, _pairs, bradley_terry, elo, ratings, standings
+from referee.schedule import build_schedule
+
+BASE = """
+name = "t"
+games_per_pairing = 2
+[[games]]
+name = "tic_tac_toe"
+[agents.a]
+kind = "random"
+[agents.b]
+kind = "random"
+[agents.c]
+kind = "mcts"
+options = { simulations = 10 }
+"""
+
+
+def test_round_robin_both_seat_orders() -> None:
+    specs = build_schedule(parse_config(BASE), "t-1")
+    pairs = Counter(tuple(s.seats) for s in specs)
+    assert len(specs) == 3 * 2 * 2
+    for x, y in [("a", "b"), ("a", "c"), ("b", "c")]:
+        assert pairs[(x, y)] == 2 and pairs[(y, x)] == 2
+    assert len({s.match_id for s in specs}) == len(specs)
+    assert len({s.seed for s in specs}) == len(specs)
+
+
+def test_gauntlet_plays_only_against_champions() -> None:
+    cfg = parse_config(BASE.replace('name = "t"', 'name = "t"\nformat = "gauntlet"\nchampions = ["c"]'))
+    specs = build_schedule(cfg, "t-1")
+    assert all("c" in s.seats for s in specs)
+    assert len(specs) == 2 * 2 * 2
+
+
+def test_n_player_games_shuffle_seats_deterministically() -> None:
+    text = BASE.replace('name = "tic_tac_toe"', 'name = "kuhn_poker"\nparams = { players = 3 }').replace(
+        "games_per_pairing = 2", "games_per_pairing = 12"
+    )
+    specs = build_schedule(parse_config(text), "t-1")
+    assert len(specs) == 12
+    assert all(sorted(s.seats) == ["a", "b", "c"] for s in specs)
+    assert len({tuple(s.seats) for s in specs}) > 1, "seat order never changed"
+    again = build_schedule(parse_config(text), "t-1")
+    assert [s.seats for s in specs] == [s.seats for s in again]
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        (BASE.replace('kind = "mcts"', 'kind = "mcts"\nbogus = 1'), ":12: agents.c.bogus: unknown key"),
+        (BASE.replace("games_per_pairing = 2", "games_per_pairing = 0"), ":3: games_per_pairing"),
+        (BASE.replace("games_per_pairing = 2", "games_per_pairing = 'x'"), ":3: games_per_pairing"),
+        (BASE.replace('name = "t"', 'name = "has space"'), "name"),
+        ("name = ", "not valid TOML"),
+        (BASE.replace('[[games]]\nname = "tic_tac_toe"\n', ""), "games: Field required"),
+    ],
+)
+def test_bad_config_names_key_and_line(text: str, needle: str) -> None:
+    with pytest.raises(ConfigError) as exc:
+        parse_config(text, "f.toml")
+    assert needle in str(exc.value)
+
+
+def test_unknown_game_is_a_config_error() -> None:
+    cfg = parse_config(BASE.replace("tic_tac_toe", "no_such_game"))
+    with pytest.raises(ConfigError, match=r"games\[0\].*unknown game 'no_such_game'"):
+        build_schedule(cfg, "t")
+
+
+def _rec(seats: list[str], returns: list[float], game: str = "tic_tac_toe", **kw: object) -> MatchRecord:
+    return MatchRecord(
+        match_id="m",
+        tournament="t",
+        game=GameSpec(name=game),
+        seats=seats,
+        seed=0,
+        returns=returns,
+        ranks=ranks_from_returns(returns),
+        outcome=kw.pop("outcome", "decisive"),
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def test_ranks_from_returns() -> None:
+    assert ranks_from_returns([1, -1]) == [1, 2]
+    assert ranks_from_returns([0, 0]) == [1, 1]
+    assert ranks_from_returns([-3, -1, -1, -5]) == [3, 1, 1, 4]
+
+
+def test_elo_matches_seed_004_formula() -> None:
+    cfg = RatingsConfig(elo_k=0.2)
+    r = elo([_rec(["a", "b"], [1, -1])], cfg, ["a", "b"])
+    # Equal ratings: E = 0.5, so a gains K * 0.5.
+    assert r["a"] == pytest.approx(1500 + 0.1) and r["b"] == pytest.approx(1500 - 0.1)
+
+
+def test_brownian_win_probability() -> None:
+    assert _brownian(0.0, 5.0, 100) == pytest.approx(0.5)
+    # eq. 19: variance floored at 100
+    assert _brownian(0.5, 4.0, 100) == pytest.approx(1 - 1 / (1 + math.exp(2 * 100 * 0.5 / 100)))
+    assert _brownian(-0.5, 400.0, 100) < 0.5
+
+
+def test_invalid_action_adjustment_for_chess() -> None:
+    rec = _rec(
+        ["a", "b"],
+        [-1, 1],
+        game="chess",
+        outcome="forfeit",
+        forfeited=[0],
+        faults=[FaultRecord(turn=1, seat=0, agent="a", reason="illegal")],
+    )
+    (pair,) = _pairs([rec], RatingsConfig())
+    assert pair.score == pytest.approx(0.5 * (1 - 0.3))
+    rec.faults[0].reason = "timeout"
+    (pair,) = _pairs([rec], RatingsConfig())
+    assert pair.score == 0.0
+
+
+def test_bradley_terry_orders_and_bootstrap_brackets() -> None:
+    recs = [_rec(["a", "b"], [1, -1]) for _ in range(8)] + [_rec(["b", "a"], [1, -1]) for _ in range(2)]
+    recs += [_rec(["b", "c"], [1, -1]) for _ in range(6)] + [_rec(["a", "c"], [0, 0]) for _ in range(2)]
+    rates = {r.agent: r for r in ratings(recs, RatingsConfig(bootstrap=50))}
+    assert rates["a"].bt > rates["b"].bt > rates["c"].bt
+    for r in rates.values():
+        assert r.bt_low <= r.bt <= r.bt_high
+    assert rates["a"].bt_high > rates["a"].bt_low
+    bt = bradley_terry(_pairs(recs, RatingsConfig()), ["a", "b", "c"])
+    assert bt["a"] == pytest.approx(rates["a"].bt, abs=0.1)
+
+
+def test_standings_and_fault_rate() -> None:
+    recs = [
+        _rec(["a", "b"], [1, -1]),
+        _rec(["a", "b"], [0, 0], outcome="draw"),
+        _rec(
+            ["b", "a"],
+            [1, -1],
+            outcome="forfeit",
+            forfeited=[1],
+            faults=[FaultRecord(turn=1, seat=1, agent="a", reason="timeout")],
+        ),
+    ]
+    table = {s.agent: s for s in standings(recs)}
+    assert (table["a"].wins, table["a"].losses, table["a"].draws) == (1, 1, 1)
+    assert table["a"].faults == {"timeout": 1}
+    assert table["a"].faults_per_100_moves == 100.0  # one move asked for, one fault
