@@ -97,7 +97,9 @@ def analyse(p: Provider, c: str, n: int, naive: bool, t: float) -> Analysis:
 def choose(an: Analysis, rng: random.Random) -> tuple[int, list[int]]:
     """The chosen action and the proposal window it was drawn from."""
     best = an.best()
-    if best >= 1.0:
+    if an.scenario == IMMINENT_LOSS:  # scores are average lengths, not ratios: the exact maximum
+        window = [a for a, v in an.scores.items() if v >= best - 1e-12]
+    elif best >= 1.0:
         window = [a for a, v in an.scores.items() if v >= 1.0]
     else:
         window = [a for a, v in an.scores.items() if v >= best - an.window - 1e-12]
