@@ -98,7 +98,11 @@ class WordntStrategy(Strategy):
     async def match_started(self, msg: MatchStarted, ctx: MatchContext) -> None:
         game = load_game(msg.game)
         if isinstance(game, WordntGame):
-            await asyncio.to_thread(index_for, game)  # build the index before the first turn
+            # Build the index, and the empty string's analysis (the costliest, a few hundred ms),
+            # before the first turn so that the first move does not eat the clock.
+            await asyncio.to_thread(
+                cached_analysis, game, "", self.opts.naive, self.opts.threshold, self.opts.cache
+            )
 
     def decide_sync(self, turn: Turn, ctx: MatchContext) -> Decision:
         state = _state_for(turn, ctx)

@@ -160,11 +160,11 @@ class WordntIndex:
             hal |= (cpos == self.wstart[ids]) & ph[k, ids]
             hal |= (cpos + k == self.wend[ids]) & sh[k, ids]
         keys = cact * N + ids
-        b_keys = np.unique(keys)
-        h_keys = np.unique(keys[hal])
+        b_keys = _unique(keys, 52 * N)
+        h_keys = _unique(keys[hal], 52 * N)
         nh_keys = np.setdiff1d(b_keys, h_keys, assume_unique=True)
         # A child string that is itself a word loses to "challenge word": all its basis words halt.
-        present = np.unique(cact).tolist()
+        present = np.flatnonzero(np.bincount(cact, minlength=52)).tolist()
         word_acts = [a for a in present if apply_letter(parent, a) in self.word_set]
         if word_acts and nh_keys.size:
             nh_keys = nh_keys[~np.isin(nh_keys // N, word_acts)]
@@ -182,6 +182,19 @@ class WordntIndex:
             cpos=cpos,
             cact=cact,
         )
+
+
+def _unique(keys: np.ndarray, bound: int) -> np.ndarray:
+    """Sorted distinct values of `keys` (all in [0, bound)): a flag array when the input is large
+    (linear time; the empty string's proposals have ~10^5 occurrences each), else a sort."""
+    if keys.size * 16 < bound:
+        k = np.sort(keys)
+        if k.size:
+            k = k[np.concatenate(([True], k[1:] != k[:-1]))]
+        return k
+    flags = np.zeros(bound, dtype=bool)
+    flags[keys] = True
+    return np.flatnonzero(flags)
 
 
 @functools.lru_cache(maxsize=8)
