@@ -59,14 +59,20 @@ def _sample(game: pyspiel.Game, history: list[HistoryItem], rng: random.Random) 
                 joint = []
                 for p in range(game.num_players()):
                     item = history[i + p]
-                    joint.append(
-                        item.action if item.action is not None else rng.choice(state.legal_actions(p))
-                    )
+                    legal = state.legal_actions(p)
+                    if item.action is not None and item.action not in legal:
+                        return None
+                    joint.append(item.action if item.action is not None else rng.choice(legal))
                 state.apply_actions(joint)
                 i += game.num_players()
                 continue
             item = history[i]
             if item.action is not None:
+                # A known step may have become impossible through an earlier sampled one
+                # (e.g. our own card dealt to someone else): reject the sample. pyspiel
+                # does not check chance actions itself and would build a corrupt state.
+                if item.action not in state.legal_actions():
+                    return None
                 state.apply_action(item.action)
             elif state.is_chance_node():
                 outcomes, probs = zip(*state.chance_outcomes(), strict=True)

@@ -129,6 +129,7 @@ def build_turn(
     history: SeatHistory | None,
     rules: str | None = None,
     retry: str | None = None,
+    legal: list[LegalAction] | None = None,
 ) -> Turn:
     game = state.get_game()
     perfect = is_perfect_information(game)
@@ -140,7 +141,7 @@ def build_turn(
         turn=turn,
         deadline_ms=deadline_ms,
         observation=observation_text(state, seat),
-        legal_actions=legal_actions(state, seat),
+        legal_actions=legal if legal is not None else legal_actions(state, seat),
         history=history.items[seat] if history is not None else [],
         state=list(state.history()) if perfect else None,
         rules=rules,

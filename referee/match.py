@@ -181,6 +181,7 @@ class MatchRunner:
                 history=self._history,
                 rules=rules,
                 retry=retry_reason,
+                legal=legal,
             )
             move, reason, detail, latency = await self._request(turn, agent)
             if move is not None:

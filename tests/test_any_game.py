@@ -55,3 +55,25 @@ async def test_mcts_beats_or_matches_random(nc, game: str) -> None:
     assert all(r.faults == [] for r in recs)
     mcts_return = sum(r.returns[r.seats.index(mc)] for r in recs)
     assert mcts_return > 0, f"mcts lost overall at {game}: {mcts_return}"
+
+
+def test_determinization_never_reuses_a_known_private_outcome() -> None:
+    """Seat 2 of 3-player Kuhn holds card 2; no sampled world may deal card 2 to anyone else."""
+    import random
+
+    from agents.mcts_agent import determinize
+    from bus.protocol import HistoryItem
+    from games.view import seat_info
+
+    game = load_game("kuhn_poker(players=3)")
+    true = game.new_initial_state()
+    for a in [0, 3, 2, 0, 1]:
+        true.apply_action(a)
+    hidden = [HistoryItem(player=-1), HistoryItem(player=-1), HistoryItem(player=-1, action=2)]
+    history = [*hidden, HistoryItem(player=0, action=0), HistoryItem(player=1, action=1)]
+    rng = random.Random(0)
+    for _ in range(50):
+        state, ok = determinize(game, history, 2, seat_info(true, 2), rng, tries=20)
+        assert ok
+        cards = state.history()[:3]
+        assert cards[2] == 2 and 2 not in cards[:2] and len(set(cards)) == 3
