@@ -18,8 +18,19 @@
     options = { simulations = 200 }
 
 An agent with `external = true` is not started by `spielbus run`: it must already
-be serving on the bus under its name. Games of more than two players seat a
-sample of the agents in a random order per match (seeded).
+be serving on the bus under its name. LLM endpoints are named sections
+
+    [llm.local]
+    backend = "openai"            # or "ollama"
+    base_url = "http://127.0.0.1:8080/v1"
+    model = "smollm2"
+
+that an agent names with `llm = "local"` (they become its `llm` option). An LLM
+agent whose endpoint has no `base_url` (and no OPENAI_BASE_URL / OLLAMA_HOST in
+the environment) makes `spielbus run` start the embedded LLM server for it.
+
+Games of more than two players seat a sample of the agents in a random order per
+match (seeded).
 """
 
 from __future__ import annotations
@@ -46,6 +57,7 @@ class AgentConfig(BaseModel):
     external: bool = Field(default=False, description="already on the bus: do not start it")
     replicas: int = Field(default=1, ge=1, le=64)
     max_concurrency: int = Field(default=16, ge=1)
+    llm: str | None = Field(default=None, description="name of an [llm.NAME] section: its LLM endpoint")
 
 
 class RatingsConfig(BaseModel):
@@ -76,6 +88,7 @@ class TournamentConfig(BaseModel):
     seed: int = 0
     policy: FaultPolicy = Field(default_factory=FaultPolicy)
     ratings: RatingsConfig = Field(default_factory=RatingsConfig)
+    llm: dict[str, dict[str, Any]] = Field(default_factory=dict, description="named LLM endpoints")
     run_dir: str = "runs"
 
     @field_validator("name")
@@ -89,6 +102,23 @@ class TournamentConfig(BaseModel):
         for name in v:
             check_token(name, "agent name")
         return v
+
+    @model_validator(mode="after")
+    def _llm_refs(self) -> TournamentConfig:
+        for name, agent in self.agents.items():
+            if agent.llm is not None and agent.llm not in self.llm:
+                raise ValueError(
+                    f"agent {name!r} names llm {agent.llm!r}, but there is no [llm.{agent.llm}] section"
+                )
+        return self
+
+    def agent_options(self, name: str) -> dict[str, Any]:
+        """The options an agent process is started with: its own, plus its named LLM endpoint."""
+        agent = self.agents[name]
+        options = dict(agent.options)
+        if agent.llm is not None:
+            options["llm"] = {**self.llm[agent.llm], **options.get("llm", {})}
+        return options
 
     @model_validator(mode="after")
     def _gauntlet(self) -> TournamentConfig:
