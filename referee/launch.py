@@ -24,7 +24,14 @@ from referee.config import AgentConfig
 
 class AgentProcess:
     def __init__(
-        self, name: str, cfg: AgentConfig, url: str, prefix: str, log_path: Path, replica: int
+        self,
+        name: str,
+        cfg: AgentConfig,
+        url: str,
+        prefix: str,
+        log_path: Path,
+        replica: int,
+        extra_env: dict[str, str] | None = None,
     ) -> None:
         self.name = name
         self.cfg = cfg
@@ -49,6 +56,8 @@ class AgentProcess:
         self._log = open(log_path, "ab")
         env = dict(os.environ)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # Per-agent credentials (`spielbus run --auth`) replace whatever the parent process was given.
+        env.update(extra_env or {})
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
         self.replica = replica
 

@@ -4,6 +4,8 @@ Embedded (no `--nats`, no `NATS_URL`): start a nats-server, every non-external
 agent as a child process, and referee workers in this process; play; print; stop
 everything. With `--nats`: use that server; agents marked `external` and, with
 `--no-referee` (what `spielbus submit` does), the referee workers must already be there.
+With `--auth DIR` (from `spielbus auth init`): the embedded server enforces that folder's
+users; this process logs in as the referee and each child agent as its own user.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from bus.auth import AuthError, config_path, load_auth, user_env
 from bus.connect import connect
 from bus.protocol import MatchRecord
 from bus.server import EmbeddedNats
@@ -44,6 +47,8 @@ class RunOptions:
     config_path: str | None = None
     quiet: bool = False
     metrics_port: int | None = None
+    # An auth folder from `spielbus auth init`: the server enforces its users and permissions.
+    auth_dir: str | None = None
 
 
 @dataclass
@@ -58,6 +63,13 @@ async def run_tournament(
     console = console or Console()
     tid = tournament_id(config)
     specs = build_schedule(config, tid)
+    auth = load_auth(opts.auth_dir) if opts.auth_dir else None
+    agent_env: dict[str, dict[str, str]] = {}
+    if auth is not None:
+        if auth.prefix != opts.prefix:
+            raise AuthError(f"the auth folder is for prefix {auth.prefix!r}, this run uses {opts.prefix!r}")
+        # Fail before anything starts if an agent we would launch has no user.
+        agent_env = {n: user_env(auth.agent(n)) for n, a in config.agents.items() if not a.external}
     folder = RunFolder(opts.run_dir or config.run_dir, tid)
     if opts.config_path:
         shutil.copy(opts.config_path, folder.path / "tournament.toml")
@@ -70,17 +82,21 @@ async def run_tournament(
     nc = None
     try:
         if url is None:
-            embedded = EmbeddedNats(log_file=folder.path / "nats-server.log").start()
+            embedded = EmbeddedNats(
+                log_file=folder.path / "nats-server.log",
+                config=config_path(opts.auth_dir) if opts.auth_dir else None,
+            ).start()
             url = embedded.url
             console.print(f"Embedded nats-server at {url}")
-        nc = await connect(url, name=f"spielbus-run-{tid}")
+        referee_login = {"user": auth.referee().user, "password": auth.referee().password} if auth else {}
+        nc = await connect(url, name=f"spielbus-run-{tid}", **referee_login)
         for name, acfg in config.agents.items():
             if acfg.external:
                 continue
             for i in range(acfg.replicas):
-                processes.append(
-                    AgentProcess(name, acfg, url, opts.prefix, folder.path / "logs" / f"{name}-{i}.log", i)
-                )
+                log_path = folder.path / "logs" / f"{name}-{i}.log"
+                creds = agent_env.get(name)
+                processes.append(AgentProcess(name, acfg, url, opts.prefix, log_path, i, extra_env=creds))
         with console.status(f"Waiting for {len(config.agents)} agents to join the bus..."):
             missing = await wait_for_agents(nc, list(config.agents), processes, opts.agent_wait_s)
         if missing:

@@ -1,0 +1,246 @@
+"""NATS accounts for Spielbus: one user per agent, a referee user, a read-only spectator user.
+
+`write_auth(agents, out_dir)` (what `spielbus auth init` runs) writes into `out_dir`:
+
+- `nats-server.conf`: an `authorization` block, one user per role with subject permissions;
+- `auth.json`: every user, its role and password (for `spielbus run --auth`), mode 0600;
+- `referee.env`, `spectator.env`, `agents/<name>.env`: `NATS_USER=` / `NATS_PASSWORD=` lines,
+  mode 0600, read by `bus.connect` (and by any bot) from the environment.
+
+Roles and what each may do (`P` is the subject prefix, `S` a Spielbus stream):
+
+- agent `N` (user `agent-N`): subscribe only to `P.turn.N`, `P.notify.N` and the
+  `$SRV` discovery subjects of service `N`; publish only replies to requests it
+  received (`allow_responses`). No `_INBOX.>`: it could read every other agent's replies.
+- referee (user `referee`): publish turn requests, notifications, match events, match
+  specs and `$SRV` discovery requests; subscribe to `_INBOX.>` and match events; the
+  JetStream API subjects it uses to create and read the two streams, never `$JS.API.>`
+  (no stream delete, purge or update).
+- spectator (user `spectator`): subscribe to match events and its own inbox prefix
+  `_INBOX_spectator.>` (set `inbox_prefix` in the client); read-only consumers on `SPIELBUS_MATCHES`.
+
+Limits: user/password authentication in one (global) account, passwords stored in
+plain text in files readable by the owner only; no nkeys, no JWT operator mode. A
+change of agents means running `auth init` again (`--force`) and restarting the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from bus.subjects import Subjects, check_token
+
+Role = Literal["agent", "referee", "spectator"]
+
+REFEREE_USER = "referee"
+SPECTATOR_USER = "spectator"
+SPECTATOR_INBOX = "_INBOX_spectator"
+CONFIG_FILE = "nats-server.conf"
+MANIFEST_FILE = "auth.json"
+
+
+class AuthError(ValueError):
+    """A missing, unreadable or incomplete auth folder."""
+
+
+class AuthUser(BaseModel):
+    role: Role
+    user: str
+    password: str
+    agent: str | None = Field(default=None, description="role `agent`: the agent name")
+
+
+class AuthBundle(BaseModel):
+    """The manifest of an auth folder (`auth.json`)."""
+
+    prefix: str = "spielbus"
+    users: list[AuthUser]
+
+    def referee(self) -> AuthUser:
+        return next(u for u in self.users if u.role == "referee")
+
+    def spectator(self) -> AuthUser:
+        return next(u for u in self.users if u.role == "spectator")
+
+    def agent(self, name: str) -> AuthUser:
+        for u in self.users:
+            if u.role == "agent" and u.agent == name:
+                return u
+        raise AuthError(
+            f"agent {name!r} has no user in this auth folder: run `spielbus auth init --force` "
+            "with every agent of the tournament"
+        )
+
+
+def agent_user(name: str) -> str:
+    """Agent users are prefixed so that no agent name can collide with `referee` or `spectator`."""
+    return f"agent-{check_token(name, 'agent name')}"
+
+
+def _streams(subjects: Subjects) -> tuple[str, str]:
+    return subjects.matches_stream, subjects.schedule_stream
+
+
+def _read_stream_api(stream: str) -> list[str]:
+    """JetStream API subjects to read one stream through consumers (ephemeral or durable)."""
+    return [
+        f"$JS.API.STREAM.INFO.{stream}",
+        f"$JS.API.CONSUMER.CREATE.{stream}",
+        f"$JS.API.CONSUMER.CREATE.{stream}.>",
+        f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.>",
+        f"$JS.API.CONSUMER.INFO.{stream}.>",
+        f"$JS.API.CONSUMER.DELETE.{stream}.>",
+        f"$JS.API.CONSUMER.MSG.NEXT.{stream}.>",
+        f"$JS.ACK.{stream}.>",
+        # Flow-control replies of push consumers (nats-py's ordered consumer uses them).
+        f"$JS.FC.{stream}.>",
+    ]
+
+
+def agent_permissions(name: str, subjects: Subjects) -> dict[str, Any]:
+    check_token(name, "agent name")
+    return {
+        "publish": {"deny": [">"]},
+        "subscribe": {
+            "allow": [
+                subjects.turn(name),
+                subjects.notify(name),
+                # nats.micro discovery: `$SRV.PING`, `$SRV.PING.<name>`, `$SRV.PING.<name>.<id>`.
+                "$SRV.PING",
+                "$SRV.INFO",
+                "$SRV.STATS",
+                f"$SRV.*.{name}",
+                f"$SRV.*.{name}.*",
+            ]
+        },
+        # One reply per request received, and nothing else: an agent answers, it never publishes.
+        "allow_responses": True,
+    }
+
+
+def referee_permissions(subjects: Subjects) -> dict[str, Any]:
+    matches, schedule = _streams(subjects)
+    p = subjects.prefix
+    return {
+        "publish": {
+            "allow": [
+                f"{p}.turn.*",
+                f"{p}.notify.*",
+                f"{p}.match.>",
+                f"{p}.schedule",
+                "$SRV.>",
+                "$JS.API.INFO",
+                f"$JS.API.STREAM.CREATE.{matches}",
+                f"$JS.API.STREAM.CREATE.{schedule}",
+                *_read_stream_api(matches),
+                *_read_stream_api(schedule),
+            ]
+        },
+        "subscribe": {"allow": ["_INBOX.>", f"{p}.match.>"]},
+    }
+
+
+def spectator_permissions(subjects: Subjects) -> dict[str, Any]:
+    matches, _ = _streams(subjects)
+    return {
+        "publish": {"allow": ["$JS.API.INFO", *_read_stream_api(matches)]},
+        "subscribe": {"allow": [f"{subjects.prefix}.match.>", f"{SPECTATOR_INBOX}.>"]},
+    }
+
+
+def permissions_for(user: AuthUser, subjects: Subjects) -> dict[str, Any]:
+    if user.role == "agent":
+        assert user.agent is not None
+        return agent_permissions(user.agent, subjects)
+    if user.role == "referee":
+        return referee_permissions(subjects)
+    return spectator_permissions(subjects)
+
+
+def render_config(bundle: AuthBundle) -> str:
+    """The nats-server configuration text. JSON syntax is valid nats-server configuration."""
+    subjects = Subjects(bundle.prefix)
+    users = [
+        {"user": u.user, "password": u.password, "permissions": permissions_for(u, subjects)}
+        for u in bundle.users
+    ]
+    body = json.dumps({"authorization": {"users": users}}, indent=2)
+    head = (
+        "# nats-server configuration written by `spielbus auth init`: one user per agent,\n"
+        "# a referee and a read-only spectator. Start with `nats-server -js -c nats-server.conf`\n"
+        "# (or `spielbus run --auth <folder>`). Holds passwords: keep it private.\n"
+    )
+    return head + body + "\n"
+
+
+def _env_text(user: AuthUser, what: str) -> str:
+    return f"# spielbus credentials: {what}\nNATS_USER={user.user}\nNATS_PASSWORD={user.password}\n"
+
+
+def _write_private(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    os.chmod(path, 0o600)  # O_CREAT's mode does not apply to a file that already existed
+
+
+def make_bundle(agents: list[str], prefix: str = "spielbus") -> AuthBundle:
+    names = list(dict.fromkeys(check_token(a, "agent name") for a in agents))
+    if not names:
+        raise AuthError("no agents given")
+
+    def pw() -> str:
+        return secrets.token_urlsafe(24)
+
+    users = [
+        AuthUser(role="referee", user=REFEREE_USER, password=pw()),
+        AuthUser(role="spectator", user=SPECTATOR_USER, password=pw()),
+        *(AuthUser(role="agent", user=agent_user(n), password=pw(), agent=n) for n in names),
+    ]
+    return AuthBundle(prefix=prefix, users=users)
+
+
+def write_auth(
+    agents: list[str], out_dir: str | Path, *, prefix: str = "spielbus", force: bool = False
+) -> AuthBundle:
+    """Write a fresh auth folder. Refuses to overwrite one unless `force` (new passwords break old bots)."""
+    Subjects(prefix).turn("x")  # validates the prefix shape early
+    out = Path(out_dir)
+    if (out / MANIFEST_FILE).exists() and not force:
+        raise AuthError(f"{out} already holds an auth folder; pass --force to replace every password")
+    bundle = make_bundle(agents, prefix)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_private(out / CONFIG_FILE, render_config(bundle))
+    _write_private(out / MANIFEST_FILE, bundle.model_dump_json(indent=2) + "\n")
+    _write_private(out / "referee.env", _env_text(bundle.referee(), "the referee"))
+    _write_private(out / "spectator.env", _env_text(bundle.spectator(), "read-only spectator"))
+    for u in bundle.users:
+        if u.role == "agent":
+            _write_private(out / "agents" / f"{u.agent}.env", _env_text(u, f"agent {u.agent}"))
+    return bundle
+
+
+def load_auth(out_dir: str | Path) -> AuthBundle:
+    path = Path(out_dir) / MANIFEST_FILE
+    try:
+        return AuthBundle.model_validate_json(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise AuthError(f"cannot read {path} (made by `spielbus auth init`): {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise AuthError(f"{path} is not a valid auth manifest: {exc}") from exc
+
+
+def config_path(out_dir: str | Path) -> Path:
+    return Path(out_dir) / CONFIG_FILE
+
+
+def user_env(user: AuthUser) -> dict[str, str]:
+    """Environment variables that make `bus.connect` (and the example bots) log in as `user`."""
+    return {"NATS_USER": user.user, "NATS_PASSWORD": user.password}
