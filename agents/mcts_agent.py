@@ -1,7 +1,9 @@
 """`mcts`: Monte Carlo tree search on the true game (the GT-MCTS / GT-ISMCTS of seed 002).
 
 - Perfect information: OpenSpiel's C++ `MCTSBot` on the state rebuilt from the
-  turn's action list, random-rollout evaluator, UCT.
+  turn's action list, random-rollout evaluator, UCT. Python games (our word games)
+  use OpenSpiel's Python `MCTSBot` instead: the C++ bot crashes the process on
+  Python games in open_spiel 2.0.2 (even on its own `python_tic_tac_toe`).
 - Imperfect information: single-observer information-set MCTS (ISMCTS) written
   here, because OpenSpiel's C++ ISMCTS needs `ResampleFromInfostate`, which most
   games (liars_dice among them) lack. Each simulation plays on a fresh
@@ -20,13 +22,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyspiel
+from open_spiel.python.algorithms import mcts as py_mcts
 from pydantic import Field
 
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions
 from bus.protocol import HistoryItem, MoveStats, Turn
 from games.loader import load_game, replay
 from games.view import is_perfect_information, seat_info
+
+
+def is_python_game(game: pyspiel.Game) -> bool:
+    """A game implemented in Python (registered with pyspiel.register_game), not a C++ one."""
+    return not type(game).__module__.startswith("pyspiel")
 
 
 class MctsOptions(StrategyOptions):
@@ -191,6 +200,8 @@ class MctsStrategy(Strategy):
     def _perfect(self, game: pyspiel.Game, turn: Turn, budget: float) -> Decision:
         state = replay(game, turn.state or [])
         seed = self._rng.randrange(2**31)
+        if is_python_game(game):
+            return self._perfect_python(game, state, seed)
         bot = pyspiel.MCTSBot(
             game,
             pyspiel.RandomRolloutEvaluator(self.opts.rollouts, seed),
@@ -205,6 +216,18 @@ class MctsStrategy(Strategy):
         )
         action = bot.step(state)
         return Decision(action=int(action), stats=MoveStats(nodes=self.opts.simulations))
+
+    def _perfect_python(self, game: pyspiel.Game, state: pyspiel.State, seed: int) -> Decision:
+        rs = np.random.RandomState(seed)
+        bot = py_mcts.MCTSBot(
+            game,
+            self.opts.uct_c,
+            self.opts.simulations,
+            py_mcts.RandomRolloutEvaluator(self.opts.rollouts, rs),
+            solve=True,
+            random_state=rs,
+        )
+        return Decision(action=int(bot.step(state)), stats=MoveStats(nodes=self.opts.simulations))
 
     def _imperfect(self, game: pyspiel.Game, turn: Turn, budget: float) -> Decision:
         rng = random.Random(self._rng.randrange(2**31))

@@ -187,6 +187,28 @@ class MatchRecord(BaseModel):
     ended_at: float = 0.0
     provenance: list[Provenance] = Field(default_factory=list)
     error: str | None = None
+    trimmed: str | None = Field(
+        default=None, description="What was left out to fit the bus's maximum message size, if anything."
+    )
+
+
+def trim_record(record: MatchRecord, limit: int) -> MatchRecord:
+    """A copy of `record` that serializes within `limit` bytes, dropping the least essential parts first."""
+    stages: list[tuple[str, dict[str, None]]] = [
+        ("per-move policies, stats and notes", {"policy": None, "stats": None, "note": None}),
+        (
+            "per-move policies, stats, notes and usage",
+            {"policy": None, "stats": None, "note": None, "usage": None},
+        ),
+    ]
+    for what, blank in stages:
+        moves = [m.model_copy(update=blank) for m in record.moves]
+        out = record.model_copy(update={"moves": moves, "trimmed": what})
+        if len(out.model_dump_json(exclude_none=True)) <= limit:
+            return out
+    return record.model_copy(
+        update={"moves": [], "trimmed": "every move (the record exceeded the bus limit)"}
+    )
 
 
 class MatchEvent(Message):

@@ -22,7 +22,7 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 from pydantic import ValidationError
 
-from bus.protocol import MatchEvent, MatchRecord, MatchSpec, Provenance
+from bus.protocol import MatchEvent, MatchRecord, MatchSpec, Provenance, trim_record
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from referee.match import MatchRunner
@@ -47,6 +47,11 @@ class EventPublisher:
     async def __call__(self, event: MatchEvent) -> None:
         subject = self.subjects.match(event.match_id, event.type)
         data = event.model_dump_json(exclude_none=True).encode()
+        limit = self.nc.max_payload - 4096  # room for headers and the event's envelope
+        if len(data) > limit and event.record is not None:
+            # An oversized record would be refused by the server and the match lost to its collector.
+            event = event.model_copy(update={"record": trim_record(event.record, limit - 2048)})
+            data = event.model_dump_json(exclude_none=True).encode()
         if event.type == "ended":
             await self.js.publish(subject, data, timeout=10)
         else:

@@ -77,3 +77,16 @@ def test_determinization_never_reuses_a_known_private_outcome() -> None:
         assert ok
         cards = state.history()[:3]
         assert cards[2] == 2 and 2 not in cards[:2] and len(set(cards)) == 3
+
+
+async def test_mcts_plays_a_python_game(nc) -> None:
+    """Our word games are Python games: mcts must use a search that works on them."""
+    mc, rnd = uid("mcts"), uid("rand")
+    async with (
+        serving(nc, MctsStrategy(MctsOptions(simulations=30, rollouts=1, seed=1)), mc),
+        serving(nc, RandomStrategy(StrategyOptions(seed=2)), rnd),
+    ):
+        rec = await play(nc, spec("ghost", [mc, rnd], seed=4))
+    assert rec.faults == [], rec.faults
+    assert rec.outcome in ("decisive", "draw")
+    assert any(m.agent == mc for m in rec.moves)
