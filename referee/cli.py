@@ -7,6 +7,8 @@
     spielbus llm serve              the embedded LLM server (llama.cpp on SmolLM2-135M)
     spielbus games                  the games that can be played
     spielbus protocol schema        the JSON Schema of every protocol v1 message
+    spielbus bot-check NAME         a conformance run against a bot on the bus (pass/fail table)
+    spielbus auth init              nats-server users and permissions: one per agent, referee, spectator
 
 Exit codes: 0 success, 1 runtime failure, 2 bad input (arguments or tournament file).
 """
@@ -24,6 +26,7 @@ from collections.abc import Sequence
 
 from rich.console import Console
 
+from bus.auth import AuthError
 from referee.config import ConfigError, load_config
 
 EPILOG = "Environment: NATS_URL (default NATS server), NATS_CREDS / NATS_USER / NATS_PASSWORD (credentials)."
@@ -49,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--prefix", default="spielbus", help="subject prefix")
     run.add_argument("--agent-wait", type=float, default=120.0, help="seconds to wait for agents to join")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--auth", default=None, metavar="DIR", help="enforce the users of this `spielbus auth init` folder"
+    )
 
     submit = sub.add_parser("submit", help="submit a tournament to the referees and agents on --nats")
     submit.add_argument("file")
@@ -74,6 +80,23 @@ def _parser() -> argparse.ArgumentParser:
     proto_sub = proto.add_subparsers(dest="proto_command", required=True, metavar="SUBCOMMAND")
     schema = proto_sub.add_parser("schema", help="print the JSON Schema of every message")
     schema.add_argument("--message", default=None, help="only this message (e.g. turn, move)")
+
+    check = sub.add_parser("bot-check", help="conformance run against a bot on the bus")
+    check.add_argument("name", help="the bot's agent name")
+    check.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL or nats://127.0.0.1:4222)")
+    check.add_argument("--prefix", default="spielbus")
+    check.add_argument("--deadline-ms", type=int, default=5000, help="turn deadline (default 5000)")
+    check.add_argument("--games", default=None, help="comma-separated games for the full-match checks")
+    check.add_argument("--concurrency", type=int, default=10, help="concurrent matches (default 10)")
+
+    auth = sub.add_parser("auth", help="accounts and permissions")
+    auth_sub = auth.add_subparsers(dest="auth_command", required=True, metavar="SUBCOMMAND")
+    init = auth_sub.add_parser("init", help="write a nats-server config and credentials per agent")
+    init.add_argument("tournament", nargs="?", default=None, help="take the agents from this tournament file")
+    init.add_argument("--agents", default=None, help="comma-separated agent names")
+    init.add_argument("--out", required=True, help="folder to write (config, auth.json, *.env)")
+    init.add_argument("--prefix", default="spielbus")
+    init.add_argument("--force", action="store_true", help="replace an existing folder's passwords")
     return p
 
 
@@ -107,6 +130,7 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
         agent_wait_s=args.agent_wait,
         config_path=args.file,
         quiet=args.quiet,
+        auth_dir=getattr(args, "auth", None),
     )
     if submit_only:
         config = config.model_copy(
@@ -114,7 +138,7 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
         )
     try:
         asyncio.run(run_tournament(config, opts, console))
-    except ConfigError as exc:
+    except (ConfigError, AuthError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
     except (ConnectionError, RuntimeError) as exc:
@@ -193,6 +217,82 @@ def _cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bot_check(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from bus.connect import connect, nats_url
+    from bus.subjects import Subjects, check_token
+    from games.loader import load_game
+    from referee.botcheck import DEFAULT_GAMES, BotChecker, BotCheckOptions, CheckResult
+
+    console = Console()
+    try:
+        check_token(args.name, "agent name")
+        games = [g.strip() for g in args.games.split(",") if g.strip()] if args.games else list(DEFAULT_GAMES)
+        opts = BotCheckOptions(deadline_ms=args.deadline_ms, games=games, concurrency=args.concurrency)
+        for g in games:
+            load_game(g)  # an unknown game is a usage error, not a failed check
+    except ValueError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+
+    async def main() -> list[CheckResult]:
+        nc = await connect(nats_url(args.nats), name=f"spielbus-bot-check-{args.name}")
+        try:
+            with console.status(f"checking {args.name}..."):
+                return await BotChecker(nc, args.name, subjects=Subjects(args.prefix), options=opts).run()
+        finally:
+            await nc.drain()
+
+    try:
+        results = asyncio.run(main())
+    except ConnectionError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 1
+    table = Table(title=f"bot-check {args.name}")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail")
+    for r in results:
+        table.add_row(r.name, "PASS" if r.ok else "FAIL", r.detail)
+    console.print(table)
+    failed = [r for r in results if not r.ok]
+    console.print(
+        f"{len(results) - len(failed)} of {len(results)} checks passed"
+        + (f"; failed: {', '.join(r.name for r in failed)}" if failed else ""),
+        highlight=False,
+    )
+    return 1 if failed else 0
+
+
+def _cmd_auth(args: argparse.Namespace) -> int:
+    from bus.auth import write_auth
+
+    console = Console()
+    try:
+        agents: list[str] = []
+        if args.tournament:
+            agents += list(load_config(args.tournament).agents)
+        if args.agents:
+            agents += [a.strip() for a in args.agents.split(",") if a.strip()]
+        if not agents:
+            raise AuthError("name the agents: --agents a,b,... or a tournament file")
+        bundle = write_auth(agents, args.out, prefix=args.prefix, force=args.force)
+    except (ConfigError, AuthError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    names = [u.agent for u in bundle.users if u.role == "agent"]
+    console.print(
+        f"wrote {args.out}/nats-server.conf with users referee, spectator and {len(names)} agents "
+        f"({', '.join(n for n in names if n)});\ncredentials: {args.out}/agents/<name>.env, "
+        f"{args.out}/referee.env, {args.out}/spectator.env (keep them private).\n"
+        f"Start with: spielbus run FILE.toml --auth {args.out}\n"
+        f"        or: nats-server -js -c {args.out}/nats-server.conf",
+        highlight=False,
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Hand-overs first: their flags belong to the agents package's own parser.
@@ -214,6 +314,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _cmd_games(args)
     if args.command == "protocol":
         return _cmd_schema(args)
+    if args.command == "bot-check":
+        return _cmd_bot_check(args)
+    if args.command == "auth":
+        return _cmd_auth(args)
     return 2
 
 

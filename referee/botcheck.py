@@ -1,0 +1,286 @@
+"""`spielbus bot-check NAME`: a conformance run against a bot that is already on the bus.
+
+Each check is judged exactly as the referee judges a real match (same `Move` model,
+same legality rule), and each failure names its reason:
+
+1. discovery: `$SRV.PING.<name>` and `$SRV.INFO.<name>` answer; an endpoint listens on
+   `<prefix>.turn.<name>` in queue group `<name>`;
+2. deadline: a first turn (with the rules) is answered with a legal move within `deadline_ms`;
+3. unknown fields: a turn carrying fields this protocol version does not define is still answered;
+4. retry: a turn carrying `retry` (the reason a previous answer was refused) is answered;
+5. notifications: after `match_started`, `match_ended` and odd notifications the bot still plays;
+6. games: one full match per game, the bot in every seat, with no fault;
+7. concurrency: `concurrency` matches at once, the bot in every seat, with no fault.
+
+The bot plays itself, so the check needs no second agent and runs with the referee's
+credentials alone (`--auth` accounts allow the referee to ask any agent). Limits: the
+checks probe behaviour, not strength; a bot that answers only some games it does not
+claim (metadata `games`) fails the game checks for those games.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import nats.errors
+from nats.aio.client import Client as NATS
+from pydantic import BaseModel, ValidationError
+
+from bus.protocol import FaultPolicy, GameSpec, MatchEnded, MatchSpec, MatchStarted, Move, Turn
+from bus.subjects import Subjects
+from games.loader import load_game, parse_spec
+from games.rules import rules_text
+from games.view import SeatHistory, build_turn, match_action
+from referee.match import MAX_REPLY_BYTES, MatchRunner
+
+DEFAULT_GAMES = ("tic_tac_toe", "connect_four", "kuhn_poker", "liars_dice")
+TOURNAMENT = "bot-check"
+
+
+class CheckResult(BaseModel):
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+class BotCheckOptions(BaseModel):
+    deadline_ms: int = 5000
+    games: list[str] = list(DEFAULT_GAMES)
+    concurrency: int = 10
+    concurrent_game: str = "tic_tac_toe"
+    max_turns: int = 400
+
+
+def _mid(what: str) -> str:
+    return f"botcheck-{what}-{uuid.uuid4().hex[:8]}"
+
+
+def first_turn(game: GameSpec, match_id: str, seats: list[str], deadline_ms: int) -> Turn:
+    """The first decision of `game` for its first seat to act, after seeded chance steps."""
+    g = load_game(game)
+    state = g.new_initial_state()
+    hist = SeatHistory(g.num_players())
+    while state.is_chance_node():
+        action = state.chance_outcomes()[0][0]
+        hist.record(state, -1, action)
+        state.apply_action(action)
+    seat = state.current_player()
+    return build_turn(
+        state=state,
+        spec=game,
+        match_id=match_id,
+        seat=seat,
+        seats=seats,
+        turn=1,
+        deadline_ms=deadline_ms,
+        history=hist,
+        rules=rules_text(g),
+    )
+
+
+async def ask(nc: NATS, subject: str, payload: bytes, turn: Turn) -> tuple[bool, str, float]:
+    """Send one turn; judge the reply as the referee would. Returns (ok, detail, latency ms)."""
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    try:
+        msg = await nc.request(subject, payload, timeout=turn.deadline_ms / 1000)
+    except nats.errors.NoRespondersError:
+        return False, f"no_responder: nobody listens on {subject}", 0.0
+    except (nats.errors.TimeoutError, TimeoutError):
+        return False, f"timeout: no reply within {turn.deadline_ms} ms", float(turn.deadline_ms)
+    latency = (loop.time() - t0) * 1000
+    headers = msg.headers or {}
+    if "Nats-Service-Error" in headers or "Nats-Service-Error-Code" in headers:
+        return False, f"error: the bot answered a service error: {headers.get('Nats-Service-Error')}", latency
+    if len(msg.data) > MAX_REPLY_BYTES:
+        return False, f"malformed: reply of {len(msg.data)} bytes exceeds {MAX_REPLY_BYTES}", latency
+    try:
+        move = Move.model_validate_json(msg.data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err.get("loc", ())) or "top level"
+        return False, f"malformed: {err.get('msg')} at {where}"[:300], latency
+    if move.match_id != turn.match_id or move.turn != turn.turn:
+        return False, f"malformed: reply names match {move.match_id!r} turn {move.turn}", latency
+    if match_action(turn.legal_actions, move.action, move.action_text) is None:
+        named = f"id {move.action}" if move.action is not None else f"text {move.action_text!r}"
+        return False, f"illegal: {named} is not a legal action", latency
+    return True, f"legal move in {latency:.0f} ms (deadline {turn.deadline_ms} ms)", latency
+
+
+class BotChecker:
+    def __init__(
+        self, nc: NATS, name: str, *, subjects: Subjects | None = None, options: BotCheckOptions | None = None
+    ) -> None:
+        self.nc = nc
+        self.name = name
+        self.subjects = subjects or Subjects()
+        self.opts = options or BotCheckOptions()
+
+    # -- the checks -----------------------------------------------------------------------------
+
+    async def discovery(self) -> CheckResult:
+        try:
+            await self.nc.request(f"$SRV.PING.{self.name}", b"", timeout=2.0)
+            msg = await self.nc.request(f"$SRV.INFO.{self.name}", b"", timeout=2.0)
+        except nats.errors.NoRespondersError:
+            return CheckResult(name="discovery", ok=False, detail=f"no micro service named {self.name!r}")
+        except (nats.errors.TimeoutError, TimeoutError):
+            return CheckResult(name="discovery", ok=False, detail="$SRV.PING/$SRV.INFO not answered in 2 s")
+        try:
+            info = json.loads(msg.data)
+            endpoints = info.get("endpoints") or []
+        except (ValueError, AttributeError):
+            return CheckResult(name="discovery", ok=False, detail="$SRV.INFO reply is not a JSON object")
+        if info.get("name") != self.name:
+            return CheckResult(
+                name="discovery", ok=False, detail=f"service name {info.get('name')!r} is not {self.name!r}"
+            )
+        subject = self.subjects.turn(self.name)
+        ep = next((e for e in endpoints if isinstance(e, dict) and e.get("subject") == subject), None)
+        if ep is None:
+            return CheckResult(name="discovery", ok=False, detail=f"no endpoint on {subject}")
+        if ep.get("queue_group") != self.name:
+            return CheckResult(
+                name="discovery",
+                ok=False,
+                detail=f"endpoint queue group is {ep.get('queue_group')!r}, must be {self.name!r}",
+            )
+        meta = info.get("metadata") or {}
+        return CheckResult(
+            name="discovery",
+            ok=True,
+            detail=f"kind={meta.get('kind', '?')} version={info.get('version', '?')} "
+            f"games={meta.get('games', '?')}",
+        )
+
+    def _turn(self, game: str = "tic_tac_toe") -> Turn:
+        spec = parse_spec(game)
+        g = load_game(spec)
+        return first_turn(spec, _mid("turn"), [self.name] * g.num_players(), self.opts.deadline_ms)
+
+    async def deadline(self) -> CheckResult:
+        turn = self._turn()
+        ok, detail, _ = await ask(
+            self.nc, self.subjects.turn(self.name), turn.model_dump_json(exclude_none=True).encode(), turn
+        )
+        return CheckResult(name="turn within deadline", ok=ok, detail=detail)
+
+    async def unknown_fields(self) -> CheckResult:
+        turn = self._turn("connect_four")
+        raw: dict[str, Any] = turn.model_dump(mode="json", exclude_none=True)
+        # What a later protocol version might add: top-level, nested and inside list items.
+        raw["x_future"] = {"nested": [1, {"deep": True}], "text": "ignore me"}
+        raw["clock"] = {"remaining_ms": 1234}
+        raw["game"]["x_variant"] = "standard"
+        for la in raw["legal_actions"]:
+            la["x_hint"] = 0.5
+        ok, detail, _ = await ask(self.nc, self.subjects.turn(self.name), json.dumps(raw).encode(), turn)
+        return CheckResult(name="unknown fields ignored", ok=ok, detail=detail)
+
+    async def retry(self) -> CheckResult:
+        turn = self._turn().model_copy(
+            update={"turn": 2, "retry": "illegal: id 99 is not a legal action", "rules": None}
+        )
+        ok, detail, _ = await ask(
+            self.nc, self.subjects.turn(self.name), turn.model_dump_json(exclude_none=True).encode(), turn
+        )
+        return CheckResult(name="retry message", ok=ok, detail=detail)
+
+    async def notifications(self) -> CheckResult:
+        turn = self._turn()
+        notify = self.subjects.notify(self.name)
+        start = MatchStarted(match_id=turn.match_id, game=turn.game, seat=0, seats=turn.seats)
+        started = start.model_dump(mode="json")
+        started["x_future"] = [1, 2, 3]
+        await self.nc.publish(notify, json.dumps(started).encode())
+        # Odd notifications a bot must survive: unknown type, not JSON, an end for an unknown match.
+        await self.nc.publish(notify, b'{"v": 1, "type": "x_future_event", "match_id": "elsewhere"}')
+        await self.nc.publish(notify, b"\x00 not json")
+        unknown_end = MatchEnded(match_id=_mid("ghost"), seat=0, returns=[0.0, 0.0], outcome="draw")
+        await self.nc.publish(notify, unknown_end.model_dump_json().encode())
+        await self.nc.flush()
+        subject = self.subjects.turn(self.name)
+        ok, detail, _ = await ask(self.nc, subject, turn.model_dump_json(exclude_none=True).encode(), turn)
+        if not ok:
+            return CheckResult(
+                name="match_started/match_ended", ok=False, detail=f"after match_started: {detail}"
+            )
+        end = MatchEnded(match_id=turn.match_id, seat=0, returns=[0.0, 0.0], outcome="draw")
+        await self.nc.publish(notify, end.model_dump_json().encode())
+        await self.nc.flush()
+        # Per-match state is gone now; a new match must still be served.
+        again = self._turn()
+        ok, detail, _ = await ask(self.nc, subject, again.model_dump_json(exclude_none=True).encode(), again)
+        if not ok:
+            return CheckResult(
+                name="match_started/match_ended", ok=False, detail=f"after match_ended: {detail}"
+            )
+        return CheckResult(
+            name="match_started/match_ended", ok=True, detail="still plays after notifications"
+        )
+
+    async def _match(self, game: str, seed: int) -> tuple[bool, str]:
+        g = parse_spec(game)
+        n = load_game(g).num_players()
+        spec = MatchSpec(
+            match_id=_mid("match"),
+            tournament=TOURNAMENT,
+            game=g,
+            seats=[self.name] * n,
+            seed=seed,
+            deadline_ms=self.opts.deadline_ms,
+            policy=FaultPolicy(kind="forfeit"),
+            max_turns=self.opts.max_turns,
+        )
+        record = await MatchRunner(self.nc, spec, subjects=self.subjects).run()
+        if record.faults:
+            f = record.faults[0]
+            return False, f"{f.reason} at turn {f.turn}: {f.detail}"
+        if record.outcome == "error":
+            return False, f"referee could not play {game}: {record.error}"
+        return True, f"{record.outcome} in {len(record.moves)} steps"
+
+    async def game(self, game: str) -> CheckResult:
+        ok, detail = await self._match(game, seed=len(game))
+        return CheckResult(name=f"full match: {game}", ok=ok, detail=detail)
+
+    async def concurrency(self) -> CheckResult:
+        n = self.opts.concurrency
+        results = await asyncio.gather(*(self._match(self.opts.concurrent_game, seed=i) for i in range(n)))
+        bad = [d for ok, d in results if not ok]
+        name = f"{n} concurrent matches"
+        if bad:
+            return CheckResult(name=name, ok=False, detail=f"{len(bad)} of {n} failed; first: {bad[0]}")
+        return CheckResult(name=name, ok=True, detail=f"{n} matches of {self.opts.concurrent_game}, no fault")
+
+    async def run(
+        self, on_result: Callable[[CheckResult], Awaitable[None] | None] | None = None
+    ) -> list[CheckResult]:
+        checks: list[Callable[[], Awaitable[CheckResult]]] = [
+            self.discovery,
+            self.deadline,
+            self.unknown_fields,
+            self.retry,
+            self.notifications,
+            *(lambda g=g: self.game(g) for g in self.opts.games),
+            self.concurrency,
+        ]
+        results = []
+        for check in checks:
+            try:
+                res = await check()
+            except Exception as exc:  # a check must never take the whole run down
+                res = CheckResult(
+                    name=getattr(check, "__name__", "check"), ok=False, detail=f"{type(exc).__name__}: {exc}"
+                )
+            results.append(res)
+            if on_result is not None:
+                out = on_result(res)
+                if asyncio.iscoroutine(out):
+                    await out
+        return results
