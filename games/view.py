@@ -14,6 +14,8 @@ imperfect-information games it holds every private card.
 
 from __future__ import annotations
 
+import inspect
+
 import pyspiel
 
 from bus.protocol import GameSpec, HistoryItem, LegalAction, Turn
@@ -141,12 +143,24 @@ def build_turn(
         turn=turn,
         deadline_ms=deadline_ms,
         observation=observation_text(state, seat),
+        observation_json=json_view(state, seat),
         legal_actions=legal if legal is not None else legal_actions(state, seat),
         history=history.items[seat] if history is not None else [],
         state=list(state.history()) if perfect else None,
         rules=rules,
         retry=retry,
     )
+
+
+def json_view(state: pyspiel.State, seat: int) -> object | None:
+    """A structured view where the game has one: `json_view()` (whole state, perfect-information
+    games only) or `json_view(seat)` (the seat's own view)."""
+    fn = getattr(state, "json_view", None)
+    if fn is None:
+        return None
+    if inspect.signature(fn).parameters:
+        return fn(seat)
+    return fn() if is_perfect_information(state.get_game()) else None
 
 
 def public_observation(state: pyspiel.State) -> str | None:

@@ -126,3 +126,20 @@ def test_perfect_information_turns_carry_the_full_history() -> None:
     )
     assert turn.state == list(state.history())
     assert all(h.action is not None for h in turn.history)
+
+
+def test_word_games_send_a_json_view() -> None:
+    game = load_game("ghost")
+    state = game.new_initial_state()
+    state.apply_action(0)
+    turn = build_turn(
+        state=state,
+        spec=parse_spec("ghost"),
+        match_id="m",
+        seat=1,
+        seats=["a", "b"],
+        turn=1,
+        deadline_ms=1000,
+        history=None,
+    )
+    assert turn.observation_json == {"fragment": "a", "to_move": 1, "min_word_length": 5, "loser": None}
