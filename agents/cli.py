@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_port is not None:
         from agents.metrics import start_agent_metrics
 
-        on_turn = start_agent_metrics(args.metrics_port, args.name, args.kind)
+        on_turn = start_agent_metrics(args.metrics_port, args.name, args.kind, strategy.models())
     try:
         asyncio.run(
             serve(

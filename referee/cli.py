@@ -28,6 +28,7 @@ from rich.console import Console
 
 from bus.auth import AuthError
 from referee.config import ConfigError, load_config
+from referee.web import port_arg
 
 EPILOG = "Environment: NATS_URL (default NATS server), NATS_CREDS / NATS_USER / NATS_PASSWORD (credentials)."
 
@@ -53,6 +54,26 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--agent-wait", type=float, default=120.0, help="seconds to wait for agents to join")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument(
+        "--metrics-port",
+        type=port_arg,
+        default=9400,
+        metavar="PORT",
+        help="Prometheus metrics of the whole run (referee and agents) on this port; a busy port "
+        "falls back to a free one; 0: any free port; off: none (default 9400)",
+    )
+    run.add_argument(
+        "--web-port",
+        type=port_arg,
+        default=8400,
+        metavar="PORT",
+        help="live match page on this port, same rules (default 8400)",
+    )
+    run.add_argument(
+        "--keep-serving",
+        action="store_true",
+        help="after the report, keep the live page and metrics up until Ctrl-C",
+    )
+    run.add_argument(
         "--auth", default=None, metavar="DIR", help="enforce the users of this `spielbus auth init` folder"
     )
 
@@ -68,6 +89,20 @@ def _parser() -> argparse.ArgumentParser:
     ref.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL or nats://127.0.0.1:4222)")
     ref.add_argument("--concurrency", type=int, default=8, help="matches played at once")
     ref.add_argument("--prefix", default="spielbus")
+    ref.add_argument(
+        "--metrics-port",
+        type=port_arg,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics on this fixed port (0: any free port; default: off)",
+    )
+    ref.add_argument(
+        "--web-port",
+        type=port_arg,
+        default=None,
+        metavar="PORT",
+        help="serve the live match page (default: off)",
+    )
 
     sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
     sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
@@ -130,6 +165,9 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
         agent_wait_s=args.agent_wait,
         config_path=args.file,
         quiet=args.quiet,
+        metrics_port=getattr(args, "metrics_port", None),
+        web_port=getattr(args, "web_port", None),
+        keep_serving=getattr(args, "keep_serving", False),
         auth_dir=getattr(args, "auth", None),
     )
     if submit_only:
@@ -153,11 +191,18 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
 def _cmd_referee(args: argparse.Namespace) -> int:
     from bus.connect import connect, nats_url
     from bus.subjects import Subjects
+    from referee.web.serve import start_observability
     from referee.worker import RefereeWorker
 
     async def main() -> None:
         nc = await connect(nats_url(args.nats), name="spielbus-referee", service=True)
-        worker = RefereeWorker(nc, subjects=Subjects(args.prefix), concurrency=args.concurrency)
+        subjects = Subjects(args.prefix)
+        worker = RefereeWorker(nc, subjects=subjects, concurrency=args.concurrency)
+        obs = await start_observability(nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port)
+        if obs.metrics is not None:
+            worker.publisher.listeners.append(obs.metrics.on_event)
+        for line in obs.where():
+            print(line, flush=True)
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, worker.stop)
@@ -165,6 +210,7 @@ def _cmd_referee(args: argparse.Namespace) -> int:
             f"referee worker on {nats_url(args.nats)}, up to {args.concurrency} matches at once", flush=True
         )
         await worker.run()
+        await obs.stop()
         await nc.drain()
 
     try:

@@ -32,6 +32,7 @@ class AgentProcess:
         log_path: Path,
         replica: int,
         extra_env: dict[str, str] | None = None,
+        metrics_port: int | None = None,
     ) -> None:
         self.name = name
         self.cfg = cfg
@@ -52,6 +53,10 @@ class AgentProcess:
             "--options",
             json.dumps(cfg.options),
         ]
+        # Each child serves its own metrics; `spielbus run` re-exports them on its one endpoint.
+        self.metrics_port = metrics_port
+        if metrics_port is not None:
+            cmd += ["--metrics-port", str(metrics_port)]
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log = open(log_path, "ab")
         env = dict(os.environ)

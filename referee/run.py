@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import shutil
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,13 +25,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from bus.auth import AuthError, config_path, load_auth, user_env
 from bus.connect import connect
 from bus.protocol import MatchRecord
-from bus.server import EmbeddedNats
+from bus.server import EmbeddedNats, free_port
 from bus.subjects import Subjects
 from referee.config import TournamentConfig
 from referee.launch import AgentProcess, stop_all, wait_for_agents
 from referee.report import print_report
 from referee.schedule import build_schedule
 from referee.tournament import RunFolder, submit_and_collect, summarize, tournament_id
+from referee.web.serve import Observability, start_observability
 from referee.worker import RefereeWorker
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,8 @@ class RunOptions:
     config_path: str | None = None
     quiet: bool = False
     metrics_port: int | None = None
+    web_port: int | None = None
+    keep_serving: bool = False
     # An auth folder from `spielbus auth init`: the server enforces its users and permissions.
     auth_dir: str | None = None
 
@@ -55,6 +59,20 @@ class RunOptions:
 class RunResult:
     records: list[MatchRecord]
     path: Path
+
+
+async def _serve_until_signal(console: Console, obs: Observability) -> None:
+    """`--keep-serving`: the page and the metrics stay up after the report until SIGINT/SIGTERM."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    console.print("Still serving (--keep-serving): " + "; ".join(obs.where()) + ". Ctrl-C stops.")
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
 
 
 async def run_tournament(
@@ -80,6 +98,7 @@ async def run_tournament(
     workers: list[RefereeWorker] = []
     worker_tasks: list[asyncio.Task[None]] = []
     nc = None
+    obs = Observability()
     try:
         if url is None:
             embedded = EmbeddedNats(
@@ -90,13 +109,31 @@ async def run_tournament(
             console.print(f"Embedded nats-server at {url}")
         referee_login = {"user": auth.referee().user, "password": auth.referee().password} if auth else {}
         nc = await connect(url, name=f"spielbus-run-{tid}", **referee_login)
+        obs = await start_observability(
+            nc,
+            subjects,
+            metrics_port=opts.metrics_port,
+            web_port=opts.web_port,
+            fallback=True,
+            ratings_config=config.ratings,
+            child_metrics=lambda: [
+                f"http://127.0.0.1:{p.metrics_port}/metrics" for p in processes if p.metrics_port
+            ],
+        )
+        for line in obs.where():
+            console.print(line, highlight=False)
         for name, acfg in config.agents.items():
             if acfg.external:
                 continue
             for i in range(acfg.replicas):
                 log_path = folder.path / "logs" / f"{name}-{i}.log"
                 creds = agent_env.get(name)
-                processes.append(AgentProcess(name, acfg, url, opts.prefix, log_path, i, extra_env=creds))
+                port = free_port() if opts.metrics_port is not None else None
+                processes.append(
+                    AgentProcess(
+                        name, acfg, url, opts.prefix, log_path, i, extra_env=creds, metrics_port=port
+                    )
+                )
         with console.status(f"Waiting for {len(config.agents)} agents to join the bus..."):
             missing = await wait_for_agents(nc, list(config.agents), processes, opts.agent_wait_s)
         if missing:
@@ -107,6 +144,8 @@ async def run_tournament(
         if opts.referee:
             for _ in range(opts.workers):
                 w = RefereeWorker(nc, subjects=subjects, concurrency=config.concurrency)
+                if obs.metrics is not None:
+                    w.publisher.listeners.append(obs.metrics.on_event)
                 workers.append(w)
                 worker_tasks.append(asyncio.create_task(w.run()))
 
@@ -139,12 +178,15 @@ async def run_tournament(
             {"tournament": tid, "matches": len(records), "scheduled": len(specs), "nats": url},
         )
         print_report(console, records, table, rates, str(folder.path))
+        if opts.keep_serving and obs.where():
+            await _serve_until_signal(console, obs)
         return RunResult(records=records, path=folder.path)
     finally:
         for w in workers:
             w.stop()
         if worker_tasks:
             await asyncio.gather(*worker_tasks, return_exceptions=True)
+        await obs.stop()
         if nc is not None:
             with contextlib.suppress(Exception):
                 await nc.drain()

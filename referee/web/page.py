@@ -1,0 +1,201 @@
+"""The live page's HTML and JavaScript: one self-contained document, no external assets.
+
+It polls the JSON endpoints once a second and builds the DOM with `textContent`
+only (move texts and boards come from games and agents: never parsed as HTML).
+The selected match is kept in the URL fragment (`#match=<id>`), so a link to a
+match can be shared.
+"""
+
+PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Spielbus live</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+  body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #1d232a; background: #f6f7f9; }
+  header { background: #22303c; color: #fff; padding: 8px 16px; display: flex; gap: 16px;
+           align-items: baseline; }
+  header h1 { font-size: 18px; margin: 0; }
+  header select { margin-left: auto; }
+  main { display: grid; grid-template-columns: minmax(320px, 1fr) minmax(420px, 2fr); gap: 12px;
+         padding: 12px; }
+  section { background: #fff; border: 1px solid #dde1e6; border-radius: 6px; padding: 8px 12px; }
+  h2 { font-size: 15px; margin: 4px 0 8px; }
+  table { border-collapse: collapse; width: 100%; }
+  th, td { text-align: left; padding: 2px 6px; border-bottom: 1px solid #eef0f2; vertical-align: top; }
+  th { color: #5a6570; font-weight: 600; }
+  td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+  tr.match { cursor: pointer; }
+  tr.match:hover { background: #eef4fb; }
+  tr.match.selected { background: #dbe9f8; }
+  .playing { color: #0b7a36; font-weight: 600; }
+  .hidden { color: #8a939c; font-style: italic; }
+  .forced, .fault { color: #b3261e; }
+  pre#board { background: #10161c; color: #e8eef3; padding: 8px; border-radius: 4px; overflow: auto;
+              font: 13px/1.25 ui-monospace, monospace; min-height: 3em; }
+  #moves-box { max-height: 360px; overflow: auto; }
+  .muted { color: #6b7580; }
+  #left { display: flex; flex-direction: column; gap: 12px; }
+</style>
+</head>
+<body>
+<header>
+  <h1>Spielbus live</h1>
+  <span id="status" class="muted">connecting…</span>
+  <select id="tournament" title="tournament"></select>
+</header>
+<main>
+  <div id="left">
+    <section>
+      <h2>Standings <span id="standings-note" class="muted"></span></h2>
+      <table id="standings"><thead><tr><th>agent</th><th class="num">played</th><th class="num">W</th>
+        <th class="num">L</th><th class="num">D</th><th class="num">faults/100</th><th class="num">BT</th>
+        <th class="num">Elo</th></tr></thead><tbody></tbody></table>
+    </section>
+    <section>
+      <h2>Matches</h2>
+      <table id="matches"><thead><tr><th>status</th><th>game</th><th>seats</th><th class="num">moves</th>
+        <th>outcome</th></tr></thead><tbody></tbody></table>
+    </section>
+  </div>
+  <section id="match">
+    <h2 id="match-title">Select a match</h2>
+    <div id="match-meta" class="muted"></div>
+    <pre id="board"></pre>
+    <div>Last move: <strong id="last-move">–</strong></div>
+    <h2>Clocks</h2>
+    <table id="clocks"><thead><tr><th>seat</th><th>agent</th><th class="num">moves</th>
+      <th class="num">last (ms)</th><th class="num">total (s)</th></tr></thead><tbody></tbody></table>
+    <h2>Faults</h2>
+    <ul id="faults"></ul>
+    <h2>Moves</h2>
+    <div id="moves-box"><table id="moves"><thead><tr><th class="num">turn</th><th>seat</th><th>move</th>
+      <th class="num">ms</th><th class="num">tokens</th></tr></thead><tbody></tbody></table></div>
+  </section>
+</main>
+<script>
+"use strict";
+let selected = null;
+let tournament = "";
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+function row(cells, cls) {
+  const tr = el("tr", null, cls);
+  for (const c of cells) {
+    const td = el("td", c[0], c[1] || "");
+    tr.appendChild(td);
+  }
+  return tr;
+}
+function fill(tbody, rows) { tbody.replaceChildren(...rows); }
+async function getJSON(url) {
+  const r = await fetch(url, { cache: "no-store" });
+  if (!r.ok) throw new Error(url + ": " + r.status);
+  return r.json();
+}
+function readHash() {
+  const m = location.hash.match(/match=([A-Za-z0-9_-]+)/);
+  selected = m ? m[1] : null;
+}
+function select(id) { location.hash = "match=" + id; }
+
+async function refreshList() {
+  const q = tournament ? "?tournament=" + encodeURIComponent(tournament) : "";
+  const data = await getJSON("/api/matches" + q);
+  const sel = document.getElementById("tournament");
+  const opts = ["", ...data.tournaments];
+  if (sel.options.length !== opts.length || [...sel.options].some((o, i) => o.value !== opts[i])) {
+    sel.replaceChildren(...opts.map(t => {
+      const o = el("option", t || "all tournaments"); o.value = t; return o;
+    }));
+    sel.value = tournament;
+  }
+  const rows = data.matches.map(m => {
+    const tr = row([
+      [m.status, m.status === "playing" ? "playing" : ""],
+      [m.game],
+      [m.seats.join(" vs ")],
+      [m.moves, "num"],
+      [m.outcome ? m.outcome + (m.returns.length ? " " + m.returns.join(":") : "") : ""],
+    ], "match" + (m.match_id === selected ? " selected" : ""));
+    tr.dataset.id = m.match_id;
+    tr.title = m.match_id;
+    tr.addEventListener("click", () => select(m.match_id));
+    return tr;
+  });
+  fill(document.querySelector("#matches tbody"), rows);
+  const playing = data.matches.filter(m => m.status === "playing").length;
+  document.getElementById("status").textContent =
+    playing + " playing, " + (data.matches.length - playing) + " finished";
+}
+
+async function refreshStandings() {
+  const q = tournament ? "?tournament=" + encodeURIComponent(tournament) : "";
+  const t = await getJSON("/api/standings" + q);
+  const rating = {};
+  for (const r of t.ratings || []) rating[r.agent] = r;
+  fill(document.querySelector("#standings tbody"), (t.standings || []).map(s => row([
+    [s.agent], [s.played, "num"], [s.wins, "num"], [s.losses, "num"], [s.draws, "num"],
+    [s.faults_per_100_moves !== undefined ? s.faults_per_100_moves.toFixed(2) : "", "num"],
+    [rating[s.agent] ? rating[s.agent].bt.toFixed(0) : "", "num"],
+    [rating[s.agent] ? rating[s.agent].elo.toFixed(1) : "", "num"],
+  ])));
+  document.getElementById("standings-note").textContent =
+    t.tournament ? "(" + t.tournament + ", " + t.matches + " finished)" : "";
+}
+
+async function refreshMatch() {
+  if (!selected) return;
+  let m;
+  try { m = await getJSON("/api/matches/" + selected); } catch (e) { return; }
+  document.getElementById("match-title").textContent = m.game + ": " + m.seats.join(" vs ");
+  document.getElementById("match-meta").textContent = m.match_id + " · " +
+    (m.status === "playing" ? "in progress" : "ended: " + m.outcome +
+     (m.returns.length ? " (" + m.returns.join(", ") + ")" : "")) + (m.error ? " · " + m.error : "");
+  document.getElementById("board").textContent = m.observation || "(no public board)";
+  const last = m.last;
+  document.getElementById("last-move").textContent = last
+    ? (last.player >= 0 ? m.seats[last.player] : "chance") + ": " + last.text : "–";
+  fill(document.querySelector("#clocks tbody"), m.clocks.map(c => row([
+    [c.seat], [c.agent], [c.moves, "num"],
+    [c.last_ms !== null ? c.last_ms.toFixed(1) : "", "num"], [(c.total_ms / 1000).toFixed(2), "num"],
+  ])));
+  document.getElementById("faults").replaceChildren(...m.faults.map(f =>
+    el("li", "turn " + f.turn + ", " + f.agent + ": " + f.reason +
+       (f.detail ? " (" + f.detail + ")" : ""), "fault")));
+  const box = document.getElementById("moves-box");
+  const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+  fill(document.querySelector("#moves tbody"), m.steps.map(s => row([
+    [s.turn, "num"],
+    [s.player >= 0 ? s.player + " " + (s.agent || m.seats[s.player]) : "chance"],
+    [s.text + (s.forced ? " (forced)" : ""), s.hidden ? "hidden" : (s.forced ? "forced" : "")],
+    [s.latency_ms !== null ? s.latency_ms.toFixed(1) : "", "num"],
+    [s.tokens !== null ? s.tokens : "", "num"],
+  ], "move" + (s.hidden ? " hidden" : ""))));
+  if (atBottom) box.scrollTop = box.scrollHeight;
+}
+
+async function tick() {
+  try {
+    await Promise.all([refreshList(), refreshStandings(), refreshMatch()]);
+  } catch (e) {
+    document.getElementById("status").textContent = "disconnected: " + e.message;
+  }
+}
+document.getElementById("tournament").addEventListener("change", e => {
+  tournament = e.target.value; tick();
+});
+window.addEventListener("hashchange", () => { readHash(); tick(); });
+readHash();
+tick();
+setInterval(tick, 1000);
+</script>
+</body>
+</html>
+"""
