@@ -33,6 +33,7 @@ class AgentProcess:
         replica: int,
         extra_env: dict[str, str] | None = None,
         metrics_port: int | None = None,
+        options: dict[str, object] | None = None,
     ) -> None:
         self.name = name
         self.cfg = cfg
@@ -51,7 +52,7 @@ class AgentProcess:
             "--max-concurrency",
             str(cfg.max_concurrency),
             "--options",
-            json.dumps(cfg.options),
+            json.dumps(cfg.options if options is None else options),
         ]
         # Each child serves its own metrics; `spielbus run` re-exports them on its one endpoint.
         self.metrics_port = metrics_port

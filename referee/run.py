@@ -29,6 +29,7 @@ from bus.server import EmbeddedNats, free_port
 from bus.subjects import Subjects
 from referee.config import TournamentConfig
 from referee.launch import AgentProcess, stop_all, wait_for_agents
+from referee.llm_launch import LLMServerProcess, needs_embedded_llm
 from referee.report import print_report
 from referee.schedule import build_schedule
 from referee.tournament import RunFolder, submit_and_collect, summarize, tournament_id
@@ -95,6 +96,7 @@ async def run_tournament(
     url = opts.nats or os.environ.get("NATS_URL")
     embedded: EmbeddedNats | None = None
     processes: list[AgentProcess] = []
+    llm_server: LLMServerProcess | None = None
     workers: list[RefereeWorker] = []
     worker_tasks: list[asyncio.Task[None]] = []
     nc = None
@@ -122,6 +124,15 @@ async def run_tournament(
         )
         for line in obs.where():
             console.print(line, highlight=False)
+        agent_options = {n: config.agent_options(n) for n, a in config.agents.items() if not a.external}
+        llm_users = [n for n, o in agent_options.items() if needs_embedded_llm(config.agents[n].kind, o)]
+        if llm_users:
+            llm_server = LLMServerProcess(folder.path / "logs" / "llm-server.log")
+            with console.status(f"Starting the embedded LLM server for {', '.join(llm_users)}..."):
+                await llm_server.wait_ready()
+            console.print(f"Embedded LLM server (llama.cpp, SmolLM2-135M) at {llm_server.base_url}")
+            for n in llm_users:
+                agent_options[n]["llm"] = {**agent_options[n].get("llm", {}), "base_url": llm_server.base_url}
         for name, acfg in config.agents.items():
             if acfg.external:
                 continue
@@ -131,7 +142,15 @@ async def run_tournament(
                 port = free_port() if opts.metrics_port is not None else None
                 processes.append(
                     AgentProcess(
-                        name, acfg, url, opts.prefix, log_path, i, extra_env=creds, metrics_port=port
+                        name,
+                        acfg,
+                        url,
+                        opts.prefix,
+                        log_path,
+                        i,
+                        extra_env=creds,
+                        metrics_port=port,
+                        options=agent_options[name],
                     )
                 )
         with console.status(f"Waiting for {len(config.agents)} agents to join the bus..."):
@@ -191,6 +210,8 @@ async def run_tournament(
             with contextlib.suppress(Exception):
                 await nc.drain()
         stop_all(processes)
+        if llm_server is not None:
+            llm_server.stop()
         if embedded is not None:
             embedded.stop()
         folder.close()

@@ -174,3 +174,28 @@ async def test_killed_agent_process_replica_takes_over(nats_url: str) -> None:
             if p.poll() is None:
                 p.terminate()
                 p.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_run_starts_the_embedded_llm_for_an_llm_agent(tmp_path: Path) -> None:
+    cfg = tmp_path / "llm.toml"
+    cfg.write_text(
+        'name = "llm"\ngames_per_pairing = 1\ndeadline_ms = 60000\nboth_seat_orders = false\n'
+        '[[games]]\nname = "tic_tac_toe"\n'
+        '[agents.policy]\nkind = "llm_policy"\n[agents.rand]\nkind = "random"\n'
+    )
+    env_free = {k: v for k, v in os.environ.items() if k not in ("OPENAI_BASE_URL", "NATS_URL")}
+    out = subprocess.run(
+        [*SPIELBUS, "run", str(cfg), "--run-dir", str(tmp_path / "runs"), "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        cwd=ROOT,
+        env=env_free,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Embedded LLM server" in out.stdout
+    (rec,) = _records(tmp_path / "runs")
+    llm_moves = [m for m in rec["moves"] if m["agent"] == "policy"]
+    assert llm_moves and all(m["usage"]["llm_calls"] + m["usage"]["cache_hits"] >= 1 for m in llm_moves)
+    assert any("smollm2" in model for p in rec["provenance"] for model in p["models"])

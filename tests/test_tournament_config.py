@@ -158,3 +158,27 @@ def test_standings_and_fault_rate() -> None:
     assert (table["a"].wins, table["a"].losses, table["a"].draws) == (1, 1, 1)
     assert table["a"].faults == {"timeout": 1}
     assert table["a"].faults_per_100_moves == 100.0  # one move asked for, one fault
+
+
+def test_named_llm_endpoint_becomes_the_agents_llm_option() -> None:
+    text = (
+        BASE
+        + '\n[agents.p]\nkind = "llm_policy"\nllm = "local"\n'
+        + '[llm.local]\nbase_url = "http://x:1/v1"\nmodel = "m"\n'
+    )
+    cfg = parse_config(text)
+    assert cfg.agent_options("p") == {"llm": {"base_url": "http://x:1/v1", "model": "m"}}
+    with pytest.raises(ConfigError, match=r"no \[llm.nope\] section"):
+        parse_config(text.replace('llm = "local"', 'llm = "nope"'))
+
+
+def test_which_agents_need_the_embedded_llm(monkeypatch: pytest.MonkeyPatch) -> None:
+    from referee.llm_launch import needs_embedded_llm
+
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    assert needs_embedded_llm("llm_policy", {})
+    assert not needs_embedded_llm("random", {})
+    assert not needs_embedded_llm("minimax_tot", {"llm": {"base_url": "http://h/v1"}})
+    assert not needs_embedded_llm("tot", {"llm": {"backend": "ollama"}})
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://elsewhere/v1")
+    assert not needs_embedded_llm("llm_policy", {})
