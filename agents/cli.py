@@ -47,7 +47,7 @@ def _add_option_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -
                 flag, dest=f"opt_{name}", action=argparse.BooleanOptionalAction, help=help_text
             )
         else:
-            parser.add_argument(flag, dest=f"opt_{name}", type=kind, help=help_text)
+            parser.add_argument(flag, dest=f"opt_{name}", type=kind, metavar=name.upper(), help=help_text)
         names.append(name)
     return names
 
@@ -59,6 +59,9 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
     )
     parser.add_argument("kind", help="agent kind")
     parser.add_argument("--name", required=True, help="agent name: its turn subject and queue group")
+    parser.add_argument(
+        "--check", action="store_true", help="only validate the options and exit (0 valid, 2 invalid)"
+    )
     parser.add_argument("--nats", default=None, help="NATS URL (default: $NATS_URL or nats://127.0.0.1:4222)")
     parser.add_argument("--prefix", default="spielbus", help="subject prefix")
     parser.add_argument("--max-concurrency", type=int, default=16, help="turns handled at once")
@@ -102,8 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         strategy = cls.from_options(raw)
     except ValidationError as exc:
-        print(f"spielbus agent: bad options for {args.kind}:\n{exc}", file=sys.stderr)
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '(options)'}: {e['msg']}" for e in exc.errors()
+        )
+        print(f"spielbus agent: bad options for {args.name} ({args.kind}): {problems}", file=sys.stderr)
         return 2
+    if args.check:
+        return 0
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     from agents.runtime import serve
 

@@ -147,9 +147,18 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
     console = Console()
     try:
         config = load_config(args.file)
+        from referee.launch import check_agent_options
         from referee.schedule import check_games
 
         check_games(config)
+        if not submit_only:
+            to_start = {
+                n: (a.kind, config.agent_options(n)) for n, a in config.agents.items() if not a.external
+            }
+            with console.status("Checking the agents' options..."):
+                problems = check_agent_options(to_start)
+            if problems:
+                raise ConfigError(f"{args.file}: bad agent options:\n  " + "\n  ".join(problems))
     except ConfigError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2

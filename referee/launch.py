@@ -130,3 +130,38 @@ def stop_all(processes: list[AgentProcess]) -> None:
                 p.proc.send_signal(signal.SIGTERM)
     for p in processes:
         p.stop()
+
+
+def check_agent_options(agents: dict[str, tuple[str, dict[str, object]]]) -> list[str]:
+    """Validate each agent's kind and options in the agents package's own process (`--check`).
+
+    `agents` maps name -> (kind, options). Returns one problem line per bad agent. Run before
+    anything starts, so a bad option in a tournament file is a bad file, not a dead child.
+    """
+    procs = {
+        name: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agents",
+                kind,
+                "--name",
+                name,
+                "--options",
+                json.dumps(options),
+                "--check",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, (kind, options) in agents.items()
+    }
+    problems = []
+    for name, proc in procs.items():
+        _, err = proc.communicate(timeout=120)
+        if proc.returncode != 0:
+            lines = [ln for ln in err.strip().splitlines() if ln.strip()]
+            message = lines[-1] if lines else f"exit code {proc.returncode}"
+            problems.append(f"agents.{name}: {message.removeprefix('spielbus agent: ')}")
+    return problems

@@ -199,3 +199,15 @@ def test_run_starts_the_embedded_llm_for_an_llm_agent(tmp_path: Path) -> None:
     llm_moves = [m for m in rec["moves"] if m["agent"] == "policy"]
     assert llm_moves and all(m["usage"]["llm_calls"] + m["usage"]["cache_hits"] >= 1 for m in llm_moves)
     assert any("smollm2" in model for p in rec["provenance"] for model in p["models"])
+
+
+def test_bad_agent_options_are_a_bad_file(tmp_path: Path) -> None:
+    bad = tmp_path / "opts.toml"
+    text = SMALL.format(name="opts", ext="").replace("simulations = 30", "simulations = 0, bogus = 1")
+    bad.write_text(text.replace('kind = "random"', 'kind = "no_such_kind"'))
+    out = _run(["run", str(bad), "--run-dir", str(tmp_path / "runs")])
+    assert out.returncode == 2
+    flat = " ".join(out.stdout.split())
+    assert "agents.m1" in flat and "simulations" in flat and "bogus" in flat
+    assert "agents.r1" in flat and "no_such_kind" in flat
+    assert not (tmp_path / "runs").exists()
