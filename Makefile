@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.spielbus-installed
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench clean node-deps
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"' \
@@ -21,9 +21,20 @@ install: $(STAMP)
 run: install
 	$(BIN)/spielbus run examples/quickstart.toml
 
-test: install
+test: install node-deps
 	$(BIN)/ruff check .
 	$(BIN)/pytest
+
+# The Node example bot's dependencies (tests/test_bots.py); skipped with a note when npm is absent.
+# Re-installed only when package-lock.json changes.
+NODE_STAMP := examples/bots/node_modules/.package-lock.json
+node-deps:
+	@if ! command -v npm >/dev/null 2>&1; then \
+		echo "npm not found: the Node example bot's tests will be skipped"; \
+	else $(MAKE) --no-print-directory $(NODE_STAMP); fi
+
+$(NODE_STAMP): examples/bots/package-lock.json
+	cd examples/bots && npm ci --no-audit --no-fund
 
 lint: install
 	$(BIN)/ruff check .
