@@ -12,8 +12,10 @@ enums; never a match id):
   moves of the `random` fault policy are faults, not moves).
 - `spielbus_faults_total{game,agent,reason}`, reason one of timeout, illegal,
   malformed, no_responder, error.
-- `spielbus_matches_total{game,outcome}`, `spielbus_agent_matches_total{game,agent}`,
-  `spielbus_matches_in_flight{game}`.
+- `spielbus_matches_total{game,outcome}`, `spielbus_matches_in_flight{game}`.
+- `spielbus_agent_results_total{game,agent,result}`, result win (sole first place),
+  loss, draw (a shared first place); matches the referee could not finish
+  (outcome `error`) count for no one. The standings in Grafana come from this.
 - `spielbus_rating_elo{agent}`, `spielbus_rating_bt{agent}`: the current ratings
   of the most recently updated tournament (set by whoever holds the records:
   `spielbus run`, or the live feed of `spielbus referee`).
@@ -81,7 +83,7 @@ REFEREE_METRICS: tuple[str, ...] = (
     "spielbus_moves_total",
     "spielbus_faults_total",
     "spielbus_matches_total",
-    "spielbus_agent_matches_total",
+    "spielbus_agent_results_total",
     "spielbus_matches_in_flight",
     "spielbus_rating_elo",
     "spielbus_rating_bt",
@@ -117,8 +119,11 @@ class RefereeMetrics:
         self.matches = Counter(
             "spielbus_matches", "Finished matches by game and outcome.", ["game", "outcome"], registry=r
         )
-        self.agent_matches = Counter(
-            "spielbus_agent_matches", "Finished matches per agent seat.", ["game", "agent"], registry=r
+        self.agent_results = Counter(
+            "spielbus_agent_results",
+            "Finished matches per agent by result (win, loss, draw).",
+            ["game", "agent", "result"],
+            registry=r,
         )
         self.in_flight = Gauge(
             "spielbus_matches_in_flight", "Matches being played by this process.", ["game"], registry=r
@@ -188,8 +193,11 @@ class RefereeMetrics:
         for fault in record.faults[: len(record.faults) - skip]:
             self._count_fault(game, fault)
         self.matches.labels(game, record.outcome).inc()
-        for agent in dict.fromkeys(record.seats):
-            self.agent_matches.labels(game, agent).inc()
+        if record.outcome != "error" and len(record.ranks) == len(record.seats):
+            firsts = record.ranks.count(1)
+            for agent, rank in zip(record.seats, record.ranks, strict=True):
+                result = "loss" if rank != 1 else "win" if firsts == 1 else "draw"
+                self.agent_results.labels(game, agent, result).inc()
 
     # -- ratings ------------------------------------------------------------------------------
 
