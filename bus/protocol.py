@@ -28,7 +28,9 @@ class Message(BaseModel):
 class GameSpec(BaseModel):
     """An OpenSpiel game by name and parameters, e.g. connect_four or kuhn_poker(players=3)."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Ignore, not forbid: it travels inside `turn` and `match_started`, where unknown fields must be
+    # ignored (a newer referee may describe games further). The tournament file checks its own keys.
+    model_config = ConfigDict(extra="ignore")
     name: str
     params: dict[str, bool | int | float | str] = Field(default_factory=dict)
 

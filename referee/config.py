@@ -96,6 +96,17 @@ class TournamentConfig(BaseModel):
     def _name(cls, v: str) -> str:
         return check_token(v, "tournament name")
 
+    @field_validator("games", mode="before")
+    @classmethod
+    def _game_keys(cls, v: Any) -> Any:
+        # GameSpec ignores unknown fields on the wire (forward compatibility); a tournament file must not.
+        if isinstance(v, list):
+            for i, g in enumerate(v):
+                extra = sorted(set(g) - set(GameSpec.model_fields)) if isinstance(g, dict) else []
+                if extra:
+                    raise ValueError(f"games[{i}]: unknown key {extra[0]!r}")
+        return v
+
     @field_validator("agents")
     @classmethod
     def _agent_names(cls, v: dict[str, AgentConfig]) -> dict[str, AgentConfig]:

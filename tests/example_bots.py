@@ -1,0 +1,70 @@
+"""Starting the example bots of examples/bots/ as real processes, for the bot and bot-check tests.
+
+The bots import nothing of ours: they are started exactly as a user would start them.
+The Node bot needs `npm ci` in examples/bots (`make node-deps`); its tests skip
+with that instruction when node or its `nats` package is missing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from nats.aio.client import Client as NATS
+
+from referee.launch import agent_present
+
+BOTS = Path(__file__).resolve().parents[1] / "examples" / "bots"
+
+
+def bot_command(kind: str, name: str, *extra: str) -> list[str]:
+    if kind == "python":
+        return [sys.executable, str(BOTS / "python_bot.py"), "--name", name, *extra]
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the Node example bot cannot run")
+    if not (BOTS / "node_modules" / "nats").is_dir():
+        pytest.skip("examples/bots/node_modules is missing: run `make node-deps` (npm ci in examples/bots)")
+    return [node, str(BOTS / "node_bot.js"), "--name", name, *extra]
+
+
+@contextlib.asynccontextmanager
+async def running_bot(
+    kind: str, name: str, url: str, nc: NATS, *extra: str, env: dict[str, str] | None = None
+) -> AsyncIterator[subprocess.Popen[bytes]]:
+    """Start an example bot and wait until it answers `$SRV.PING.<name>`; stop it afterwards."""
+    cmd = bot_command(kind, name, *extra)
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
+    full_env.update({"NATS_URL": url, **(env or {})})
+    # A file, not a pipe: a chatty bot must never block on a full pipe.
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        for _ in range(300):
+            if proc.poll() is not None:
+                log.seek(0)
+                err = log.read().decode(errors="replace")
+                raise AssertionError(f"{kind} bot exited with {proc.returncode}: {err[-2000:]}")
+            if await agent_present(nc, name, wait_s=0.2):
+                break
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError(f"{kind} bot {name} never joined the bus")
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        log.close()

@@ -1,0 +1,92 @@
+"""The example bots of examples/bots/ (plain nats-py, and Node with the `nats` npm package) play
+full tournaments as external agents, with and without auth."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from agents.random_agent import RandomStrategy
+from bus.auth import config_path, load_auth, user_env, write_auth
+from bus.connect import connect
+from bus.server import EmbeddedNats
+from referee.config import parse_config
+from referee.run import RunOptions, run_tournament
+from tests.example_bots import running_bot
+from tests.helpers import serving, uid
+
+TOURNAMENT = """
+name = "{name}"
+games_per_pairing = 2
+concurrency = 4
+deadline_ms = 5000
+seed = 5
+[[games]]
+name = "tic_tac_toe"
+[[games]]
+name = "kuhn_poker"
+[[games]]
+name = "liars_dice"
+[agents.{a}]
+kind = "external"
+external = true
+[agents.{b}]
+kind = "external"
+external = true
+"""
+
+
+async def _tournament(url: str, a: str, b: str, tmp_path: Path, auth_dir: Path | None = None) -> list:
+    config = parse_config(TOURNAMENT.format(name=uid("bots"), a=a, b=b))
+    opts = RunOptions(
+        nats=url,
+        run_dir=str(tmp_path),
+        quiet=True,
+        agent_wait_s=20,
+        auth_dir=str(auth_dir) if auth_dir else None,
+    )
+    result = await run_tournament(config, opts, Console(file=io.StringIO()))
+    return result.records
+
+
+def _all_clean(records: list, bots: set[str]) -> None:
+    assert len(records) == 2 * 2 * 3  # both seat orders, 2 per order, 3 games
+    for rec in records:
+        assert rec.faults == [], rec.faults
+        assert rec.outcome in ("decisive", "draw"), rec
+        assert set(rec.seats) == bots
+        assert all(m.agent in bots for m in rec.moves if m.player >= 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["python", "node"])
+async def test_example_bot_plays_a_full_tournament(nc, nats_url: str, kind: str, tmp_path: Path) -> None:
+    bot, rand = uid(kind), uid("rand")
+    async with (
+        running_bot(kind, bot, nats_url, nc),
+        serving(nc, RandomStrategy.from_options({"seed": 3}), rand),
+    ):
+        records = await _tournament(nats_url, bot, rand, tmp_path)
+    _all_clean(records, {bot, rand})
+
+
+@pytest.mark.slow
+async def test_both_example_bots_play_each_other_with_auth(tmp_path: Path) -> None:
+    """External bots log in with the credentials `spielbus auth init` wrote for them."""
+    write_auth(["pybot", "nodebot"], tmp_path / "auth")
+    bundle = load_auth(tmp_path / "auth")
+    with EmbeddedNats(config=config_path(tmp_path / "auth")) as srv:
+        ref = bundle.referee()
+        nc = await connect(srv.url, name="t", user=ref.user, password=ref.password)
+        try:
+            async with (
+                running_bot("python", "pybot", srv.url, nc, env=user_env(bundle.agent("pybot"))),
+                running_bot("node", "nodebot", srv.url, nc, env=user_env(bundle.agent("nodebot"))),
+            ):
+                records = await _tournament(srv.url, "pybot", "nodebot", tmp_path / "runs", tmp_path / "auth")
+        finally:
+            await nc.close()
+    _all_clean(records, {"pybot", "nodebot"})
