@@ -1,0 +1,278 @@
+"""What can be checked of the Docker deployment without Docker: the compose file validates
+(Debian's docker-compose 1.29), Prometheus' config passes promtool, a real Prometheus scrapes a
+real `spielbus run`, and every compose service command is a real `spielbus` command that starts
+here with the same arguments."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bus.server import EmbeddedNats, free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = ROOT / "docker-compose.yml"
+GPU = ROOT / "docker-compose.gpu.yml"
+PROM_CONFIG = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+
+
+def _tool(name: str, package: str) -> str:
+    path = shutil.which(name)
+    if path:
+        return path
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip(f"{name} is missing and `make system-deps` cannot install it here (not root/apt)")
+    pytest.fail(f"{name} is missing: run `make system-deps` (installs Debian's {package})")
+
+
+def _compose() -> dict:
+    return yaml.safe_load(COMPOSE.read_text())
+
+
+def test_compose_file_validates() -> None:
+    dc = _tool("docker-compose", "docker-compose")
+    for files in ([COMPOSE], [COMPOSE, GPU]):
+        args = [x for f in files for x in ("-f", str(f))]
+        out = subprocess.run([dc, *args, "config", "-q"], capture_output=True, text=True, cwd=ROOT)
+        assert out.returncode == 0, out.stderr
+
+
+def test_compose_has_the_services_of_the_issue() -> None:
+    services = _compose()["services"]
+    from referee.config import load_config
+
+    agents = set(load_config(ROOT / "deploy" / "tournament.toml").agents)
+    assert {"nats", "ollama", "ollama-pull", "prometheus", "grafana", "referee", "tournament"} <= set(
+        services
+    )
+    assert agents <= set(services), "one service per agent of deploy/tournament.toml"
+    assert "-js" in services["nats"]["command"] and "healthcheck" in services["nats"]
+    assert "healthcheck" in services["ollama"]
+    # CPU-only hosts start the default file: the GPU reservation lives in the override only.
+    assert "deploy" not in services["ollama"]
+    gpu = yaml.safe_load(GPU.read_text())["services"]["ollama"]
+    assert gpu["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert services["tournament"]["command"][:3] == ["spielbus", "submit", "deploy/tournament.toml"]
+
+
+def test_prometheus_config_passes_promtool_and_scrapes_every_service() -> None:
+    promtool = _tool("promtool", "prometheus")
+    out = subprocess.run([promtool, "check", "config", str(PROM_CONFIG)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    targets = {
+        t
+        for job in yaml.safe_load(PROM_CONFIG.read_text())["scrape_configs"]
+        for sc in job["static_configs"]
+        for t in sc["targets"]
+    }
+    for name, svc in _compose()["services"].items():
+        cmd = svc.get("command") or []
+        if cmd[:1] == ["spielbus"] and "--metrics-port" in cmd:
+            port = cmd[cmd.index("--metrics-port") + 1]
+            assert f"{name}:{port}" in targets, f"Prometheus does not scrape {name}:{port}"
+
+
+def _spielbus_services() -> dict[str, list[str]]:
+    return {
+        name: svc["command"]
+        for name, svc in _compose()["services"].items()
+        if isinstance(svc.get("command"), list) and svc["command"][:1] == ["spielbus"]
+    }
+
+
+def _start(cmd: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    # `spielbus` as installed in this environment, with exactly the compose arguments.
+    exe = str(Path(sys.executable).parent / "spielbus")
+    return subprocess.Popen(
+        [exe, *cmd[1:]], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def _wait_line(proc: subprocess.Popen[str], pattern: str) -> list[str]:
+    """Read output until a line matches; fail if the process exits first."""
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line.rstrip())
+        if re.search(pattern, line):
+            return seen
+    pytest.fail(f"exited with {proc.wait()} before printing {pattern!r}:\n" + "\n".join(seen[-30:]))
+
+
+def _total(result: list[dict]) -> float:
+    return sum(float(r["value"][1]) for r in result)
+
+
+def _scrape(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        return resp.read().decode()
+
+
+@pytest.mark.slow
+def test_compose_service_commands_start_here(tmp_path: Path) -> None:
+    """The compose stack as local processes: every long-running `spielbus` service starts with its
+    compose arguments, serves its metrics port, and the one-shot `tournament` command submits the
+    default tournament to them. Then all get SIGTERM and must exit cleanly."""
+    services = _spielbus_services()
+    assert {"referee", "random", "mcts", "llm", "tournament"} <= set(services)
+    with EmbeddedNats() as srv:
+        # NATS_URL and OLLAMA_HOST come from the environment, as in compose; nothing listens on the
+        # Ollama port here, which the LLM agent must survive (it fails its turns, not its start).
+        env = {**os.environ, "NATS_URL": srv.url, "OLLAMA_HOST": f"http://127.0.0.1:{free_port()}"}
+        env["PYTHONUNBUFFERED"] = "1"
+        procs: dict[str, subprocess.Popen[str]] = {}
+        try:
+            for name, cmd in services.items():
+                if name == "tournament":
+                    continue
+                procs[name] = _start(cmd, env)
+                ready = r"referee worker on" if name == "referee" else rf"agent {name} \(.*\) ready"
+                _wait_line(procs[name], ready)
+                if "--metrics-port" in cmd:
+                    port = cmd[cmd.index("--metrics-port") + 1]
+                    assert "spielbus_" in _scrape(f"http://127.0.0.1:{port}/metrics")
+            web = services["referee"][services["referee"].index("--web-port") + 1]
+            assert "Spielbus live" in _scrape(f"http://127.0.0.1:{web}/")
+            runs = tmp_path / "runs"
+            cmd = services["tournament"]
+            # The run folder is a volume in compose; point it here (the only argument changed).
+            cmd = [*cmd[: cmd.index("--run-dir") + 1], str(runs), *cmd[cmd.index("--run-dir") + 2 :]]
+            tour = _start(cmd, env)
+            procs["tournament"] = tour
+            # Submitted: the referee starts matches of the default tournament.
+            for _ in range(600):
+                matches = json.loads(_scrape(f"http://127.0.0.1:{web}/api/matches"))["matches"]
+                if any(m["moves"] > 0 for m in matches):
+                    break
+                assert tour.poll() is None, tour.stdout.read() if tour.stdout else ""
+                time.sleep(0.2)
+            else:
+                pytest.fail("no match of the submitted tournament made a move")
+            assert {tuple(m["seats"]) for m in matches} and all(
+                m["tournament"].startswith("compose-") for m in matches
+            )
+        finally:
+            for p in procs.values():
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            codes = {}
+            for name, p in procs.items():
+                try:
+                    codes[name] = p.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    codes[name] = "killed"
+        long_running = {k: v for k, v in codes.items() if k != "tournament"}
+        assert set(long_running.values()) == {0}, f"services did not drain and exit cleanly: {codes}"
+
+
+@pytest.mark.slow
+def test_real_prometheus_scrapes_a_run(tmp_path: Path) -> None:
+    """The real Prometheus binary against the embedded stack during a tournament: it finds
+    spielbus_ series of the referee and of the agents through its HTTP API."""
+    prometheus = _tool("prometheus", "prometheus")
+    metrics_port, prom_port = free_port(), free_port()
+    cfg = tmp_path / "t.toml"
+    cfg.write_text(
+        'name = "promcheck"\ngames_per_pairing = 3\nconcurrency = 2\nseed = 1\n'
+        '[[games]]\nname = "tic_tac_toe"\n[[games]]\nname = "kuhn_poker"\n'
+        '[agents.rand]\nkind = "random"\n[agents.mc]\nkind = "mcts"\n'
+        "options = { simulations = 20, rollouts = 1 }\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    run = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "referee.cli",
+            "run",
+            str(cfg),
+            "--run-dir",
+            str(tmp_path / "runs"),
+            "--metrics-port",
+            str(metrics_port),
+            "--web-port",
+            "off",
+            "--quiet",
+            "--keep-serving",
+        ],
+        cwd=ROOT,
+        env={**env, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    prom_cfg = tmp_path / "prometheus.yml"
+    prom_cfg.write_text(
+        yaml.safe_dump(
+            {
+                "global": {"scrape_interval": "1s"},
+                "scrape_configs": [
+                    {"job_name": "spielbus", "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}]}
+                ],
+            }
+        )
+    )
+    prom = None
+    try:
+        _wait_line(run, rf"Prometheus metrics: http://\S+:{metrics_port}/")
+        prom = subprocess.Popen(
+            [
+                prometheus,
+                f"--config.file={prom_cfg}",
+                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{prom_port}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=(tmp_path / "prometheus.log").open("w"),
+        )
+        _wait_line(run, r"Still serving")  # the tournament is over; its final numbers stay up
+        api = f"http://127.0.0.1:{prom_port}/api/v1/query?query="
+        wanted = {
+            "spielbus_moves_total": "agent",
+            "spielbus_matches_total": "outcome",
+            "spielbus_agent_turns_total": "agent",
+            "spielbus_rating_bt": "agent",
+        }
+        found: dict[str, list[dict]] = {}
+        for _ in range(300):
+            for name in wanted:
+                if name in found:
+                    continue
+                try:
+                    body = json.loads(_scrape(api + urllib.parse.quote(f"sum by ({wanted[name]}) ({name})")))
+                except OSError:
+                    break  # Prometheus still starting
+                result = body["data"]["result"]
+                # Counters only grow: wait for the final tally of the finished tournament.
+                if result and (name != "spielbus_matches_total" or _total(result) == 12):
+                    found[name] = result
+            if len(found) == len(wanted):
+                break
+            assert prom.poll() is None, (tmp_path / "prometheus.log").read_text()[-2000:]
+            time.sleep(0.2)
+        assert set(found) == set(wanted), f"series missing in Prometheus: {set(wanted) - set(found)}"
+        assert {r["metric"]["agent"] for r in found["spielbus_moves_total"]} == {"rand", "mc"}
+        assert _total(found["spielbus_matches_total"]) == 12
+        print(json.dumps(found, indent=1))
+    finally:
+        if prom is not None:
+            prom.terminate()
+            prom.wait(timeout=30)
+        run.send_signal(signal.SIGINT)
+        try:
+            run.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            run.kill()
