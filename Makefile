@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.spielbus-installed
 
-.PHONY: install run test lint bench clean node-deps
+.PHONY: install run test lint bench clean node-deps system-deps
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"' \
@@ -21,7 +21,7 @@ install: $(STAMP)
 run: install
 	$(BIN)/spielbus run examples/quickstart.toml
 
-test: install node-deps
+test: install node-deps system-deps
 	$(BIN)/ruff check .
 	$(BIN)/pytest
 
@@ -35,6 +35,22 @@ node-deps:
 
 $(NODE_STAMP): examples/bots/package-lock.json
 	cd examples/bots && npm ci --no-audit --no-fund
+
+# Debian packages the deploy and live-page tests use: promtool and prometheus (tests/test_deploy.py,
+# tests/test_dashboards.py), chromium (tests/test_live_page.py, via Playwright), docker-compose 1.29
+# (validates docker-compose.yml). Installed when root with apt-get; otherwise a note, and those tests
+# skip saying why.
+SYSTEM_DEPS := prometheus chromium docker-compose
+system-deps:
+	@if ! command -v apt-get >/dev/null 2>&1; then \
+		echo "apt-get not found: install $(SYSTEM_DEPS) yourself, or their tests will be skipped"; \
+	elif [ "$$(id -u)" != 0 ]; then \
+		echo "not root: run 'sudo apt-get install $(SYSTEM_DEPS)', or their tests will be skipped"; \
+	elif command -v promtool >/dev/null && command -v chromium >/dev/null && command -v docker-compose >/dev/null; then \
+		true; \
+	else \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_DEPS); \
+	fi
 
 lint: install
 	$(BIN)/ruff check .
