@@ -26,6 +26,7 @@ from agents.llm.base import Backend, BackendReply, BackendRequest, LLMError, LLM
 from agents.llm.cache import ResponseCache, SharedCallCancelled, request_key
 from agents.llm.config import LLMConfig
 from agents.llm.usage import UsageMeter, current_meter
+from agents.metrics import record_llm_call
 
 Message = tuple[str, str] | dict[str, str]
 
@@ -254,13 +255,18 @@ class LLMClient:
                 if timeout < MIN_REQUEST_S:
                     raise LLMTimeout("the turn's time budget is spent") from last
             self.requests_sent += 1
+            t0 = time.monotonic()
             try:
                 reply = await self.backend.complete(req, timeout)
             except LLMUnavailable as exc:
+                record_llm_call(None, req.model, time.monotonic() - t0, error=True)
                 last = exc
                 if meter is not None:
                     meter.failures += 1
                 continue
+            # Prometheus (a no-op unless this process serves agent metrics): latency, tokens per request.
+            elapsed = time.monotonic() - t0
+            record_llm_call(None, req.model, elapsed, reply.prompt_tokens, reply.completion_tokens)
             if meter is not None:
                 meter.add_call(reply.prompt_tokens, reply.completion_tokens)
             return reply
