@@ -157,6 +157,19 @@ class MatchRunner:
             )
         return move, None, "", latency
 
+    def _move_record(
+        self, state: pyspiel.State, seat: int, action: int, latency: float, **fields: object
+    ) -> MoveRecord:
+        return MoveRecord(
+            turn=self.turn_no,
+            player=seat,
+            action=action,
+            text=action_text(state, seat, action),
+            agent=self.spec.seats[seat],
+            latency_ms=round(latency, 3),
+            **fields,  # type: ignore[arg-type]
+        )
+
     async def _ask(self, state: pyspiel.State, seat: int) -> tuple[int, MoveRecord]:
         """Get a legal action for `seat`, applying the fault policy. Raises `_Forfeit`."""
         agent = self.spec.seats[seat]
@@ -188,13 +201,11 @@ class MatchRunner:
                 self._rules_sent.add(seat)
                 action = match_action(legal, move.action, move.action_text)
                 if action is not None:
-                    return action, MoveRecord(
-                        turn=self.turn_no,
-                        player=seat,
-                        action=action,
-                        text=action_text(state, seat, action),
-                        agent=agent,
-                        latency_ms=round(latency, 3),
+                    return action, self._move_record(
+                        state,
+                        seat,
+                        action,
+                        latency,
                         usage=move.usage,
                         stats=move.stats,
                         note=move.note,
@@ -202,11 +213,8 @@ class MatchRunner:
                     )
                 reason = "illegal"
                 named = f"id {move.action}" if move.action is not None else f"text {move.action_text!r}"
-                detail = (
-                    f"{named} is not a legal action"
-                    if (move.action, move.action_text) != (None, None)
-                    else ("move names no action")
-                )
+                no_action = move.action is None and move.action_text is None
+                detail = "move names no action" if no_action else f"{named} is not a legal action"
             assert reason is not None
             fault = FaultRecord(
                 turn=self.turn_no, seat=seat, agent=agent, reason=reason, detail=detail, latency_ms=latency
@@ -214,15 +222,8 @@ class MatchRunner:
             self.record.faults.append(fault)
             if policy.kind == "random":
                 action = self.rng.choice(legal).id
-                return action, MoveRecord(
-                    turn=self.turn_no,
-                    player=seat,
-                    action=action,
-                    text=action_text(state, seat, action),
-                    agent=agent,
-                    latency_ms=round(latency, 3),
-                    forced=True,
-                    note=f"played at random after {reason}",
+                return action, self._move_record(
+                    state, seat, action, latency, forced=True, note=f"played at random after {reason}"
                 )
             if policy.kind == "retry" and attempts <= policy.retries and reason != "no_responder":
                 retry_reason = f"{reason}: {detail}"
