@@ -41,15 +41,22 @@ class LLMStrategyOptions(StrategyOptions):
 
 @dataclass
 class Budget:
-    """A decision's time budget: `deadline` is a time.monotonic() instant."""
+    """A decision's time budget (time.monotonic() instants).
+
+    `deadline` is when thinking must stop: LLM calls are capped by it and
+    searches stop there and answer with what they have. `hard` is later: if
+    `think` has not returned by then it is cancelled and the fallback plays.
+    """
 
     deadline: float
+    hard: float
 
     @classmethod
     def for_turn(cls, turn: Turn, margin_ms: int) -> Budget:
         total = turn.deadline_ms / 1000
         usable = max(0.05, total - margin_ms / 1000 - 0.1 * total)
-        return cls(time.monotonic() + usable)
+        now = time.monotonic()
+        return cls(deadline=now + 0.85 * usable, hard=now + usable)
 
     def remaining(self) -> float:
         return self.deadline - time.monotonic()
@@ -96,7 +103,7 @@ class LLMStrategy(Strategy):
         with metered() as meter:
             try:
                 decision = await asyncio.wait_for(
-                    self.think(turn, ctx, budget, meter), max(0.01, budget.remaining())
+                    self.think(turn, ctx, budget, meter), max(0.01, budget.hard - time.monotonic())
                 )
             except (LLMError, TimeoutError) as exc:
                 reason = exc if isinstance(exc, LLMError) else LLMTimeout("time budget spent while thinking")
