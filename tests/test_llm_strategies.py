@@ -197,3 +197,39 @@ async def test_slow_server_never_passes_the_deadline() -> None:
     d = await strat.decide(turn, MatchContext("m"))
     assert time.monotonic() - t0 < 1.0
     assert d.action in legal_ids(turn) and d.note and "fallback" in d.note
+
+
+# --- complete matches through the referee over NATS, real model ----------------------------
+
+SMALL: dict[str, dict[str, Any]] = {
+    "llm_policy": {"mode": "direct"},
+    "minimax_tot": {"depth": 2, "n": 2, "rollouts": 1, "rollout_max_steps": 3, "llm_check": False},
+    "tot": {"depth": 2, "n": 2, "llm_check": False, "max_attempts": 3},
+    "llm_mcts": {"simulations": 4, "depth": 2, "k": 3, "critic": "llm"},
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("game", ["tic_tac_toe", "ghost"])
+@pytest.mark.parametrize("kind", list(SMALL))
+async def test_plays_complete_match_against_random(
+    nc: Any, llm_server: EmbeddedServer, kind: str, game: str
+) -> None:
+    from agents.base import StrategyOptions
+    from agents.random_agent import RandomStrategy
+    from agents.registry import strategy_class
+    from tests.helpers import play, serving, spec, uid
+
+    cls = strategy_class(kind)
+    strat = cls(cls.Options.model_validate({"seed": 3, "llm": llm_config(llm_server), **SMALL[kind]}))
+    me, rnd = uid(kind.replace("_", "-")), uid("rnd")
+    async with serving(nc, strat, me), serving(nc, RandomStrategy(StrategyOptions(seed=2)), rnd):
+        rec = await play(nc, spec(game, [me, rnd], seed=7, deadline_ms=6000))
+    assert rec.outcome != "pending" and rec.error is None
+    assert not [f for f in rec.faults if f.agent == me], rec.faults  # constrained: legal moves only
+    mine = [m for m in rec.moves if m.agent == me]
+    assert mine
+    client = strat.llm  # type: ignore[attr-defined]
+    assert sum(m.usage.llm_calls for m in mine if m.usage) == client.replies
+    assert sum(m.usage.cache_hits for m in mine if m.usage) == client.cache.hits
+    assert client.replies > 0

@@ -147,7 +147,8 @@ class LLMClient:
     config: LLMConfig
     backend: Backend | None = None
     cache: ResponseCache[_Stored] = field(init=False)
-    requests_sent: int = 0
+    requests_sent: int = 0  # HTTP requests attempted
+    replies: int = 0  # requests answered (each counted once in some decision's usage.llm_calls)
 
     def __post_init__(self) -> None:
         if self.backend is None:
@@ -267,6 +268,7 @@ class LLMClient:
             # Prometheus (a no-op unless this process serves agent metrics): latency, tokens per request.
             elapsed = time.monotonic() - t0
             record_llm_call(None, req.model, elapsed, reply.prompt_tokens, reply.completion_tokens)
+            self.replies += 1
             if meter is not None:
                 meter.add_call(reply.prompt_tokens, reply.completion_tokens)
             return reply

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.util
+import json
 import os
 import signal
 import socket
@@ -93,8 +94,13 @@ class EmbeddedServer:
             cmd += ["--n_threads", str(self.n_threads)]
         return cmd
 
-    def start(self, timeout_s: float = 120.0) -> None:
-        """Start the process and block until it answers; raise ServerError if it dies or stalls."""
+    def start(self, timeout_s: float = 120.0, warm_up: bool = True) -> None:
+        """Start the process and block until it answers; raise ServerError if it dies or stalls.
+
+        `warm_up` sends one small schema-constrained request first: llama.cpp's first
+        grammar-constrained completion is much slower than the rest (seconds to tens of
+        seconds on a busy CPU) and would otherwise eat the first turn's deadline.
+        """
         if importlib.util.find_spec("llama_cpp") is None:
             raise ServerError("the embedded server needs llama-cpp-python: pip install 'spielbus[local]'")
         cmd = self.command()
@@ -110,10 +116,34 @@ class EmbeddedServer:
                 code = self.proc.returncode
                 raise ServerError(f"llama.cpp server exited with {code}; log: {self.log_path}")
             if self.ready():
+                if warm_up:
+                    self.warm_up(max(5.0, end - time.monotonic()))
                 return
             time.sleep(0.2)
         self.stop()
         raise ServerError(f"llama.cpp server not ready after {timeout_s:.0f}s; log: {self.log_path}")
+
+    def warm_up(self, timeout_s: float = 60.0) -> None:
+        body = {
+            "model": self.model_alias,
+            "messages": [{"role": "user", "content": "Say yes."}],
+            "max_tokens": 8,
+            "temperature": 0,
+            "response_format": {
+                "type": "json_object",
+                "schema": {"type": "object", "properties": {"a": {"enum": ["yes", "no"]}}, "required": ["a"]},
+            },
+        }
+        req = urllib.request.Request(
+            f"{self.base_url}/chat/completions",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+                resp.read()
+        except (urllib.error.URLError, OSError, ValueError):
+            pass  # a warm-up failure is not fatal: the server answered /models
 
     def ready(self) -> bool:
         try:
