@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -132,7 +132,6 @@ async def test_killed_agent_process_replica_takes_over(nats_url: str) -> None:
     """Two replicas of one agent as real processes; one is SIGKILLed mid-tournament; play goes on."""
     from bus.connect import connect
     from bus.protocol import FaultPolicy, MatchEvent
-    from referee.launch import agent_present
     from referee.match import MatchRunner
     from tests.helpers import spec, uid
 
@@ -140,15 +139,16 @@ async def test_killed_agent_process_replica_takes_over(nats_url: str) -> None:
     env = {**os.environ, "NATS_URL": nats_url}
     cmd = [sys.executable, "-m", "agents"]
     procs = [
-        subprocess.Popen([*cmd, "random", "--name", name], env=env, cwd=ROOT),
-        subprocess.Popen([*cmd, "random", "--name", name], env=env, cwd=ROOT),
-        subprocess.Popen([*cmd, "first", "--name", other], env=env, cwd=ROOT),
+        subprocess.Popen([*cmd, kind, "--name", n], env=env, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        for kind, n in (("random", name), ("random", name), ("first", other))
     ]
     nc = await connect(nats_url, name="kill-test")
     try:
-        deadline = time.monotonic() + 60
-        while not (await agent_present(nc, name) and await agent_present(nc, other)):
-            assert time.monotonic() < deadline, "agents did not start"
+        # Every process, both replicas included, must be serving before the first match.
+        for p in procs:
+            assert p.stdout is not None
+            line = await asyncio.wait_for(asyncio.to_thread(p.stdout.readline), 120)
+            assert "ready" in line, line
         policy = FaultPolicy(kind="retry", retries=2)
         killed = False
 
