@@ -10,7 +10,9 @@
   determinization: the seat's history is replayed with hidden steps sampled, and
   kept only when it reproduces the seat's information state.
 - Limits: simultaneous-move nodes are played uniformly at random (noted in the
-  move); search time is capped at 60% of the turn deadline.
+  move). ISMCTS stops at 60% of the turn deadline; the C++ MCTS runs exactly
+  `simulations` simulations (it has no cap that keeps the count), so size them
+  to the deadline.
 """
 
 from __future__ import annotations
@@ -212,7 +214,9 @@ class MctsStrategy(Strategy):
             seed,
             False,
             pyspiel.ChildSelectionPolicy.UCT,
-            budget,
+            # No wall-clock cap: OpenSpiel's C++ bot then searches until the clock runs out and
+            # ignores `simulations` altogether. The simulation count is the budget here.
+            -1,
         )
         action = bot.step(state)
         return Decision(action=int(action), stats=MoveStats(nodes=self.opts.simulations))
