@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 import numpy as np
+import pyspiel
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 
@@ -31,3 +32,16 @@ class TextObserver:
 
     def string_from(self, state: TextViewState, player: int) -> str:
         return state.text_view(player)
+
+
+class WordGame(pyspiel.Game):
+    """What the three word games share: states share their game, text-only observers."""
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> WordGame:
+        # States keep a reference to their game; cloning a state (deepcopy) must share it, not copy it.
+        return self
+
+    def make_py_observer(
+        self, iig_obs_type: Any = None, params: dict[str, Any] | None = None
+    ) -> TextObserver:
+        return TextObserver(iig_obs_type, params)

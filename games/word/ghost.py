@@ -25,7 +25,7 @@ from typing import Any
 
 import pyspiel
 
-from games.word.common import LETTERS, TextObserver
+from games.word.common import LETTERS, WordGame
 from games.word.wordlists import prefix_set, word_set, words_at_least
 
 CHALLENGE = 26
@@ -52,13 +52,13 @@ RULES = (
     "Ghost. Two players take turns adding one letter (a-z) at the END of the fragment. "
     "The fragment must remain the beginning of an English word of at least {n} letters, and you "
     "must not complete such a word: whoever spells a whole word of {n}+ letters loses at once. "
-    "Instead of adding a letter you may say \"challenge\": you claim that no word starts with the "
+    'Instead of adding a letter you may say "challenge": you claim that no word starts with the '
     "fragment. If a word of {n}+ letters starting with it exists, the challenger loses; otherwise "
     "the player who added the last letter loses. One round decides the game."
 )
 
 
-class GhostGame(pyspiel.Game):
+class GhostGame(WordGame):
     def __init__(self, params: dict[str, Any] | None = None) -> None:
         p = {**_DEFAULTS, **(params or {})}
         self.words_name = str(p["words"])
@@ -85,17 +85,8 @@ class GhostGame(pyspiel.Game):
         )
         super().__init__(GAME_TYPE, info, p)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> GhostGame:
-        # States keep a reference to their game; cloning a state (deepcopy) must share it, not copy it.
-        return self
-
     def new_initial_state(self) -> GhostState:
         return GhostState(self)
-
-    def make_py_observer(
-        self, iig_obs_type: Any = None, params: dict[str, Any] | None = None
-    ) -> TextObserver:
-        return TextObserver(iig_obs_type, params)
 
 
 class GhostState(pyspiel.State):

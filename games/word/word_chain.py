@@ -32,7 +32,7 @@ from typing import Any
 
 import pyspiel
 
-from games.word.common import LETTERS, TextObserver
+from games.word.common import LETTERS, WordGame
 from games.word.wordlists import load_words
 
 POS_NAMES = {"adj": "adjectives", "noun": "nouns", "verb": "verbs", "adv": "adverbs"}
@@ -72,7 +72,7 @@ def _by_letter(words: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
     return {c: tuple(ids) for c, ids in out.items()}
 
 
-class WordChainGame(pyspiel.Game):
+class WordChainGame(WordGame):
     def __init__(self, params: dict[str, Any] | None = None) -> None:
         p = {**_DEFAULTS, **(params or {})}
         self.threshold = int(p["threshold"])
@@ -102,17 +102,8 @@ class WordChainGame(pyspiel.Game):
         )
         super().__init__(GAME_TYPE, info, p)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> WordChainGame:
-        # States keep a reference to their game; cloning a state (deepcopy) must share it.
-        return self
-
     def new_initial_state(self) -> WordChainState:
         return WordChainState(self)
-
-    def make_py_observer(
-        self, iig_obs_type: Any = None, params: dict[str, Any] | None = None
-    ) -> TextObserver:
-        return TextObserver(iig_obs_type, params)
 
 
 class WordChainState(pyspiel.State):
@@ -187,8 +178,9 @@ class WordChainState(pyspiel.State):
     def text_view(self, player: int) -> str:
         g = self._g
         lines = [f"You are player {player}." if player >= 0 else "Spectator view."]
-        lines.append(f"Scores (letters): player 0: {self.scores[0]}, player 1: {self.scores[1]}; "
-                     f"{g.threshold} wins.")
+        lines.append(
+            f"Scores (letters): player 0: {self.scores[0]}, player 1: {self.scores[1]}; {g.threshold} wins."
+        )
         if self.played:
             lines.append("Words so far: " + ", ".join(g.words[i] for i in self.played) + ".")
         else:
@@ -197,8 +189,10 @@ class WordChainState(pyspiel.State):
             lines.append(f"Game over: player {self.winner} won ({self.reason}).")
         elif self.letter:
             you = " (you)" if player == self.player else ""
-            lines.append(f"Turn: player {self.player}{you}. The next word must start with "
-                         f'"{self.letter}" and be one of the valid {POS_NAMES[g.pos]} not used yet.')
+            lines.append(
+                f"Turn: player {self.player}{you}. The next word must start with "
+                f'"{self.letter}" and be one of the valid {POS_NAMES[g.pos]} not used yet.'
+            )
         lines.append(RULES.format(kind=POS_NAMES[g.pos], source=g.source, t=g.threshold))
         return "\n".join(lines)
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import pyspiel
 
-from games.word.common import LETTERS, TextObserver
+from games.word.common import LETTERS, WordGame
 from games.word.wordlists import find_word_containing, has_substring_word, word_set, words_at_least
 
 PREPEND = 0  # 0..25: prepend letter
@@ -84,7 +84,7 @@ def apply_letter(string: str, action: int) -> str:
     return string + LETTERS[action - APPEND]
 
 
-class WordntGame(pyspiel.Game):
+class WordntGame(WordGame):
     def __init__(self, params: dict[str, Any] | None = None) -> None:
         p = {**_DEFAULTS, **(params or {})}
         self.n = int(p["players"])
@@ -111,17 +111,8 @@ class WordntGame(pyspiel.Game):
         )
         super().__init__(GAME_TYPE, info, p)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> WordntGame:
-        # States keep a reference to their game; cloning a state (deepcopy) must share it.
-        return self
-
     def new_initial_state(self) -> WordntState:
         return WordntState(self)
-
-    def make_py_observer(
-        self, iig_obs_type: Any = None, params: dict[str, Any] | None = None
-    ) -> TextObserver:
-        return TextObserver(iig_obs_type, params)
 
     def is_word(self, s: str) -> bool:
         return s in self.words
@@ -223,8 +214,11 @@ class WordntState(pyspiel.State):
                 lines.append("Order this round: " + ", ".join(f"seat {s}" for s in self.order) + ".")
                 cur = self.order[self.pos]
                 you = " (you)" if cur == player else ""
-                lines.append(f'String: "{self.string}" ({len(self.string)} letters).' if self.string
-                             else "String: (empty); the first player picks any letter with \"append x\".")
+                lines.append(
+                    f'String: "{self.string}" ({len(self.string)} letters).'
+                    if self.string
+                    else 'String: (empty); the first player picks any letter with "append x".'
+                )
                 lines.append(f"Turn: seat {cur}{you}.")
                 if self.last_mover is not None:
                     lines.append(f"The previous player (whom you may challenge) is seat {self.last_mover}.")
