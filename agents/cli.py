@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from agents.registry import KINDS, UnknownKind, strategy_class
+from bus.auth import AuthError, login_for
 from bus.connect import nats_url
 
 
@@ -65,6 +66,12 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
     parser.add_argument("--nats", default=None, help="NATS URL (default: $NATS_URL or nats://127.0.0.1:4222)")
     parser.add_argument("--prefix", default="spielbus", help="subject prefix")
     parser.add_argument("--max-concurrency", type=int, default=16, help="turns handled at once")
+    parser.add_argument(
+        "--auth",
+        default=None,
+        metavar="DIR",
+        help="log in as this agent's user of a `spielbus auth init` folder (wins over NATS_USER/NATS_CREDS)",
+    )
     parser.add_argument("--options", default=None, help="options as JSON (flags override it)")
     parser.add_argument(
         "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port"
@@ -75,6 +82,14 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
         group = parser.add_argument_group(f"options of {kind}")
         names = _add_option_flags(group, strategy_class(kind).Options)  # type: ignore[arg-type]
     return parser, names
+
+
+def _login(args: argparse.Namespace) -> dict[str, str]:
+    """`--auth DIR`: this agent's own user (never the referee's); none: the environment decides."""
+    if not args.auth:
+        return {}
+    user = login_for(args.auth, "agent", args.name, prefix=args.prefix)
+    return {"user": user.user, "password": user.password}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,6 +125,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         print(f"spielbus agent: bad options for {args.name} ({args.kind}): {problems}", file=sys.stderr)
         return 2
+    try:
+        login = _login(args)
+    except AuthError as exc:
+        print(f"spielbus agent: {exc}", file=sys.stderr)
+        return 2
     if args.check:
         return 0
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -130,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_concurrency=args.max_concurrency,
                 ready=lambda: print(f"agent {args.name} ({args.kind}) ready", flush=True),
                 on_turn=on_turn,
+                **login,
             )
         )
     except ConnectionError as exc:

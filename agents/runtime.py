@@ -185,9 +185,14 @@ async def serve(
     max_concurrency: int = 16,
     ready: Callable[[], None] | None = None,
     on_turn: TurnObserver | None = None,
+    user: str | None = None,
+    password: str | None = None,
 ) -> None:
-    """Run an agent service until SIGTERM/SIGINT, then drain and return."""
-    nc = await connect(url, name=f"agent-{name}", service=True)
+    """Run an agent service until SIGTERM/SIGINT, then drain and return.
+
+    `user`/`password`: an explicit login (`--auth DIR`); without one, `bus.connect` reads the environment.
+    """
+    nc = await connect(url, name=f"agent-{name}", service=True, user=user, password=password)
     service = AgentService(
         nc, strategy, name=name, subjects=Subjects(prefix), max_concurrency=max_concurrency, on_turn=on_turn
     )

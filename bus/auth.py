@@ -63,10 +63,17 @@ class AuthBundle(BaseModel):
     users: list[AuthUser]
 
     def referee(self) -> AuthUser:
-        return next(u for u in self.users if u.role == "referee")
+        return self._only("referee")
 
     def spectator(self) -> AuthUser:
-        return next(u for u in self.users if u.role == "spectator")
+        return self._only("spectator")
+
+    def _only(self, role: Role) -> AuthUser:
+        # An AuthError, not StopIteration: a bare `next()` inside a coroutine becomes a RuntimeError.
+        for u in self.users:
+            if u.role == role:
+                return u
+        raise AuthError(f"no {role} user in this auth folder: run `spielbus auth init --force`")
 
     def agent(self, name: str) -> AuthUser:
         for u in self.users:
@@ -244,3 +251,40 @@ def config_path(out_dir: str | Path) -> Path:
 def user_env(user: AuthUser) -> dict[str, str]:
     """Environment variables that make `bus.connect` (and the example bots) log in as `user`."""
     return {"NATS_USER": user.user, "NATS_PASSWORD": user.password}
+
+
+def login_for(
+    out_dir: str | Path, role: Role, agent: str | None = None, prefix: str | None = None
+) -> AuthUser:
+    """The user a service logs in as (`--auth DIR`), with an error naming the folder when it is missing.
+
+    `prefix`: the subject prefix the service uses; a folder written for another prefix would
+    log in fine and then be refused every subject, so it is refused here instead.
+    """
+    bundle = load_auth(out_dir)
+    if prefix is not None and bundle.prefix != prefix:
+        raise AuthError(f"{out_dir} is for subject prefix {bundle.prefix!r}, not {prefix!r}")
+    try:
+        if role == "agent":
+            return bundle.agent(agent or "")
+        return bundle.referee() if role == "referee" else bundle.spectator()
+    except AuthError as exc:
+        raise AuthError(f"{out_dir}: {exc}") from exc
+
+
+def ensure_auth(
+    agents: list[str], out_dir: str | Path, *, prefix: str = "spielbus"
+) -> tuple[AuthBundle, bool]:
+    """`auth init --if-missing`: keep an existing folder (its passwords are in use) if it has a
+    user for every agent and the same prefix; otherwise write a fresh one. Returns (bundle, written)."""
+    if not (Path(out_dir) / MANIFEST_FILE).exists():
+        return write_auth(agents, out_dir, prefix=prefix), True
+    bundle = load_auth(out_dir)
+    if bundle.prefix != prefix:
+        raise AuthError(f"{out_dir} is for subject prefix {bundle.prefix!r}, not {prefix!r}; use --force")
+    try:
+        for name in agents:
+            bundle.agent(name)
+    except AuthError as exc:
+        raise AuthError(f"{out_dir}: {exc}") from exc
+    return bundle, False

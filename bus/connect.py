@@ -55,9 +55,12 @@ async def connect(
         # Match records can be large (long games with usage per move); the server default caps at 1 MB.
         "pending_size": 64 * 1024 * 1024,
     }
-    creds = creds or os.environ.get("NATS_CREDS")
-    user = user or os.environ.get("NATS_USER")
-    password = password or os.environ.get("NATS_PASSWORD")
+    if not (creds or user):
+        # The environment only when no login was passed: `--auth DIR` must win over a stray
+        # NATS_CREDS, or nats-py would send both and the server pick one.
+        creds = os.environ.get("NATS_CREDS")
+        user = os.environ.get("NATS_USER")
+        password = password or os.environ.get("NATS_PASSWORD")
     if creds:
         opts["user_credentials"] = creds
     if user:

@@ -33,6 +33,15 @@ from referee.web import port_arg
 EPILOG = "Environment: NATS_URL (default NATS server), NATS_CREDS / NATS_USER / NATS_PASSWORD (credentials)."
 
 
+def _add_auth_flag(p: argparse.ArgumentParser, who: str) -> None:
+    p.add_argument(
+        "--auth",
+        default=None,
+        metavar="DIR",
+        help=f"log in as {who} of this `spielbus auth init` folder (wins over NATS_USER/NATS_CREDS)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="spielbus",
@@ -84,6 +93,7 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--prefix", default="spielbus")
     submit.add_argument("--agent-wait", type=float, default=60.0)
     submit.add_argument("--quiet", action="store_true")
+    _add_auth_flag(submit, "the referee user")
 
     ref = sub.add_parser("referee", help="run a referee worker until SIGTERM")
     ref.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL or nats://127.0.0.1:4222)")
@@ -103,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PORT",
         help="serve the live match page (default: off)",
     )
+    _add_auth_flag(ref, "the referee user")
 
     sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
     sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
@@ -123,6 +134,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--deadline-ms", type=int, default=5000, help="turn deadline (default 5000)")
     check.add_argument("--games", default=None, help="comma-separated games for the full-match checks")
     check.add_argument("--concurrency", type=int, default=10, help="concurrent matches (default 10)")
+    _add_auth_flag(check, "the referee user")
 
     auth = sub.add_parser("auth", help="accounts and permissions")
     auth_sub = auth.add_subparsers(dest="auth_command", required=True, metavar="SUBCOMMAND")
@@ -131,7 +143,13 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("--agents", default=None, help="comma-separated agent names")
     init.add_argument("--out", required=True, help="folder to write (config, auth.json, *.env)")
     init.add_argument("--prefix", default="spielbus")
-    init.add_argument("--force", action="store_true", help="replace an existing folder's passwords")
+    existing = init.add_mutually_exclusive_group()
+    existing.add_argument("--force", action="store_true", help="replace an existing folder's passwords")
+    existing.add_argument(
+        "--if-missing",
+        action="store_true",
+        help="keep an existing folder that has every agent (exit 0); for one-shot deploy steps",
+    )
     return p
 
 
@@ -197,14 +215,30 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
     return 0
 
 
+def _referee_login(args: argparse.Namespace) -> dict[str, str]:
+    """`--auth DIR`: the referee user's keyword arguments for `bus.connect`; none: the environment's."""
+    if not args.auth:
+        return {}
+    from bus.auth import login_for
+
+    user = login_for(args.auth, "referee", prefix=args.prefix)
+    return {"user": user.user, "password": user.password}
+
+
 def _cmd_referee(args: argparse.Namespace) -> int:
     from bus.connect import connect, nats_url
     from bus.subjects import Subjects
     from referee.web.serve import start_observability
     from referee.worker import RefereeWorker
 
+    try:
+        login = _referee_login(args)
+    except AuthError as exc:
+        print(f"spielbus referee: {exc}", file=sys.stderr)
+        return 2
+
     async def main() -> None:
-        nc = await connect(nats_url(args.nats), name="spielbus-referee", service=True)
+        nc = await connect(nats_url(args.nats), name="spielbus-referee", service=True, **login)
         subjects = Subjects(args.prefix)
         worker = RefereeWorker(nc, subjects=subjects, concurrency=args.concurrency)
         obs = await start_observability(nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port)
@@ -287,12 +321,13 @@ def _cmd_bot_check(args: argparse.Namespace) -> int:
         opts = BotCheckOptions(deadline_ms=args.deadline_ms, games=games, concurrency=args.concurrency)
         for g in games:
             load_game(g)  # an unknown game is a usage error, not a failed check
-    except ValueError as exc:
+        login = _referee_login(args)
+    except ValueError as exc:  # AuthError included
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
 
     async def main() -> list[CheckResult]:
-        nc = await connect(nats_url(args.nats), name=f"spielbus-bot-check-{args.name}")
+        nc = await connect(nats_url(args.nats), name=f"spielbus-bot-check-{args.name}", **login)
         try:
             with console.status(f"checking {args.name}..."):
                 return await BotChecker(nc, args.name, subjects=Subjects(args.prefix), options=opts).run()
@@ -321,7 +356,7 @@ def _cmd_bot_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_auth(args: argparse.Namespace) -> int:
-    from bus.auth import write_auth
+    from bus.auth import ensure_auth, write_auth
 
     console = Console()
     try:
@@ -332,10 +367,16 @@ def _cmd_auth(args: argparse.Namespace) -> int:
             agents += [a.strip() for a in args.agents.split(",") if a.strip()]
         if not agents:
             raise AuthError("name the agents: --agents a,b,... or a tournament file")
-        bundle = write_auth(agents, args.out, prefix=args.prefix, force=args.force)
+        if args.if_missing:
+            bundle, written = ensure_auth(agents, args.out, prefix=args.prefix)
+        else:
+            bundle, written = write_auth(agents, args.out, prefix=args.prefix, force=args.force), True
     except (ConfigError, AuthError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
+    if not written:
+        console.print(f"kept {args.out}: it has a user for every agent (--if-missing)", highlight=False)
+        return 0
     names = [u.agent for u in bundle.users if u.role == "agent"]
     console.print(
         f"wrote {args.out}/nats-server.conf with users referee, spectator and {len(names)} agents "

@@ -22,7 +22,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from bus.auth import AuthError, config_path, load_auth, user_env
+from bus.auth import config_path, login_for, user_env
 from bus.connect import connect
 from bus.protocol import MatchRecord
 from bus.server import EmbeddedNats, free_port
@@ -82,13 +82,18 @@ async def run_tournament(
     console = console or Console()
     tid = tournament_id(config)
     specs = build_schedule(config, tid)
-    auth = load_auth(opts.auth_dir) if opts.auth_dir else None
     agent_env: dict[str, dict[str, str]] = {}
-    if auth is not None:
-        if auth.prefix != opts.prefix:
-            raise AuthError(f"the auth folder is for prefix {auth.prefix!r}, this run uses {opts.prefix!r}")
-        # Fail before anything starts if an agent we would launch has no user.
-        agent_env = {n: user_env(auth.agent(n)) for n, a in config.agents.items() if not a.external}
+    referee_login: dict[str, str] = {}
+    if opts.auth_dir:
+        # Fail before anything starts if the referee or an agent we would launch has no user;
+        # the errors name the folder and the user.
+        ref = login_for(opts.auth_dir, "referee", prefix=opts.prefix)
+        referee_login = {"user": ref.user, "password": ref.password}
+        agent_env = {
+            n: user_env(login_for(opts.auth_dir, "agent", n))
+            for n, a in config.agents.items()
+            if not a.external
+        }
     folder = RunFolder(opts.run_dir or config.run_dir, tid)
     if opts.config_path:
         shutil.copy(opts.config_path, folder.path / "tournament.toml")
@@ -109,7 +114,6 @@ async def run_tournament(
             ).start()
             url = embedded.url
             console.print(f"Embedded nats-server at {url}")
-        referee_login = {"user": auth.referee().user, "password": auth.referee().password} if auth else {}
         nc = await connect(url, name=f"spielbus-run-{tid}", **referee_login)
         obs = await start_observability(
             nc,

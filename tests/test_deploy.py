@@ -1,7 +1,7 @@
 """What can be checked of the Docker deployment without Docker: the compose file validates
 (Debian's docker-compose 1.29), Prometheus' config passes promtool, a real Prometheus scrapes a
 real `spielbus run`, and every compose service command is a real `spielbus` command that starts
-here with the same arguments."""
+here with the same arguments, NATS accounts included (`auth-init`, `nats -c`, `--auth /auth`)."""
 
 from __future__ import annotations
 
@@ -20,12 +20,16 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bus.auth import config_path, load_auth
 from bus.server import EmbeddedNats, free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
 GPU = ROOT / "docker-compose.gpu.yml"
 PROM_CONFIG = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+# The auth folder: a named volume in compose, written by the one-shot `auth-init` service.
+AUTH = "/auth"
+ONE_SHOT = {"auth-init", "tournament"}
 
 
 def _tool(name: str, package: str) -> str:
@@ -65,6 +69,41 @@ def test_compose_has_the_services_of_the_issue() -> None:
     gpu = yaml.safe_load(GPU.read_text())["services"]["ollama"]
     assert gpu["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
     assert services["tournament"]["command"][:3] == ["spielbus", "submit", "deploy/tournament.toml"]
+
+
+def test_compose_uses_nats_accounts() -> None:
+    """Issue 6: the compose deployment enforces `spielbus auth init`'s users and permissions."""
+    services = _compose()["services"]
+    init = services["auth-init"]
+    assert init["command"][:4] == ["spielbus", "auth", "init", "deploy/tournament.toml"]
+    assert _arg(init["command"], "--out") == AUTH and "--if-missing" in init["command"]
+    assert init["restart"] == "no" and f"auth:{AUTH}" in init["volumes"]
+    nats = services["nats"]
+    assert _arg(nats["command"], "-c") == f"{AUTH}/nats-server.conf"
+    assert {"-js", "-m"} <= set(nats["command"]) and f"auth:{AUTH}:ro" in nats["volumes"]
+    assert nats["depends_on"]["auth-init"]["condition"] == "service_completed_successfully"
+    for name, svc in services.items():
+        cmd = svc.get("command") or []
+        if cmd[:1] != ["spielbus"] or name == "auth-init":
+            continue
+        assert _arg(cmd, "--auth") == AUTH, f"{name} does not log in with --auth {AUTH}"
+        assert f"auth:{AUTH}:ro" in svc["volumes"], f"{name} does not mount the auth volume read-only"
+        assert svc["depends_on"]["nats"]["condition"] == "service_healthy"
+        assert not {"NATS_USER", "NATS_PASSWORD", "NATS_CREDS"} & set(svc.get("environment", {}))
+
+
+def _arg(cmd: list[str], flag: str) -> str:
+    return cmd[cmd.index(flag) + 1]
+
+
+def _local(cmd: list[str], paths: dict[str, str]) -> list[str]:
+    """A compose command with its volume paths (the values of these flags) pointed at local folders:
+    the only arguments a local run changes."""
+    out = list(cmd)
+    for flag, value in paths.items():
+        if flag in out:
+            out[out.index(flag) + 1] = value
+    return out
 
 
 def test_prometheus_config_passes_promtool_and_scrapes_every_service() -> None:
@@ -126,17 +165,29 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
     compose arguments, serves its metrics port, and the one-shot `tournament` command submits the
     default tournament to them. Then all get SIGTERM and must exit cleanly."""
     services = _spielbus_services()
-    assert {"referee", "random", "mcts", "llm", "tournament"} <= set(services)
-    with EmbeddedNats() as srv:
+    assert {"auth-init", "referee", "random", "mcts", "llm", "tournament"} <= set(services)
+    auth = tmp_path / "auth"
+    paths = {"--out": str(auth), "--auth": str(auth), "--run-dir": str(tmp_path / "runs")}
+    # No login from the developer's shell: every service must log in through --auth alone.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    _auth_init(_local(services["auth-init"], paths), env, auth)
+    nats = _compose()["services"]["nats"]
+    monitor = free_port()
+    log = tmp_path / "nats-server.log"
+    with EmbeddedNats(config=config_path(auth), monitor_port=monitor, log_file=log) as srv:
+        # The compose healthcheck's URL: the monitoring port answers without a login.
+        health = next(a for a in nats["healthcheck"]["test"] if a.startswith("http://"))
+        assert "ok" in _scrape(health.replace(":8222/", f":{monitor}/"))
         # NATS_URL and OLLAMA_HOST come from the environment, as in compose; nothing listens on the
         # Ollama port here, which the LLM agent must survive (it fails its turns, not its start).
-        env = {**os.environ, "NATS_URL": srv.url, "OLLAMA_HOST": f"http://127.0.0.1:{free_port()}"}
-        env["PYTHONUNBUFFERED"] = "1"
+        env.update(NATS_URL=srv.url, OLLAMA_HOST=f"http://127.0.0.1:{free_port()}")
         procs: dict[str, subprocess.Popen[str]] = {}
         try:
             for name, cmd in services.items():
-                if name == "tournament":
+                if name in ONE_SHOT:
                     continue
+                cmd = _local(cmd, paths)
                 procs[name] = _start(cmd, env)
                 ready = r"referee worker on" if name == "referee" else rf"agent {name} \(.*\) ready"
                 _wait_line(procs[name], ready)
@@ -145,11 +196,7 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
                     assert "spielbus_" in _scrape(f"http://127.0.0.1:{port}/metrics")
             web = services["referee"][services["referee"].index("--web-port") + 1]
             assert "Spielbus live" in _scrape(f"http://127.0.0.1:{web}/")
-            runs = tmp_path / "runs"
-            cmd = services["tournament"]
-            # The run folder is a volume in compose; point it here (the only argument changed).
-            cmd = [*cmd[: cmd.index("--run-dir") + 1], str(runs), *cmd[cmd.index("--run-dir") + 2 :]]
-            tour = _start(cmd, env)
+            tour = _start(_local(services["tournament"], paths), env)
             procs["tournament"] = tour
             # Submitted: the referee starts matches of the default tournament.
             for _ in range(600):
@@ -176,6 +223,23 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
                     codes[name] = "killed"
         long_running = {k: v for k, v in codes.items() if k != "tournament"}
         assert set(long_running.values()) == {0}, f"services did not drain and exit cleanly: {codes}"
+    # The narrow rights were enough: no refused login, publish or subscription (live page included).
+    violations = [line for line in log.read_text().splitlines() if "violation" in line.lower()]
+    assert violations == [], "\n".join(violations[:20])
+
+
+def _auth_init(cmd: list[str], env: dict[str, str], auth: Path) -> None:
+    """The one-shot `auth-init` service: writes the folder, and a second run (every later
+    `docker compose up`) succeeds and keeps the passwords that the running services use."""
+    exe = str(Path(sys.executable).parent / "spielbus")
+
+    def once() -> bytes:
+        out = subprocess.run([exe, *cmd[1:]], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stdout + out.stderr
+        return (auth / "auth.json").read_bytes()
+
+    assert once() == once()
+    assert {u.agent for u in load_auth(auth).users if u.role == "agent"} == {"random", "mcts", "llm"}
 
 
 @pytest.mark.slow
