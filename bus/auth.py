@@ -7,6 +7,9 @@
 - `referee.env`, `spectator.env`, `agents/<name>.env`: `NATS_USER=` / `NATS_PASSWORD=` lines,
   mode 0600, read by `bus.connect` (and by any bot) from the environment.
 
+`login_for(dir, role, agent)` is the user a service logs in as with `--auth DIR`;
+`ensure_auth` is `auth init --if-missing` (keep an existing folder: its passwords are in use).
+
 Roles and what each may do (`P` is the subject prefix, `S` a Spielbus stream):
 
 - agent `N` (user `agent-N`): subscribe only to `P.turn.N`, `P.notify.N` and the

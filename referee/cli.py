@@ -30,7 +30,10 @@ from bus.auth import AuthError
 from referee.config import ConfigError, load_config
 from referee.web import port_arg
 
-EPILOG = "Environment: NATS_URL (default NATS server), NATS_CREDS / NATS_USER / NATS_PASSWORD (credentials)."
+EPILOG = (
+    "Environment: NATS_URL (default NATS server), NATS_CREDS / NATS_USER / NATS_PASSWORD "
+    "(credentials; an explicit --auth DIR wins over them)."
+)
 
 
 def _add_auth_flag(p: argparse.ArgumentParser, who: str) -> None:
