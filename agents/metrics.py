@@ -26,32 +26,13 @@ from collections.abc import Sequence
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 
 from agents.runtime import TurnObserver
+from bus.observability import LATENCY_BUCKETS
 from bus.protocol import Move, Turn
 
 log = logging.getLogger(__name__)
 
 disable_created_metrics()
 
-# Decisions and LLM requests of search strategies take minutes; the buckets reach ten.
-LATENCY_BUCKETS: tuple[float, ...] = (
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    20.0,
-    30.0,
-    60.0,
-    120.0,
-    300.0,
-    600.0,
-)
 TOKEN_BUCKETS: tuple[float, ...] = (8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
 
 AGENT_METRICS: tuple[str, ...] = (

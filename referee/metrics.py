@@ -48,6 +48,7 @@ from prometheus_client import (
 )
 from prometheus_client.core import Metric
 
+from bus.observability import LATENCY_BUCKETS
 from bus.protocol import FaultRecord, MatchEvent, MatchRecord, MoveRecord
 from referee.ratings import Rating
 
@@ -56,26 +57,6 @@ log = logging.getLogger(__name__)
 # `_created` series double the series count and no dashboard uses them.
 disable_created_metrics()
 
-# Turn latency reaches minutes: an LLM strategy with search can think that long.
-LATENCY_BUCKETS: tuple[float, ...] = (
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    20.0,
-    30.0,
-    60.0,
-    120.0,
-    300.0,
-    600.0,
-)
 
 # Names of every metric family the referee exports (tests check dashboards against these).
 REFEREE_METRICS: tuple[str, ...] = (
