@@ -114,10 +114,10 @@ seed = 9
 name = "connect_four"
 [agents.deep]
 kind = "mcts"
-options = {{ simulations = {sims}, rollouts = 1 }}
+options = {{ simulations = {sims}, rollouts = 4 }}
 [agents.shallow]
 kind = "mcts"
-options = {{ simulations = {sims}, rollouts = 1 }}
+options = {{ simulations = {sims}, rollouts = 4 }}
 """
 
 
@@ -135,7 +135,9 @@ def test_live_page_in_headless_chromium(tmp_path: Path) -> None:
     from playwright.sync_api import sync_playwright
 
     cfg = tmp_path / "live.toml"
-    cfg.write_text(LONG.format(sims=60))
+    # Enough search per move (tens of milliseconds or more) that a match is still being played
+    # while the browser opens the page and a new move arrives.
+    cfg.write_text(LONG.format(sims=20_000))
     env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
     env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.Popen(
@@ -166,8 +168,11 @@ def test_live_page_in_headless_chromium(tmp_path: Path) -> None:
                 page.wait_for_selector("tr.match:has(td.playing)", timeout=120_000)
                 page.locator("tr.match:has(td.playing)").first.click()
                 page.wait_for_selector("#moves tr.move", timeout=60_000)
-                n = page.locator("#moves tr.move").count()
-                before = page.locator("#last-move").inner_text()
+                # One snapshot: the page may render a new move between two separate reads.
+                n, before = page.evaluate(
+                    "() => [document.querySelectorAll('#moves tr.move').length,"
+                    " document.querySelector('#last-move').innerText]"
+                )
                 # A move played after the page was opened shows up without a reload.
                 page.wait_for_function(
                     f"document.querySelectorAll('#moves tr.move').length > {n}", timeout=120_000

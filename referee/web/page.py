@@ -150,10 +150,15 @@ async function refreshStandings() {
     t.tournament ? "(" + t.tournament + ", " + t.matches + " finished)" : "";
 }
 
+// The timer and a click can both refresh the match; an older answer that arrives last must not
+// overwrite a newer one (the board would step back a move).
+let matchRequests = 0;
 async function refreshMatch() {
   if (!selected) return;
+  const mine = ++matchRequests;
   let m;
   try { m = await getJSON("/api/matches/" + selected); } catch (e) { return; }
+  if (mine !== matchRequests) return;
   document.getElementById("match-title").textContent = m.game + ": " + m.seats.join(" vs ");
   document.getElementById("match-meta").textContent = m.match_id + " · " +
     (m.status === "playing" ? "in progress" : "ended: " + m.outcome +
