@@ -10,6 +10,7 @@ scripted texts, to feed strategies exactly the bad outputs a test needs.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ class OllamaStandIn:
         self.requests: list[dict[str, Any]] = []
         self.status = 200
         self.delay_s = 0.0
+        self.answered = 0  # responses actually sent (a request still waiting out its delay is not)
+        self._stopping = asyncio.Event()
         self.url = ""
         self._runner: web.AppRunner | None = None
 
@@ -48,7 +51,10 @@ class OllamaStandIn:
         body = await request.json()
         self.requests.append(body)
         if self.delay_s:
-            await asyncio.sleep(self.delay_s)
+            # Interruptible, so that stop() need not wait out a long delay.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.delay_s)
+        self.answered += 1
         if self.status != 200:
             return web.json_response({"error": "stand-in failure"}, status=self.status)
         if body.get("stream", True):
@@ -81,6 +87,7 @@ class OllamaStandIn:
         return self.url
 
     async def stop(self) -> None:
+        self._stopping.set()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
