@@ -1,7 +1,7 @@
 """Rules text sent with a match's first turn, so an LLM agent knows what it plays.
 
-OpenSpiel carries no rules prose; known games get a short text here, our own games
-register theirs with `register_rules`, and any other game gets a generic text
+OpenSpiel carries no rules prose; known games get a short text here, our own Python
+games provide theirs as `game.rules_text()` (for their parameters), and any other game gets a generic text
 built from its type (name, players, information) that tells the agent to choose
 among the legal action texts.
 """
@@ -32,13 +32,10 @@ _RULES: dict[str, str] = {
 }
 
 
-def register_rules(game_name: str, text: str) -> None:
-    _RULES[game_name] = text
-
-
 def rules_text(game: pyspiel.Game) -> str:
     gt = game.get_type()
-    text = _RULES.get(gt.short_name)
+    own = getattr(game, "rules_text", None)
+    text = own() if callable(own) else _RULES.get(gt.short_name)
     if text is None:
         info = (
             "perfect" if gt.information == pyspiel.GameType.Information.PERFECT_INFORMATION else "imperfect"

@@ -90,3 +90,13 @@ async def test_mcts_plays_a_python_game(nc) -> None:
     assert rec.faults == [], rec.faults
     assert rec.outcome in ("decisive", "draw")
     assert any(m.agent == mc for m in rec.moves)
+
+
+def test_first_turn_rules_come_from_the_game() -> None:
+    from games.rules import rules_text
+
+    ghost = rules_text(load_game("ghost(min_word_length=6)"))
+    assert ghost.startswith("Ghost.") and "at least 6 letters" in ghost
+    assert "legal actions" in rules_text(load_game("tic_tac_toe"))
+    generic = rules_text(load_game("oshi_zumo"))
+    assert "oshi_zumo" in generic and "2 players" in generic

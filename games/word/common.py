@@ -35,7 +35,11 @@ class TextObserver:
 
 
 class WordGame(pyspiel.Game):
-    """What the three word games share: states share their game, text-only observers."""
+    """What the three word games share: states share their game, text-only observers, and a
+    `rules_text()` for the referee to send with a match's first turn."""
+
+    def rules_text(self) -> str:
+        raise NotImplementedError
 
     def __deepcopy__(self, memo: dict[int, Any]) -> WordGame:
         # States keep a reference to their game; cloning a state (deepcopy) must share it, not copy it.

@@ -59,6 +59,9 @@ RULES = (
 
 
 class GhostGame(WordGame):
+    def rules_text(self) -> str:
+        return RULES.format(n=self.min_len)
+
     def __init__(self, params: dict[str, Any] | None = None) -> None:
         p = {**_DEFAULTS, **(params or {})}
         self.words_name = str(p["words"])
@@ -154,7 +157,7 @@ class GhostState(pyspiel.State):
             if self.fragment:
                 moves += ', or "challenge"'
             lines.append(f"Moves: {moves}.")
-        lines.append(RULES.format(n=g.min_len))
+        lines.append(g.rules_text())
         return "\n".join(lines)
 
     def json_view(self) -> dict[str, Any]:

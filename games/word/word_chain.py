@@ -73,6 +73,9 @@ def _by_letter(words: tuple[str, ...]) -> dict[str, tuple[int, ...]]:
 
 
 class WordChainGame(WordGame):
+    def rules_text(self) -> str:
+        return RULES.format(kind=POS_NAMES[self.pos], source=self.source, t=self.threshold)
+
     def __init__(self, params: dict[str, Any] | None = None) -> None:
         p = {**_DEFAULTS, **(params or {})}
         self.threshold = int(p["threshold"])
@@ -193,7 +196,7 @@ class WordChainState(pyspiel.State):
                 f"Turn: player {self.player}{you}. The next word must start with "
                 f'"{self.letter}" and be one of the valid {POS_NAMES[g.pos]} not used yet.'
             )
-        lines.append(RULES.format(kind=POS_NAMES[g.pos], source=g.source, t=g.threshold))
+        lines.append(g.rules_text())
         return "\n".join(lines)
 
     def json_view(self) -> dict[str, Any]:

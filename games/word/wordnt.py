@@ -85,6 +85,9 @@ def apply_letter(string: str, action: int) -> str:
 
 
 class WordntGame(WordGame):
+    def rules_text(self) -> str:
+        return RULES.format(n=self.min_len)
+
     def __init__(self, params: dict[str, Any] | None = None) -> None:
         p = {**_DEFAULTS, **(params or {})}
         self.n = int(p["players"])
@@ -226,7 +229,7 @@ class WordntState(pyspiel.State):
                 lines.append("The order of this round is being drawn.")
         if self.results:
             lines.append("Last round: " + self.results[-1] + ".")
-        lines.append(RULES.format(n=g.min_len))
+        lines.append(g.rules_text())
         return "\n".join(lines)
 
     def _losses_text(self) -> str:
