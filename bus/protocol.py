@@ -59,7 +59,9 @@ class HistoryItem(BaseModel):
 
 
 class Usage(BaseModel):
-    llm_calls: int = 0
+    llm_calls: int = Field(
+        default=0, description="LLM requests answered (failed ones are in the move's stats, not here)."
+    )
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache_hits: int = 0
