@@ -8,6 +8,8 @@ A strategy never touches NATS.
 from __future__ import annotations
 
 import abc
+import hashlib
+import random
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -41,6 +43,18 @@ class MatchContext:
 
     match_id: str
     data: dict[str, Any] = field(default_factory=dict)
+
+
+def decision_rng(seed: int | None, turn: Turn) -> random.Random:
+    """The RNG for one decision: with a seed, a function of the seed and what the seat knows
+    (game, seats, turn number, observation, history, retry), so that a seeded agent plays the
+    same way in a rerun of a tournament however many matches it serves at once. The match id
+    is left out on purpose: it holds the tournament's start time."""
+    if seed is None:
+        return random.Random()
+    view = turn.model_dump_json(include={"game", "seat", "seats", "turn", "observation", "history", "retry"})
+    digest = hashlib.sha256(f"{seed}:{view}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
 
 
 class Strategy(abc.ABC):

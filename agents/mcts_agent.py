@@ -29,7 +29,7 @@ import pyspiel
 from open_spiel.python.algorithms import mcts as py_mcts
 from pydantic import Field
 
-from agents.base import Decision, MatchContext, Strategy, StrategyOptions
+from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng
 from bus.protocol import HistoryItem, MoveStats, Turn
 from games.loader import load_game, replay
 from games.view import is_perfect_information, seat_info
@@ -185,14 +185,13 @@ class MctsStrategy(Strategy):
     def __init__(self, options: MctsOptions) -> None:
         super().__init__(options)
         self.opts = options
-        self._rng = random.Random(options.seed)
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         game = load_game(turn.game)
         budget = max(0.05, turn.deadline_ms / 1000 * 0.6)
         if game.get_type().dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS:
             return Decision(
-                action=self._rng.choice(turn.legal_actions).id,
+                action=decision_rng(self.opts.seed, turn).choice(turn.legal_actions).id,
                 note="mcts: simultaneous-move node, played at random",
             )
         if is_perfect_information(game) and turn.state is not None:
@@ -201,7 +200,7 @@ class MctsStrategy(Strategy):
 
     def _perfect(self, game: pyspiel.Game, turn: Turn, budget: float) -> Decision:
         state = replay(game, turn.state or [])
-        seed = self._rng.randrange(2**31)
+        seed = decision_rng(self.opts.seed, turn).randrange(2**31)
         if is_python_game(game):
             return self._perfect_python(game, state, seed)
         bot = pyspiel.MCTSBot(
@@ -234,7 +233,7 @@ class MctsStrategy(Strategy):
         return Decision(action=int(bot.step(state)), stats=MoveStats(nodes=self.opts.simulations))
 
     def _imperfect(self, game: pyspiel.Game, turn: Turn, budget: float) -> Decision:
-        rng = random.Random(self._rng.randrange(2**31))
+        rng = decision_rng(self.opts.seed, turn)
         tries = self.opts.determinization_tries
         consistent = 0
 

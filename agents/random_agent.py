@@ -3,21 +3,15 @@
 
 from __future__ import annotations
 
-import random
-
-from agents.base import Decision, MatchContext, Strategy, StrategyOptions
+from agents.base import Decision, MatchContext, Strategy, decision_rng
 from bus.protocol import Turn
 
 
 class RandomStrategy(Strategy):
     kind = "random"
 
-    def __init__(self, options: StrategyOptions) -> None:
-        super().__init__(options)
-        self._rng = random.Random(options.seed)
-
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
-        return Decision(action=self._rng.choice(turn.legal_actions).id)
+        return Decision(action=decision_rng(self.options.seed, turn).choice(turn.legal_actions).id)
 
 
 class FirstLegalStrategy(Strategy):

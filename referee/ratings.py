@@ -24,7 +24,7 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from bus.protocol import MatchRecord
 from referee.config import RatingsConfig
@@ -51,6 +51,8 @@ class Standing(BaseModel):
     moves: int = 0
     faults: dict[str, int] = {}
     faults_per_100_moves: float = 0.0
+    mean_place: float = Field(default=0.0, description="Mean finishing place (1 is best); N-player games.")
+    mean_return: float = Field(default=0.0, description="Mean return per match (chips in poker).")
 
 
 class Rating(BaseModel):
@@ -86,6 +88,9 @@ def standings(records: list[MatchRecord]) -> list[Standing]:
             st = table.setdefault(agent, Standing(agent=agent, faults={}))
             st.played += 1
             ranks = rec.ranks or [1] * len(rec.seats)
+            # Running sums; divided by `played` below.
+            st.mean_place += ranks[seat]
+            st.mean_return += rec.returns[seat] if len(rec.returns) == len(rec.seats) else 0.0
             first = [s for s, r in enumerate(ranks) if r == 1]
             if ranks[seat] == 1 and len(first) == 1:
                 st.wins += 1
@@ -102,6 +107,9 @@ def standings(records: list[MatchRecord]) -> list[Standing]:
             st = table.setdefault(f.agent, Standing(agent=f.agent, faults={}))
             st.faults[f.reason] = st.faults.get(f.reason, 0) + 1
     for st in table.values():
+        if st.played:
+            st.mean_place = round(st.mean_place / st.played, 3)
+            st.mean_return = round(st.mean_return / st.played, 4)
         total_faults = sum(st.faults.values())
         # Moves asked for: those played (forced ones included) plus answers refused without a move.
         denominator = max(st.moves + _unplayed_faults(records, st.agent), 1)

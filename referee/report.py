@@ -23,19 +23,18 @@ def fault_counts(records: list[MatchRecord]) -> dict[str, int]:
 def print_report(
     console: Console, records: list[MatchRecord], table: list[Standing], rates: list[Rating], run_path: str
 ) -> None:
+    n_player = any(len(r.seats) > 2 for r in records)
+    cols = ["agent", "played", "W", "L", "D", "points", "mean return", "faults/100 moves"]
+    if n_player:
+        cols.insert(6, "mean place")
     st = Table(title="Standings")
-    for col in ("agent", "played", "W", "L", "D", "points", "faults/100 moves"):
+    for col in cols:
         st.add_column(col, justify="left" if col == "agent" else "right")
     for s in table:
-        st.add_row(
-            s.agent,
-            str(s.played),
-            str(s.wins),
-            str(s.losses),
-            str(s.draws),
-            f"{s.points:g}",
-            f"{s.faults_per_100_moves:.2f}",
-        )
+        cells = [s.agent, str(s.played), str(s.wins), str(s.losses), str(s.draws), f"{s.points:g}"]
+        cells += [f"{s.mean_place:.2f}"] if n_player else []
+        cells += [f"{s.mean_return:+.3g}", f"{s.faults_per_100_moves:.2f}"]
+        st.add_row(*cells)
     console.print(st)
 
     rt = Table(title="Ratings (Bradley-Terry, 95% bootstrap interval; Elo as in seed 004)")

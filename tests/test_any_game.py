@@ -3,6 +3,7 @@ simultaneous moves, more than two players; and `mcts` plays perfect and imperfec
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 import pytest
@@ -100,3 +101,19 @@ def test_first_turn_rules_come_from_the_game() -> None:
     assert "legal actions" in rules_text(load_game("tic_tac_toe"))
     generic = rules_text(load_game("oshi_zumo"))
     assert "oshi_zumo" in generic and "2 players" in generic
+
+
+async def test_seeded_agents_replay_a_match_exactly(nc) -> None:
+    """Referee chance is seeded by the match; a seeded agent decides by its seed and its view alone."""
+    mc, rnd = uid("mcts"), uid("rand")
+    async with (
+        serving(nc, MctsStrategy(MctsOptions(simulations=40, rollouts=1, seed=5)), mc),
+        serving(nc, RandomStrategy(StrategyOptions(seed=6)), rnd),
+    ):
+        first = spec("leduc_poker", [mc, rnd], seed=21)
+        again = first.model_copy()
+        # Another match in between must not shift either agent's random stream.
+        await play(nc, spec("leduc_poker", [rnd, mc], seed=3))
+        a, b = await asyncio.gather(play(nc, first), play(nc, again))
+    assert [(m.player, m.action) for m in a.moves] == [(m.player, m.action) for m in b.moves]
+    assert a.returns == b.returns
