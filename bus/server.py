@@ -8,8 +8,10 @@ an accounts file (see `spielbus auth init`).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +24,21 @@ from types import TracebackType
 
 class NatsServerError(RuntimeError):
     pass
+
+
+def die_with_parent() -> None:
+    """`preexec_fn` for child services: on Linux, SIGTERM the child when its parent dies, so a
+    killed `spielbus run` (SIGKILL, a crashed test) leaves no agent, LLM or NATS server behind.
+    Elsewhere a no-op: the parent's own clean shutdown still stops its children. Linux ties this
+    to the spawning *thread*: start children from a long-lived thread (the main one), never from
+    a worker thread."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
 def find_binary() -> str:
@@ -79,7 +96,7 @@ class EmbeddedNats:
         if self.monitor_port:
             cmd += ["-m", str(self.monitor_port)]
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
-        self._proc = subprocess.Popen(cmd, stdout=out, stderr=out)
+        self._proc = subprocess.Popen(cmd, stdout=out, stderr=out, preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

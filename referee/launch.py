@@ -19,6 +19,7 @@ from pathlib import Path
 import nats.errors
 from nats.aio.client import Client as NATS
 
+from bus.server import die_with_parent
 from referee.config import AgentConfig
 
 
@@ -64,7 +65,9 @@ class AgentProcess:
         env.setdefault("PYTHONUNBUFFERED", "1")
         # Per-agent credentials (`spielbus run --auth`) replace whatever the parent process was given.
         env.update(extra_env or {})
-        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent
+        )
         self.replica = replica
 
     def alive(self) -> bool:

@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bus.server import free_port
+from bus.server import die_with_parent, free_port
 
 LLM_KINDS = frozenset({"llm_policy", "tot", "minimax_tot", "llm_mcts", "cwm"})
 
@@ -55,7 +55,11 @@ class LLMServerProcess:
             str(log_path.with_suffix(".server.log")),
         ]
         self.proc = subprocess.Popen(
-            cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            cmd,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            preexec_fn=die_with_parent,
         )
 
     def _ready(self) -> bool:

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -211,3 +212,63 @@ def test_bad_agent_options_are_a_bad_file(tmp_path: Path) -> None:
     assert "agents.m1" in flat and "simulations" in flat and "bogus" in flat
     assert "agents.r1" in flat and "no_such_kind" in flat
     assert not (tmp_path / "runs").exists()
+
+
+def _children(pid: int) -> set[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return set()
+    return {int(x) for x in text.split()}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(") ")[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state != "Z"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_a_killed_run_leaves_no_children(tmp_path: Path) -> None:
+    """SIGKILL gives `spielbus run` no chance to clean up: its agents and nats-server go anyway."""
+    cfg = tmp_path / "long.toml"
+    cfg.write_text(
+        SMALL.format(name="long", ext="").replace("games_per_pairing = 1", "games_per_pairing = 5000")
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    run = subprocess.Popen(
+        [
+            *SPIELBUS,
+            "run",
+            str(cfg),
+            "--run-dir",
+            str(tmp_path / "runs"),
+            "--quiet",
+            "--web-port",
+            "off",
+            "--metrics-port",
+            "off",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert run.stdout is not None
+    for line in run.stdout:  # the server and both agents are up once play has begun
+        if "Embedded nats-server" in line:
+            break
+    records = tmp_path / "runs"
+    while not any(p.stat().st_size > 0 for p in records.glob("*/matches.jsonl")):
+        assert run.poll() is None, "the run ended early"
+        time.sleep(0.05)
+    children = _children(run.pid)
+    assert len(children) >= 3  # nats-server and two agents
+    run.kill()
+    run.wait()
+    while any(_alive(c) for c in children):
+        time.sleep(0.05)  # pytest's timeout fails the test if they never go

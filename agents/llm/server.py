@@ -29,6 +29,8 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
+from bus.server import die_with_parent
+
 DEFAULT_MODEL_ALIAS = "smollm2"
 
 
@@ -109,7 +111,13 @@ class EmbeddedServer:
             os.close(fd)
             self.log_path = Path(name)
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.proc = subprocess.Popen(
+                cmd,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                preexec_fn=die_with_parent,
+            )
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
             if self.proc.poll() is not None:
