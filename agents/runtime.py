@@ -9,7 +9,8 @@
   and drop per-match state.
 - A strategy that raises, or a malformed request, gets no move: the reply is an
   error note and the referee records the fault. The service keeps running.
-- On SIGTERM/SIGINT: stop taking turns, finish those in flight, drain, exit.
+- On SIGTERM/SIGINT: stop taking turns (one that still arrives gets an immediate error
+  reply, so the referee need not wait out its deadline), finish those in flight, drain, exit.
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ class AgentService:
 
     async def _on_turn_request(self, req: Request) -> None:
         if self._stopping:
+            # An answer, not silence: silence would cost the referee the whole turn deadline.
+            await req.respond_error("503", f"agent {self.name} is shutting down")
             return
         # Handle concurrently: the micro endpoint would otherwise serve one turn at a time.
         task = asyncio.create_task(self._handle_turn(req))
@@ -166,6 +169,11 @@ class AgentService:
     async def stop(self) -> None:
         """Stop taking turns, finish the ones in flight, then drain the connection."""
         self._stopping = True
+        # Let turns the server has already sent us arrive and be refused before unsubscribing:
+        # unsubscribing drops whatever is still queued in the client, unanswered.
+        with contextlib.suppress(Exception):
+            await self.nc.flush(timeout=2)
+        await asyncio.sleep(0)
         if self._service is not None:
             await self._service.stop()
         if self._notify_sub is not None:

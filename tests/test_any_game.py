@@ -49,10 +49,11 @@ async def test_random_agents_finish_any_game(nc, game: str) -> None:
 
 @pytest.mark.parametrize("game", ["tic_tac_toe", "leduc_poker", "liars_dice"])
 async def test_mcts_beats_or_matches_random(nc, game: str) -> None:
+    # 24 games: over 40, mcts won 77% at liars_dice and 100% at tic-tac-toe; 6 could tie by luck.
     mc, rnd = uid("mcts"), uid("rand")
     opts = MctsOptions(simulations=60, rollouts=2, seed=1)
     async with serving(nc, MctsStrategy(opts), mc), serving(nc, RandomStrategy(StrategyOptions(seed=2)), rnd):
-        recs = [await play(nc, spec(game, [mc, rnd] if i % 2 == 0 else [rnd, mc], seed=i)) for i in range(6)]
+        recs = [await play(nc, spec(game, [mc, rnd] if i % 2 == 0 else [rnd, mc], seed=i)) for i in range(24)]
     assert all(r.faults == [] for r in recs)
     mcts_return = sum(r.returns[r.seats.index(mc)] for r in recs)
     assert mcts_return > 0, f"mcts lost overall at {game}: {mcts_return}"

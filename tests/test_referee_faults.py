@@ -199,3 +199,58 @@ async def test_dead_replica_times_out_and_the_other_replica_takes_over(nc) -> No
     assert rec.faults and rec.faults[0].reason == "timeout"
     assert rec.outcome in ("decisive", "draw")
     assert any(m.agent == name for m in rec.moves)
+
+
+async def test_a_stopping_agent_answers_instead_of_going_silent(nc) -> None:
+    """SIGTERM drain: the turn in flight is finished; a turn arriving meanwhile is refused at once
+    (or finds nobody), never left to run out the referee's deadline."""
+    import nats.errors
+
+    from agents.runtime import AgentService
+    from bus.subjects import Subjects
+    from tests.helpers import spec as make_spec
+
+    release, started = asyncio.Event(), asyncio.Event()
+
+    class Slow(FirstLegalStrategy):
+        async def decide(self, turn, ctx):  # type: ignore[no-untyped-def]
+            started.set()
+            await release.wait()
+            return await super().decide(turn, ctx)
+
+    name = uid("draining")
+    svc = AgentService(nc, Slow(StrategyOptions()), name=name)
+    await svc.start()
+    match = make_spec("tic_tac_toe", [name, "other"])
+    from games.loader import load_game
+    from games.view import build_turn
+
+    state = load_game("tic_tac_toe").new_initial_state()
+
+    def turn(n: int) -> bytes:
+        t = build_turn(
+            state=state,
+            spec=match.game,
+            match_id=match.match_id,
+            seat=0,
+            seats=match.seats,
+            turn=n,
+            deadline_ms=60_000,
+            history=None,
+        )
+        return t.model_dump_json().encode()
+
+    subject = Subjects().turn(name)
+    first = asyncio.create_task(nc.request(subject, turn(1), timeout=60))
+    await started.wait()
+    stopping = asyncio.create_task(svc.stop())
+    await asyncio.sleep(0)
+    try:
+        reply = await nc.request(subject, turn(2), timeout=60)
+        assert reply.headers and reply.headers.get("Nats-Service-Error-Code") == "503"
+    except nats.errors.NoRespondersError:
+        pass  # already unsubscribed: the referee records no_responder at once
+    release.set()
+    answered = await first
+    assert Move.model_validate_json(answered.data).action == 0
+    await stopping
