@@ -177,6 +177,14 @@ async def test_agent_cannot_subscribe_to_another_agents_turns(login, bundle: Aut
 
     await bob.nc.subscribe(S.turn("bob"), queue="bob", cb=answer)
     await bob.nc.flush()
+    # Seen once on a loaded machine: the referee's first request found no responder just after
+    # bob's flush. Wait until bob's interest is visible, then count the answers.
+    for _ in range(50):
+        try:
+            await ref.nc.request(S.turn("bob"), b"ping", timeout=2)
+            break
+        except nats.errors.NoRespondersError:
+            await asyncio.sleep(0.1)
     for _ in range(5):
         reply = await ref.nc.request(S.turn("bob"), b"a turn for bob", timeout=2)
         assert reply.data == b"bob's answer"
