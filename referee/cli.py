@@ -275,9 +275,9 @@ def _cmd_games(args: argparse.Namespace) -> int:
     names = [n for n in game_names() if args.filter in n]
     if args.json:
         out = []
+        types = {g.short_name: g for g in pyspiel.get_registered_game_types()}
         for n in names:
-            gt = pyspiel.get_registered_game_types()
-            t = next((g for g in gt if g.short_name == n), None)
+            t = types.get(n)
             out.append(
                 {
                     "name": n,
