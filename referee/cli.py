@@ -275,7 +275,7 @@ def _cmd_games(args: argparse.Namespace) -> int:
     names = [n for n in game_names() if args.filter in n]
     if args.json:
         out = []
-        types = {g.short_name: g for g in pyspiel.get_registered_game_types()}
+        types = {g.short_name: g for g in pyspiel.registered_games()}
         for n in names:
             t = types.get(n)
             out.append(

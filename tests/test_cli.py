@@ -272,3 +272,11 @@ def test_a_killed_run_leaves_no_children(tmp_path: Path) -> None:
     run.wait()
     while any(_alive(c) for c in children):
         time.sleep(0.05)  # pytest's timeout fails the test if they never go
+
+
+def test_games_json_gives_type_details() -> None:
+    out = _run(["games", "--json", "poker"])
+    assert out.returncode == 0, out.stderr
+    games = {g["name"]: g for g in json.loads(out.stdout)}
+    assert games["leduc_poker"]["information"] == "IMPERFECT_INFORMATION"
+    assert games["kuhn_poker"]["players"][0] == 2
