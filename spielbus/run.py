@@ -24,8 +24,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bus.auth import config_path, login_for, user_env
 from bus.connect import connect
+from bus.process import free_port
 from bus.protocol import MatchRecord
-from bus.server import EmbeddedNats, free_port
+from bus.server import EmbeddedNats
 from bus.subjects import Subjects
 from observability.web.serve import Observability, start_observability
 from referee.config import TournamentConfig

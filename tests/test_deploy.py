@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 from bus.auth import config_path, load_auth
-from bus.server import EmbeddedNats, free_port
+from bus.process import free_port
+from bus.server import EmbeddedNats
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
