@@ -24,6 +24,7 @@ GAMES = [
     "goofspiel(num_cards=5)",
     "kuhn_poker(players=3)",
     "oshi_zumo",
+    "mnk(m=6,n=6,k=4)",  # generalized tic-tac-toe of the Code World Models paper
 ]
 
 
