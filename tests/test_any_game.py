@@ -27,6 +27,7 @@ GAMES = [
     # The new games of the Code World Models paper (games/cwm).
     "mnk(m=6,n=6,k=4)",
     "hand_of_war",
+    "quadranto",
 ]
 
 
@@ -62,7 +63,7 @@ async def test_mcts_beats_or_matches_random(nc, game: str) -> None:
     assert mcts_return > 0, f"mcts lost overall at {game}: {mcts_return}"
 
 
-CWM_GAMES = ["mnk(m=6,n=6,k=4)", "hand_of_war"]
+CWM_GAMES = ["mnk(m=6,n=6,k=4)", "hand_of_war", "quadranto"]
 
 
 @pytest.mark.parametrize("game", CWM_GAMES)

@@ -10,8 +10,9 @@ player 1 place a hand card face up; the higher rank takes every card at stake (t
 cards, the new cards); another tie repeats the showdown. Hands are refilled only after a battle or
 showdown is won. The game ends at once when a player must draw or burn from an empty draw pile
 (or must play from an empty hand, see below): the larger win pile wins, equal piles draw. Win
-piles are never reshuffled. Owning all 16 cards also ends it (kept as the appendix names it; as
-both players always hold cards in hand, it cannot happen). Returns +1 / -1, or 0 for a draw.
+piles are never reshuffled. A player who owns all 16 cards (win pile, hand and draw pile) wins at
+once; that is rare (the loser has no card left anywhere, e.g. after a long showdown). Returns
++1 / -1, or 0 for a draw.
 
 Our readings where the appendix is open (the paper's own code is not public):
 - Sequential moves, as its notation says ("player 0 always moves first, followed by player 1"):
