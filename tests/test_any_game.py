@@ -28,6 +28,7 @@ GAMES = [
     "mnk(m=6,n=6,k=4)",
     "hand_of_war",
     "quadranto",
+    "army5x5a",
 ]
 
 
@@ -63,7 +64,7 @@ async def test_mcts_beats_or_matches_random(nc, game: str) -> None:
     assert mcts_return > 0, f"mcts lost overall at {game}: {mcts_return}"
 
 
-CWM_GAMES = ["mnk(m=6,n=6,k=4)", "hand_of_war", "quadranto"]
+CWM_GAMES = ["mnk(m=6,n=6,k=4)", "hand_of_war", "quadranto", "army5x5a"]
 
 
 @pytest.mark.parametrize("game", CWM_GAMES)

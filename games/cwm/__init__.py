@@ -7,6 +7,6 @@ our readings of what the appendix leaves open, and limits are in each module's d
 
 from __future__ import annotations
 
-from games.cwm import gen_tic_tac_toe, hand_of_war, quadranto
+from games.cwm import army5x5a, gen_tic_tac_toe, hand_of_war, quadranto
 
-__all__ = ["gen_tic_tac_toe", "hand_of_war", "quadranto"]
+__all__ = ["army5x5a", "gen_tic_tac_toe", "hand_of_war", "quadranto"]
