@@ -203,7 +203,7 @@ external = true
 
 [agents.mcts]
 kind = "mcts"
-options = {{ simulations = 60, rollouts = 1 }}
+options = {{ simulations = 1000, rollouts = 1 }}
 external = true
 """
 
@@ -223,6 +223,11 @@ def hosts() -> Iterator[Hosts]:
 
 def _events(lines: list[dict[str, Any]]) -> list[tuple[float, MatchEvent]]:
     return [(ln.get("t", 0.0), MatchEvent.model_validate_json(ln["data"])) for ln in lines]
+
+
+def _gist(log: str, lines: int = 12) -> str:
+    """A log's last lines without traceback bodies (indented lines)."""
+    return "\n".join([ln for ln in log.splitlines() if ln and not ln[0].isspace()][-lines:])
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -315,9 +320,15 @@ def test_a_tournament_survives_losing_a_node_a_referee_and_an_agent(hosts: Hosts
         agents = {
             "rnd-1": start("rnd-1", h1, [*agent, "random", "--name", "rnd", *login]),
             "rnd-2": start("rnd-2", h2, [*agent, "random", "--name", "rnd", *login]),
-            "mcts-1": start("mcts-1", h1, [*agent, "mcts", "--name", "mcts", "--simulations", "60", *login]),
-            "mcts-2": start("mcts-2", h2, [*agent, "mcts", "--name", "mcts", "--simulations", "60", *login]),
-            "mcts-3": start("mcts-3", h3, [*agent, "mcts", "--name", "mcts", "--simulations", "60", *login]),
+            "mcts-1": start(
+                "mcts-1", h1, [*agent, "mcts", "--name", "mcts", "--simulations", "1000", *login]
+            ),
+            "mcts-2": start(
+                "mcts-2", h2, [*agent, "mcts", "--name", "mcts", "--simulations", "1000", *login]
+            ),
+            "mcts-3": start(
+                "mcts-3", h3, [*agent, "mcts", "--name", "mcts", "--simulations", "1000", *login]
+            ),
         }
         replicas = ["--stream-replicas", "3"]
         referees = [
@@ -385,12 +396,13 @@ def test_a_tournament_survives_losing_a_node_a_referee_and_an_agent(hosts: Hosts
             stored = _events(_read_jsonl(stream_file))
             started = {e.match_id for _, e in stored if e.type == "started"}
             ended = Counter(e.match_id for _, e in stored if e.type == "ended")
-            referee_logs = "\n".join(f"--- {p.label}\n{p.text()[-1500:]}" for p in referees)
+            referee_logs = "\n".join(f"--- {p.label}\n{_gist(p.text())}" for p in referees)
             pytest.fail(
                 f"submit {'did not finish' if rc is None else f'exited {rc}'} within {RECOVERY_LIMIT_S}s "
                 f"of the kills; matches started but never stored as ended: "
                 f"{sorted(started - set(ended))}; stored twice: {[m for m, n in ended.items() if n > 1]}\n"
-                f"{referee_logs}\n--- submit\n{submit.text()[-1500:]}"
+                f"{referee_logs}\n--- submit\n{_gist(submit.text())}",
+                pytrace=False,
             )
     finally:
         for p in reversed(procs):
