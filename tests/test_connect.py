@@ -179,3 +179,17 @@ async def test_replication_is_a_setting_and_a_single_server_says_it_cannot(
             await js.delete_stream(name)
     finally:
         await nc.close()
+
+
+async def test_a_service_waits_for_a_bus_that_starts_after_it(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="bus.connect")
+    port = free_port()
+    pending = asyncio.create_task(connect(f"nats://127.0.0.1:{port}", name="early", service=True))
+    await asyncio.sleep(2.5)
+    assert not pending.done()
+    with EmbeddedNats(port=port):
+        nc = await asyncio.wait_for(pending, timeout=30)
+        assert nc.is_connected
+        await nc.close()
+    # Told once, not once per attempt.
+    assert caplog.text.count("early: no server reachable yet") == 1
