@@ -345,12 +345,18 @@ def test_a_tournament_survives_losing_a_node_a_referee_and_an_agent(hosts: Hosts
         # The referees create the streams once the cluster has elected its JetStream leaders.
         for _ in range(60):
             before = json.loads(probe("info"))
-            if all("replicas" in before[s] and before[s]["leader"] for s in before):
-                break
+            if all(
+                "replicas" in v
+                and v["leader"]
+                and len(v["peers"]) == 2
+                and all(p["current"] for p in v["peers"])
+                for v in before.values()
+            ):
+                break  # a leader and two followers that have caught up, for both streams
             time.sleep(1)
         for stream in ("SPIELBUS_MATCHES", "SPIELBUS_SCHEDULE"):
             assert before[stream]["replicas"] == 3, before
-            assert len(before[stream]["peers"]) == 2, before  # the leader plus two followers
+            assert len(before[stream]["peers"]) == 2, before
         leader = before["SPIELBUS_MATCHES"]["leader"]
 
         submit = start(
