@@ -349,7 +349,7 @@ def test_a_tournament_survives_losing_a_node_a_referee_and_an_agent(hosts: Hosts
                 "replicas" in v
                 and v["leader"]
                 and len(v["peers"]) == 2
-                and all(p["current"] for p in v["peers"])
+                and all(peer["current"] for peer in v["peers"])
                 for v in before.values()
             ):
                 break  # a leader and two followers that have caught up, for both streams
