@@ -335,7 +335,7 @@ def test_a_tournament_survives_losing_a_node_a_referee_and_an_agent(hosts: Hosts
             start(
                 f"referee-{k}",
                 ns,
-                [py, "-m", "referee.cli", "referee", "--concurrency", "2", *replicas, *login],
+                [*spielbus, "referee", "--concurrency", "2", *replicas, *login],
             )
             for k, ns in ((1, h1), (2, h2))
         ]
@@ -401,12 +401,13 @@ def test_a_tournament_survives_losing_a_node_a_referee_and_an_agent(hosts: Hosts
         if rc != 0:
             stored = _events(_read_jsonl(stream_file))
             started = {e.match_id for _, e in stored if e.type == "started"}
-            ended = Counter(e.match_id for _, e in stored if e.type == "ended")
+            stored_ended = Counter(e.match_id for _, e in stored if e.type == "ended")
             referee_logs = "\n".join(f"--- {p.label}\n{_gist(p.text())}" for p in referees)
             pytest.fail(
                 f"submit {'did not finish' if rc is None else f'exited {rc}'} within {RECOVERY_LIMIT_S}s "
                 f"of the kills; matches started but never stored as ended: "
-                f"{sorted(started - set(ended))}; stored twice: {[m for m, n in ended.items() if n > 1]}\n"
+                f"{sorted(started - set(stored_ended))}; "
+                f"stored twice: {[m for m, n in stored_ended.items() if n > 1]}\n"
                 f"{referee_logs}\n--- submit\n{_gist(submit.text())}",
                 pytrace=False,
             )
@@ -444,6 +445,7 @@ def test_a_tournament_survives_losing_a_node_a_referee_and_an_agent(hosts: Hosts
     for _, e in stored:
         if e.match_id in tournament:
             per_match[e.match_id].append(e)
+    hidden_deals = 0
     for mid, evs in per_match.items():
         dealt = 0
         for e in evs:
@@ -457,6 +459,8 @@ def test_a_tournament_survives_losing_a_node_a_referee_and_an_agent(hosts: Hosts
                 dealt += 1
                 if dealt <= 2:  # leduc deals one private card to each of two seats
                     assert e.hidden and e.move.action == -1 and e.move.text == "(hidden)", (mid, e)
+                    hidden_deals += 1
+    assert hidden_deals >= 2 * len(ids)  # the check above did look at every match's deals
     # ...and an agent account reading what is not its own received nothing, across the cluster.
     watched = _read_jsonl(watch_file)
     assert [w["subject"] for w in watched if w["who"] == "snoop"] == []
