@@ -34,6 +34,7 @@ import time
 from typing import Any
 from urllib.parse import urlsplit
 
+import nats.errors
 from nats.aio.client import Client as NATS
 from nats.aio.client import Server
 
@@ -144,6 +145,14 @@ class ReconnectPolicy:
         return pick, self.delay(fewest)
 
 
+_CONNECTION_LOST = (
+    nats.errors.UnexpectedEOF,
+    nats.errors.StaleConnectionError,
+    ConnectionResetError,
+    BrokenPipeError,
+)
+
+
 class _ConnectionLog:
     """The callbacks that log one connection's life: loud at the edges, quiet in between."""
 
@@ -157,6 +166,7 @@ class _ConnectionLog:
         self.down_since: float | None = None
         self.failed_attempts = 0
         self.last_warned = 0.0
+        self.cause = ""
 
     def up(self, nc: NATS) -> None:
         self.nc = nc
@@ -177,6 +187,11 @@ class _ConnectionLog:
             else:
                 log.debug("nats %s: attempt failed: %s", self.name, exc)
             return
+        if self.connected_once and isinstance(exc, _CONNECTION_LOST):
+            # The cause of the disconnect that follows: told with it, not as a warning of its own.
+            self.cause = str(exc) or type(exc).__name__
+            log.info("nats %s: connection lost: %s", self.name, self.cause)
+            return
         log.warning("nats %s: %s", self.name, exc or type(exc).__name__)
 
     async def on_disconnect(self) -> None:
@@ -185,7 +200,8 @@ class _ConnectionLog:
         if self.down_since is None and self.connected_once:
             self.down_since = time.monotonic()
             self.failed_attempts = 0
-            log.warning("nats %s: disconnected from %s; reconnecting", self.name, self.server)
+            cause, self.cause = (f" ({self.cause})" if self.cause else ""), ""
+            log.warning("nats %s: disconnected from %s%s; reconnecting", self.name, self.server, cause)
 
     def on_reconnect_for(self, nc: NATS) -> Any:
         async def on_reconnect() -> None:
