@@ -193,3 +193,17 @@ async def test_a_service_waits_for_a_bus_that_starts_after_it(caplog: pytest.Log
         await nc.close()
     # Told once, not once per attempt.
     assert caplog.text.count("early: no server reachable yet") == 1
+
+
+def test_a_referee_asking_a_single_server_for_replicas_exits_1_saying_why(nats_url: str) -> None:
+    prefix = uid("rp").replace("-", "_")
+    cmd = [sys.executable, "-m", "referee.cli", "referee", "--nats", nats_url, "--prefix", prefix]
+    out = subprocess.run(
+        [*cmd, "--stream-replicas", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stderr
+    assert "3 replicas" in out.stderr and "need a NATS cluster" in out.stderr
+    assert "Traceback" not in out.stderr
