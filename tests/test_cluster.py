@@ -43,7 +43,7 @@ from typing import Any
 import pytest
 
 from bus.protocol import MatchEvent, MatchRecord
-from bus.server import find_binary
+from bus.server import die_with_parent, find_binary
 
 pytestmark = pytest.mark.slow
 
@@ -124,7 +124,13 @@ class Proc:
         self.log = log
         self._fh = log.open("ab")
         self.popen = subprocess.Popen(
-            ["ip", "netns", "exec", ns, *cmd], stdout=self._fh, stderr=subprocess.STDOUT, env=env
+            ["ip", "netns", "exec", ns, *cmd],
+            stdout=self._fh,
+            stderr=subprocess.STDOUT,
+            env=env,
+            # `ip netns exec` execs the command in place: the PID is the process, and it is
+            # SIGTERMed if this test process dies before its cleanup.
+            preexec_fn=die_with_parent,
         )
 
     @property
