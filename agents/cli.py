@@ -20,7 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from agents.registry import KINDS, UnknownKind, strategy_class
 from bus.auth import AuthError, login_for
-from bus.connect import nats_url
+from bus.connect import nats_url, nats_url_arg
 
 
 def _scalar(annotation: Any) -> type | None:
@@ -63,7 +63,14 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
     parser.add_argument(
         "--check", action="store_true", help="only validate the options and exit (0 valid, 2 invalid)"
     )
-    parser.add_argument("--nats", default=None, help="NATS URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+    parser.add_argument(
+        "--nats",
+        default=None,
+        type=nats_url_arg,
+        metavar="URL[,URL...]",
+        help="NATS URL, or several servers of one cluster comma-separated "
+        "(default: $NATS_URL or nats://127.0.0.1:4222)",
+    )
     parser.add_argument("--prefix", default="spielbus", help="subject prefix")
     parser.add_argument("--max-concurrency", type=int, default=16, help="turns handled at once")
     parser.add_argument(

@@ -31,9 +31,27 @@ from observability.web import port_arg
 from referee.config import ConfigError, load_config
 
 EPILOG = (
-    "Environment: NATS_URL (default NATS server), NATS_CREDS / NATS_USER / NATS_PASSWORD "
-    "(credentials; an explicit --auth DIR wins over them)."
+    "Environment: NATS_URL (default NATS server; several servers of one cluster comma-separated), "
+    "NATS_CREDS / NATS_USER / NATS_PASSWORD (credentials; an explicit --auth DIR wins over them), "
+    "SPIELBUS_STREAM_REPLICAS (replicas of new streams, default 1)."
 )
+NATS_HELP = "NATS URL, or several servers of one cluster comma-separated (default $NATS_URL)"
+
+
+def _add_nats_flags(p: argparse.ArgumentParser, nats_help: str = NATS_HELP, replicas: bool = True) -> None:
+    from bus.connect import nats_url_arg
+    from bus.streams import replicas_arg
+
+    p.add_argument("--nats", default=None, type=nats_url_arg, metavar="URL[,URL...]", help=nats_help)
+    if replicas:
+        p.add_argument(
+            "--stream-replicas",
+            type=replicas_arg,
+            default=None,
+            metavar="N",
+            help="replicas of the streams when this process creates them: 3 on a NATS cluster of 3 "
+            "or more (default $SPIELBUS_STREAM_REPLICAS or 1)",
+        )
 
 
 def _add_auth_flag(p: argparse.ArgumentParser, who: str) -> None:
@@ -56,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a tournament (embedded nats-server unless --nats)")
     run.add_argument("file", help="tournament TOML file")
-    run.add_argument("--nats", default=None, help="use this NATS server instead of an embedded one")
+    _add_nats_flags(run, "use this NATS server (or cluster: URLs comma-separated) instead of an embedded one")
     run.add_argument("--no-referee", action="store_true", help="do not start referee workers here")
     run.add_argument("--workers", type=int, default=1, help="referee workers in this process (default 1)")
     run.add_argument(
@@ -91,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
 
     submit = sub.add_parser("submit", help="submit a tournament to the referees and agents on --nats")
     submit.add_argument("file")
-    submit.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL)")
+    _add_nats_flags(submit)
     submit.add_argument("--run-dir", default=None)
     submit.add_argument("--prefix", default="spielbus")
     submit.add_argument("--agent-wait", type=float, default=60.0)
@@ -99,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_auth_flag(submit, "the referee user")
 
     ref = sub.add_parser("referee", help="run a referee worker until SIGTERM")
-    ref.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL or nats://127.0.0.1:4222)")
+    _add_nats_flags(ref)
     ref.add_argument("--concurrency", type=int, default=8, help="matches played at once")
     ref.add_argument("--prefix", default="spielbus")
     ref.add_argument(
@@ -132,7 +150,7 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("bot-check", help="conformance run against a bot on the bus")
     check.add_argument("name", help="the bot's agent name")
-    check.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL or nats://127.0.0.1:4222)")
+    _add_nats_flags(check, replicas=False)
     check.add_argument("--prefix", default="spielbus")
     check.add_argument("--deadline-ms", type=int, default=5000, help="turn deadline (default 5000)")
     check.add_argument("--games", default=None, help="comma-separated games for the full-match checks")
@@ -229,7 +247,8 @@ def _referee_login(args: argparse.Namespace) -> dict[str, str]:
 
 
 def _cmd_referee(args: argparse.Namespace) -> int:
-    from bus.connect import connect, nats_url
+    from bus.connect import connect, nats_url, redact
+    from bus.streams import StreamError
     from bus.subjects import Subjects
     from observability.web.serve import start_observability
     from referee.worker import RefereeWorker
@@ -253,7 +272,8 @@ def _cmd_referee(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, worker.stop)
         print(
-            f"referee worker on {nats_url(args.nats)}, up to {args.concurrency} matches at once", flush=True
+            f"referee worker on {redact(nats_url(args.nats))}, up to {args.concurrency} matches at once",
+            flush=True,
         )
         await worker.run()
         await obs.stop()
@@ -261,7 +281,7 @@ def _cmd_referee(args: argparse.Namespace) -> int:
 
     try:
         asyncio.run(main())
-    except ConnectionError as exc:
+    except (ConnectionError, StreamError) as exc:
         print(f"spielbus referee: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -403,6 +423,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             break
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if getattr(args, "stream_replicas", None) is not None:
+        from bus.streams import set_stream_replicas
+
+        set_stream_replicas(args.stream_replicas)
     if args.command == "run":
         return _cmd_run(args, submit_only=False)
     if args.command == "submit":

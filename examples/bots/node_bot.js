@@ -45,7 +45,9 @@ function choose(turn, strategy) {
 
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
-  const conn = { servers: opts.nats, name: `bot-${opts.name}`, maxReconnectAttempts: -1 };
+  // --nats may list several servers of one cluster, comma-separated.
+  const servers = opts.nats.split(",").map((u) => u.trim()).filter((u) => u);
+  const conn = { servers, name: `bot-${opts.name}`, maxReconnectAttempts: -1 };
   if (process.env.NATS_CREDS) {
     conn.authenticator = credsAuthenticator(fs.readFileSync(process.env.NATS_CREDS));
   }

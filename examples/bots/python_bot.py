@@ -114,7 +114,9 @@ async def main() -> None:
         # Permission violations arrive here: log them, they mean a misconfigured account.
         log.warning("nats: %s", exc)
 
-    nc = await nats.connect(args.nats, error_cb=on_error, **opts)
+    # `--nats` may list several servers of one cluster, comma-separated; the client moves between them.
+    servers = [u.strip() for u in args.nats.split(",") if u.strip()]
+    nc = await nats.connect(servers, error_cb=on_error, **opts)
     bot = Bot(args.name, args.strategy, args.seed)
     service = await add_service(
         nc,
