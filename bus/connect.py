@@ -32,6 +32,7 @@ async def connect(
     creds: str | None = None,
     user: str | None = None,
     password: str | None = None,
+    inbox_prefix: str | None = None,
 ) -> NATS:
     """Connect to NATS. `service=True` reconnects forever; otherwise fail after a few seconds."""
 
@@ -61,6 +62,10 @@ async def connect(
         creds = os.environ.get("NATS_CREDS")
         user = os.environ.get("NATS_USER")
         password = password or os.environ.get("NATS_PASSWORD")
+        # A user without `_INBOX.>` (spectator, bot-check) has a private inbox; its env file names it.
+        inbox_prefix = inbox_prefix or os.environ.get("NATS_INBOX_PREFIX")
+    if inbox_prefix:
+        opts["inbox_prefix"] = inbox_prefix
     if creds:
         opts["user_credentials"] = creds
     if user:

@@ -137,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--deadline-ms", type=int, default=5000, help="turn deadline (default 5000)")
     check.add_argument("--games", default=None, help="comma-separated games for the full-match checks")
     check.add_argument("--concurrency", type=int, default=10, help="concurrent matches (default 10)")
-    _add_auth_flag(check, "the referee user")
+    _add_auth_flag(check, "the bot's own bot-check user (botcheck-NAME)")
 
     auth = sub.add_parser("auth", help="accounts and permissions")
     auth_sub = auth.add_subparsers(dest="auth_command", required=True, metavar="SUBCOMMAND")
@@ -226,6 +226,16 @@ def _referee_login(args: argparse.Namespace) -> dict[str, str]:
 
     user = login_for(args.auth, "referee", prefix=args.prefix)
     return {"user": user.user, "password": user.password}
+
+
+def _botcheck_login(args: argparse.Namespace) -> dict[str, str]:
+    """`bot-check --auth DIR`: the narrow `botcheck-NAME` user (never the referee's), with its inbox."""
+    if not args.auth:
+        return {}
+    from bus.auth import login_for
+
+    user = login_for(args.auth, "botcheck", agent=args.name, prefix=args.prefix)
+    return {"user": user.user, "password": user.password, "inbox_prefix": user.inbox_prefix() or ""}
 
 
 def _cmd_referee(args: argparse.Namespace) -> int:
@@ -324,7 +334,7 @@ def _cmd_bot_check(args: argparse.Namespace) -> int:
         opts = BotCheckOptions(deadline_ms=args.deadline_ms, games=games, concurrency=args.concurrency)
         for g in games:
             load_game(g)  # an unknown game is a usage error, not a failed check
-        login = _referee_login(args)
+        login = _botcheck_login(args)
     except ValueError as exc:  # AuthError included
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2

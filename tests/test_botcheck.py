@@ -34,6 +34,11 @@ def _cli(
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=base, timeout=180)
 
 
+def _env_file(path: Path) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    return {k: v for k, v in pairs}
+
+
 def _by_name(results: list[CheckResult]) -> dict[str, CheckResult]:
     return {r.name: r for r in results}
 
@@ -145,7 +150,8 @@ async def test_a_bot_that_dies_on_notifications_fails_that_check(nc) -> None:
 
 
 @pytest.mark.slow
-async def test_bot_check_under_auth_with_referee_credentials(tmp_path: Path) -> None:
+async def test_bot_check_under_auth_with_its_own_credentials(tmp_path: Path) -> None:
+    """What a bot author does: `botcheck/<name>.env` (never the referee's login) and bot-check."""
     write_auth(["checked"], tmp_path)
     bundle = load_auth(tmp_path)
     with EmbeddedNats(config=config_path(tmp_path)) as srv:
@@ -153,9 +159,9 @@ async def test_bot_check_under_auth_with_referee_credentials(tmp_path: Path) -> 
         nc = await connect(srv.url, name="t", user=ref.user, password=ref.password)
         try:
             async with running_bot("python", "checked", srv.url, nc, env=user_env(bundle.agent("checked"))):
-                out = await asyncio.to_thread(
-                    _cli, "checked", srv.url, "--games", "leduc_poker", env=user_env(ref)
-                )
+                env = _env_file(tmp_path / "botcheck" / "checked.env")
+                assert env["NATS_USER"] == "botcheck-checked"
+                out = await asyncio.to_thread(_cli, "checked", srv.url, "--games", "leduc_poker", env=env)
         finally:
             await nc.close()
     assert out.returncode == 0, out.stdout + out.stderr
