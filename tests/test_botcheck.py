@@ -100,6 +100,36 @@ async def test_a_strict_bot_that_rejects_unknown_fields_fails_that_check(nc) -> 
     assert results["full match: tic_tac_toe"].ok and results["10 concurrent matches"].ok
 
 
+@pytest.mark.parametrize(
+    ("bad", "expect"),
+    [
+        (b'"policy": {"0": NaN}', "finite number at policy.0"),
+        (b'"policy": {"0": 1e400}', "finite number at policy.0"),
+        (b'"usage": {"llm_calls": -3}', "greater than or equal to 0 at usage.llm_calls"),
+        (b'"stats": {"score": Infinity}', "numbers must be finite"),
+        (b'"action": "0"', "valid integer at action"),
+    ],
+)
+async def test_a_bot_whose_replies_the_collector_would_refuse_fails(nc, bad: bytes, expect: str) -> None:
+    """Before, a bot answering NaN policies passed 10/10 and then hung every tournament it played."""
+    name = uid("nan")
+
+    async def nan(turn: Turn, msg: Msg) -> bytes:
+        head = {"v": 1, "type": "move", "match_id": turn.match_id, "turn": turn.turn}
+        body = json.dumps(head).encode()[:-1]
+        if not bad.startswith(b'"action"'):
+            body += f', "action": {turn.legal_actions[0].id}'.encode()
+        return body + b", " + bad + b"}"
+
+    opts = BotCheckOptions(games=["tic_tac_toe"], concurrency=2)
+    async with raw_responder(nc, name, nan):
+        results = _by_name(await BotChecker(nc, name, options=opts).run())
+    for check in ("turn within deadline", "full match: tic_tac_toe", "2 concurrent matches"):
+        assert not results[check].ok, results[check]
+        assert results[check].detail.startswith("malformed") or "malformed" in results[check].detail
+        assert expect in results[check].detail, results[check].detail
+
+
 async def test_a_slow_bot_fails_the_deadline_and_a_bot_that_forgets_retries_fails_retry(nc) -> None:
     name = uid("slow")
 
