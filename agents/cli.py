@@ -76,6 +76,11 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
     parser.add_argument(
         "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port"
     )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address the metrics listen on (default 127.0.0.1; 0.0.0.0: every interface)",
+    )
     parser.add_argument("--log-level", default="INFO")
     names: list[str] = []
     if kind is not None and kind in KINDS:
@@ -139,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_port is not None:
         from agents.metrics import start_agent_metrics
 
-        on_turn = start_agent_metrics(args.metrics_port, args.name, args.kind, strategy.models())
+        on_turn = start_agent_metrics(
+            args.metrics_port, args.name, args.kind, strategy.models(), host=args.host
+        )
     try:
         asyncio.run(
             serve(

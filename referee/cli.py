@@ -36,6 +36,13 @@ EPILOG = (
 )
 
 
+HOST_HELP = (
+    "address the live page and metrics listen on (default 127.0.0.1: this machine only; "
+    "0.0.0.0: every interface, e.g. in a container; the page serves ended matches' full records "
+    "without a login)"
+)
+
+
 def _add_auth_flag(p: argparse.ArgumentParser, who: str) -> None:
     p.add_argument(
         "--auth",
@@ -85,6 +92,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="after the report, keep the live page and metrics up until Ctrl-C",
     )
+    run.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
     run.add_argument(
         "--auth", default=None, metavar="DIR", help="enforce the users of this `spielbus auth init` folder"
     )
@@ -116,6 +124,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PORT",
         help="serve the live match page (default: off)",
     )
+    ref.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
     _add_auth_flag(ref, "the referee user")
 
     sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
@@ -197,6 +206,7 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
         quiet=args.quiet,
         metrics_port=getattr(args, "metrics_port", None),
         web_port=getattr(args, "web_port", None),
+        host=getattr(args, "host", "127.0.0.1"),
         keep_serving=getattr(args, "keep_serving", False),
         auth_dir=getattr(args, "auth", None),
     )
@@ -254,7 +264,9 @@ def _cmd_referee(args: argparse.Namespace) -> int:
         nc = await connect(nats_url(args.nats), name="spielbus-referee", service=True, **login)
         subjects = Subjects(args.prefix)
         worker = RefereeWorker(nc, subjects=subjects, concurrency=args.concurrency)
-        obs = await start_observability(nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port)
+        obs = await start_observability(
+            nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port, host=args.host
+        )
         if obs.metrics is not None:
             worker.publisher.listeners.append(obs.metrics.on_event)
         for line in obs.where():
