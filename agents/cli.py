@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from agents.registry import KINDS, UnknownKind, strategy_class
 from bus.auth import AuthError, login_for
 from bus.connect import nats_url
+from bus.subjects import check_token
 
 
 def _scalar(annotation: Any) -> type | None:
@@ -106,6 +107,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spielbus agent: {exc}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
+    try:
+        check_token(args.name, "agent name")  # it becomes subject tokens: refuse it before anything starts
+    except ValueError as exc:
+        print(f"spielbus agent: --name: {exc}", file=sys.stderr)
+        return 2
     try:
         cls = strategy_class(args.kind)
     except UnknownKind as exc:

@@ -23,6 +23,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from bus.subjects import check_token
+
 PROTOCOL_VERSION = 1
 # Versions this side accepts on receipt. Negotiation is by refusal: a peer that sends
 # another `v` gets a `malformed` fault (or a service error, for a bot) naming these.
@@ -329,6 +331,17 @@ class MatchSpec(Message):
     deadline_ms: int = 10_000
     policy: FaultPolicy = Field(default_factory=FaultPolicy)
     max_turns: int = Field(default=2_000, description="A match that reaches this many turns ends as a draw.")
+
+    @field_validator("match_id", "tournament")
+    @classmethod
+    def _token(cls, v: str, info: ValidationInfo) -> str:
+        return check_token(v, info.field_name or "name")
+
+    @field_validator("seats")
+    @classmethod
+    def _seat_tokens(cls, v: list[str]) -> list[str]:
+        # Seat names become subject tokens (`<prefix>.turn.<seat>`): refuse them here, not mid-match.
+        return [check_token(s, "seat name") for s in v]
 
 
 AnyMessage = Annotated[

@@ -416,13 +416,23 @@ def _cmd_auth(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Hand-overs first: their flags belong to the agents package's own parser.
-    for i, a in enumerate(argv):
-        if a in ("agent", "llm"):
-            if all(x.startswith("-") for x in argv[:i]):
-                rest = argv[i + 1 :] if a == "agent" else ["llm", *argv[i + 1 :]]
-                return _hand_over(rest)
-            break
+    # Hand-overs first: their flags belong to the agents package's own parser. Global flags before
+    # the command (`spielbus --log-level DEBUG agent ...`) are skipped here and passed on.
+    i, level = 0, None
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] == "--log-level" and i + 1 < len(argv):
+            level, i = argv[i + 1], i + 2
+            continue
+        if argv[i].startswith("--log-level="):
+            level = argv[i].split("=", 1)[1]
+        i += 1
+    if i < len(argv) and argv[i] in ("agent", "llm") and "-h" not in argv[:i] and "--help" not in argv[:i]:
+        rest = argv[i + 1 :]
+        if argv[i] == "agent":
+            if level is not None and rest and not rest[0].startswith("-"):
+                rest = [rest[0], "--log-level", level, *rest[1:]]  # after the kind; a later flag wins
+            return _hand_over(rest)
+        return _hand_over(["llm", *rest])  # the LLM server logs as llama.cpp does
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.command == "run":
