@@ -5,7 +5,9 @@ wrong types, out-of-range ids, unknown texts, stale or foreign turns, service er
 Each plan drives one short tic-tac-toe match under the `retry` policy: seat 0 answers
 its first requests with the plan, then plays legally. Every bad reply must become
 exactly one fault of the expected reason, and the match must still end normally with
-a record whose moves replay to its returns. One connection and one responder serve
+a record whose moves replay to its returns and that survives the collector's path
+(`referee.botcheck.record_problem`, what `bot-check` runs). Lax replies a coercing parser
+would take (`"turn": "1"`, `"action": true`, NaN, `1e400`, `v: 2`, no `type`) are `malformed`. One connection and one responder serve
 every example; a few hundred matches, a few thousand replies.
 """
 
@@ -25,6 +27,7 @@ from nats.aio.msg import Msg
 from bus.connect import connect
 from bus.protocol import FaultPolicy, MatchRecord, Turn
 from games.loader import load_game
+from referee.botcheck import record_problem
 from referee.match import MAX_REPLY_BYTES
 from tests.helpers import play, spec, uid
 
@@ -273,3 +276,5 @@ def test_every_bad_reply_is_a_recorded_fault(bus, plan: list[Bad]) -> None:
     assert [f.turn for f in record.faults] == list(range(1, len(plan) + 1))
     assert record.moves[0].turn == len(plan) + 1 and record.moves[0].agent == BAD
     _replays(record)
+    # The record path bot-check runs: the collector would store this record as it is.
+    assert record_problem(record) is None
