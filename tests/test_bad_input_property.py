@@ -7,8 +7,8 @@ its first requests with the plan, then plays legally. Every bad reply must becom
 exactly one fault of the expected reason, and the match must still end normally with
 a record whose moves replay to its returns and that survives the collector's path
 (`referee.botcheck.record_problem`, what `bot-check` runs). Lax replies a coercing parser
-would take (`"turn": "1"`, `"action": true`, NaN, `1e400`, `v: 2`, no `type`) are `malformed`. One connection and one responder serve
-every example; a few hundred matches, a few thousand replies.
+would take (`"turn": "1"`, `"action": true`, NaN, `1e400`, `v: 2`, no `type`) are `malformed`.
+One connection and one responder serve every example; a few hundred matches, a few thousand replies.
 """
 
 from __future__ import annotations
