@@ -1,7 +1,11 @@
 """`spielbus bot-check NAME`: a conformance run against a bot that is already on the bus.
 
-Each check is judged exactly as the referee judges a real match (same `Move` model,
-same legality rule), and each failure names its reason:
+Each check is judged exactly as the referee judges a real match (the same
+`bus.replies.check_reply`, strict validation included, and the same legality rule), and
+each reply and each match record also goes through the collector's path (`record_problem`:
+serialized as the `ended` event and read back with the collector's model), so a bot whose
+replies the collector would refuse (a `NaN` policy, say) fails here rather than hanging a
+tournament. Each failure names its reason:
 
 1. discovery: `$SRV.PING.<name>` and `$SRV.INFO.<name>` answer; an endpoint listens on
    `<prefix>.turn.<name>` in queue group `<name>`;
@@ -12,8 +16,9 @@ same legality rule), and each failure names its reason:
 6. games: one full match per game, the bot in every seat, with no fault;
 7. concurrency: `concurrency` matches at once, the bot in every seat, with no fault.
 
-The bot plays itself, so the check needs no second agent and runs with the referee's
-credentials alone (`--auth` accounts allow the referee to ask any agent). Limits: the
+The bot plays itself, so the check needs no second agent. With accounts it runs as the
+bot's own `botcheck-<name>` user, which may ask and notify that one bot and nothing else
+(never the referee's login: that one can publish match events). Limits: the
 checks probe behaviour, not strength; a bot that answers only some games it does not
 claim (metadata `games`) fails the game checks for those games.
 """

@@ -405,8 +405,10 @@ def _cmd_auth(args: argparse.Namespace) -> int:
     names = [u.agent for u in bundle.users if u.role == "agent"]
     console.print(
         f"wrote {args.out}/nats-server.conf with users referee, spectator and {len(names)} agents "
-        f"({', '.join(n for n in names if n)});\ncredentials: {args.out}/agents/<name>.env, "
-        f"{args.out}/referee.env, {args.out}/spectator.env (keep them private).\n"
+        f"({', '.join(n for n in names if n)}), each with a bot-check user;\n"
+        f"credentials: {args.out}/agents/<name>.env, {args.out}/botcheck/<name>.env (for the bot's "
+        f"author: `spielbus bot-check <name>`), {args.out}/referee.env, {args.out}/spectator.env "
+        "(keep them private).\n"
         f"Start with: spielbus run FILE.toml --auth {args.out}\n"
         f"        or: nats-server -js -c {args.out}/nats-server.conf",
         highlight=False,
