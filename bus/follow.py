@@ -64,7 +64,9 @@ class StreamFollower:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._bell.wait(), timeout=self.poll)
                 continue
-            except Exception:  # a lost connection or a slow server: try again, never give up silently
+            except Exception:  # a lost connection or a slow server: try again until closed
+                if self.nc.is_closed:
+                    return
                 await asyncio.sleep(self.poll)
                 continue
             self.next_seq = (msg.seq or self.next_seq) + 1
