@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from agents.registry import KINDS, UnknownKind, strategy_class
 from bus.auth import AuthError, login_for
 from bus.connect import nats_url, nats_url_arg
+from bus.subjects import check_token
 
 
 def _scalar(annotation: Any) -> type | None:
@@ -83,6 +84,11 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
     parser.add_argument(
         "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port"
     )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address the metrics listen on (default 127.0.0.1; 0.0.0.0: every interface)",
+    )
     parser.add_argument("--log-level", default="INFO")
     names: list[str] = []
     if kind is not None and kind in KINDS:
@@ -108,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spielbus agent: {exc}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
+    try:
+        check_token(args.name, "agent name")  # it becomes subject tokens: refuse it before anything starts
+    except ValueError as exc:
+        print(f"spielbus agent: --name: {exc}", file=sys.stderr)
+        return 2
     try:
         cls = strategy_class(args.kind)
     except UnknownKind as exc:
@@ -146,7 +157,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_port is not None:
         from agents.metrics import start_agent_metrics
 
-        on_turn = start_agent_metrics(args.metrics_port, args.name, args.kind, strategy.models())
+        on_turn = start_agent_metrics(
+            args.metrics_port, args.name, args.kind, strategy.models(), host=args.host
+        )
     try:
         asyncio.run(
             serve(

@@ -24,7 +24,7 @@ import random
 import sys
 import threading
 
-from agents.base import Decision, MatchContext, Strategy, StrategyOptions
+from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng
 from bus.protocol import MoveStats, Turn
 from games.loader import load_game, replay
 from games.word.common import LETTERS
@@ -102,7 +102,6 @@ class GhostSolverStrategy(Strategy):
 
     def __init__(self, options: StrategyOptions) -> None:
         super().__init__(options)
-        self._rng = random.Random(options.seed)
         # Negamax recursion goes one level per letter (longest words ~30); leave generous room.
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
 
@@ -116,7 +115,9 @@ class GhostSolverStrategy(Strategy):
         solver = get_solver(game.words_name, game.min_len)
         can_add = any(la.id != CHALLENGE for la in turn.legal_actions)
         with _lock:  # the memo dicts are shared by every match of this process
-            action, reason = solver.best_action(state.fragment, self._rng, can_add)
+            # One RNG per decision, from the seed and the seat's view: reproducible under concurrency.
+            rng = decision_rng(self.options.seed, turn)
+            action, reason = solver.best_action(state.fragment, rng, can_add)
             value = "win" if solver.wins(state.fragment) else "loss"
         stats = MoveStats(nodes=len(solver._value))
         return Decision(action=action, note=f"{reason} (value: {value})", stats=stats)

@@ -231,13 +231,14 @@ async def connect(
     creds: str | None = None,
     user: str | None = None,
     password: str | None = None,
+    inbox_prefix: str | None = None,
     **extra: Any,
 ) -> NATS:
     """Connect to NATS (one URL or a comma-separated cluster list; default `$NATS_URL`).
 
     `service=True` waits for the first connection forever; otherwise it fails after a few
     attempts per server with a ConnectionError. Either way, reconnects never stop.
-    `extra` goes to nats-py (e.g. `inbox_prefix` for the spectator account).
+    `inbox_prefix`: a private inbox for accounts without `_INBOX.>`; `extra` goes to nats-py.
     """
     env = os.environ.get("NATS_URL")
     source = "--nats" if url and url != env else ("NATS_URL" if env else "NATS URL")
@@ -271,6 +272,10 @@ async def connect(
         creds = os.environ.get("NATS_CREDS")
         user = os.environ.get("NATS_USER")
         password = password or os.environ.get("NATS_PASSWORD")
+        # A user without `_INBOX.>` (spectator, bot-check) has a private inbox; its env file names it.
+        inbox_prefix = inbox_prefix or os.environ.get("NATS_INBOX_PREFIX")
+    if inbox_prefix:
+        opts["inbox_prefix"] = inbox_prefix
     if creds:
         opts["user_credentials"] = creds
     if user:

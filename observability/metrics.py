@@ -191,7 +191,13 @@ class RefereeMetrics:
 # -- serving ----------------------------------------------------------------------------------
 
 
-def port_free(port: int, host: str = "0.0.0.0") -> bool:
+def url_host(host: str) -> str:
+    """The host part of a URL for a listening address, as bound: `0.0.0.0` stays (every interface)."""
+    host = host or "0.0.0.0"
+    return f"[{host}]" if ":" in host else host
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -208,10 +214,11 @@ class MetricsServer:
     port: int
     server: WSGIServer
     thread: threading.Thread
+    host: str = "127.0.0.1"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/metrics"
+        return f"http://{url_host(self.host)}:{self.port}/metrics"
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):
@@ -220,7 +227,7 @@ class MetricsServer:
 
 
 def serve_metrics(
-    registry: CollectorRegistry, port: int, *, host: str = "0.0.0.0", fallback: bool = False
+    registry: CollectorRegistry, port: int, *, host: str = "127.0.0.1", fallback: bool = False
 ) -> MetricsServer:
     """Serve `registry` on `port` (0: any free port). With `fallback`, a busy port falls back to a
     free one instead of failing (what `spielbus run` does; a service keeps its fixed port)."""
@@ -228,7 +235,7 @@ def serve_metrics(
         log.info("metrics port %s is busy; using a free one", port)
         port = 0
     server, thread = start_http_server(port, addr=host, registry=registry)
-    return MetricsServer(port=int(server.server_port), server=server, thread=thread)
+    return MetricsServer(port=int(server.server_port), server=server, thread=thread, host=host)
 
 
 class MergedCollector:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +30,12 @@ from referee.ratings import Rating, Standing, ratings, standings
 
 
 def tournament_id(config: TournamentConfig, now: float | None = None) -> str:
-    return f"{config.name}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now or time.time()))}"
+    """`<name>-<date>-<time to the millisecond>-<6 random hex>`: two submissions never collide,
+    not even within one millisecond (the id names the run folder and prefixes every match id)."""
+    t = now or time.time()
+    ms = int((t % 1) * 1000)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(t))
+    return f"{config.name}-{stamp}{ms:03d}-{secrets.token_hex(3)}"
 
 
 class RunFolder:

@@ -54,6 +54,13 @@ def _add_nats_flags(p: argparse.ArgumentParser, nats_help: str = NATS_HELP, repl
         )
 
 
+HOST_HELP = (
+    "address the live page and metrics listen on (default 127.0.0.1: this machine only; "
+    "0.0.0.0: every interface, e.g. in a container; the page serves ended matches' full records "
+    "without a login)"
+)
+
+
 def _add_auth_flag(p: argparse.ArgumentParser, who: str) -> None:
     p.add_argument(
         "--auth",
@@ -103,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="after the report, keep the live page and metrics up until Ctrl-C",
     )
+    run.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
     run.add_argument(
         "--auth", default=None, metavar="DIR", help="enforce the users of this `spielbus auth init` folder"
     )
@@ -134,6 +142,7 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PORT",
         help="serve the live match page (default: off)",
     )
+    ref.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
     _add_auth_flag(ref, "the referee user")
 
     sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
@@ -155,7 +164,7 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--deadline-ms", type=int, default=5000, help="turn deadline (default 5000)")
     check.add_argument("--games", default=None, help="comma-separated games for the full-match checks")
     check.add_argument("--concurrency", type=int, default=10, help="concurrent matches (default 10)")
-    _add_auth_flag(check, "the referee user")
+    _add_auth_flag(check, "the bot's own bot-check user (botcheck-NAME)")
 
     auth = sub.add_parser("auth", help="accounts and permissions")
     auth_sub = auth.add_subparsers(dest="auth_command", required=True, metavar="SUBCOMMAND")
@@ -215,6 +224,7 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
         quiet=args.quiet,
         metrics_port=getattr(args, "metrics_port", None),
         web_port=getattr(args, "web_port", None),
+        host=getattr(args, "host", "127.0.0.1"),
         keep_serving=getattr(args, "keep_serving", False),
         auth_dir=getattr(args, "auth", None),
     )
@@ -246,6 +256,16 @@ def _referee_login(args: argparse.Namespace) -> dict[str, str]:
     return {"user": user.user, "password": user.password}
 
 
+def _botcheck_login(args: argparse.Namespace) -> dict[str, str]:
+    """`bot-check --auth DIR`: the narrow `botcheck-NAME` user (never the referee's), with its inbox."""
+    if not args.auth:
+        return {}
+    from bus.auth import login_for
+
+    user = login_for(args.auth, "botcheck", agent=args.name, prefix=args.prefix)
+    return {"user": user.user, "password": user.password, "inbox_prefix": user.inbox_prefix() or ""}
+
+
 def _cmd_referee(args: argparse.Namespace) -> int:
     from bus.connect import connect, nats_url, redact
     from bus.streams import StreamError
@@ -263,7 +283,9 @@ def _cmd_referee(args: argparse.Namespace) -> int:
         nc = await connect(nats_url(args.nats), name="spielbus-referee", service=True, **login)
         subjects = Subjects(args.prefix)
         worker = RefereeWorker(nc, subjects=subjects, concurrency=args.concurrency)
-        obs = await start_observability(nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port)
+        obs = await start_observability(
+            nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port, host=args.host
+        )
         if obs.metrics is not None:
             worker.publisher.listeners.append(obs.metrics.on_event)
         for line in obs.where():
@@ -344,7 +366,7 @@ def _cmd_bot_check(args: argparse.Namespace) -> int:
         opts = BotCheckOptions(deadline_ms=args.deadline_ms, games=games, concurrency=args.concurrency)
         for g in games:
             load_game(g)  # an unknown game is a usage error, not a failed check
-        login = _referee_login(args)
+        login = _botcheck_login(args)
     except ValueError as exc:  # AuthError included
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
@@ -403,8 +425,10 @@ def _cmd_auth(args: argparse.Namespace) -> int:
     names = [u.agent for u in bundle.users if u.role == "agent"]
     console.print(
         f"wrote {args.out}/nats-server.conf with users referee, spectator and {len(names)} agents "
-        f"({', '.join(n for n in names if n)});\ncredentials: {args.out}/agents/<name>.env, "
-        f"{args.out}/referee.env, {args.out}/spectator.env (keep them private).\n"
+        f"({', '.join(n for n in names if n)}), each with a bot-check user;\n"
+        f"credentials: {args.out}/agents/<name>.env, {args.out}/botcheck/<name>.env (for the bot's "
+        f"author: `spielbus bot-check <name>`), {args.out}/referee.env, {args.out}/spectator.env "
+        "(keep them private).\n"
         f"Start with: spielbus run FILE.toml --auth {args.out}\n"
         f"        or: nats-server -js -c {args.out}/nats-server.conf",
         highlight=False,
@@ -414,13 +438,23 @@ def _cmd_auth(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Hand-overs first: their flags belong to the agents package's own parser.
-    for i, a in enumerate(argv):
-        if a in ("agent", "llm"):
-            if all(x.startswith("-") for x in argv[:i]):
-                rest = argv[i + 1 :] if a == "agent" else ["llm", *argv[i + 1 :]]
-                return _hand_over(rest)
-            break
+    # Hand-overs first: their flags belong to the agents package's own parser. Global flags before
+    # the command (`spielbus --log-level DEBUG agent ...`) are skipped here and passed on.
+    i, level = 0, None
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] == "--log-level" and i + 1 < len(argv):
+            level, i = argv[i + 1], i + 2
+            continue
+        if argv[i].startswith("--log-level="):
+            level = argv[i].split("=", 1)[1]
+        i += 1
+    if i < len(argv) and argv[i] in ("agent", "llm") and "-h" not in argv[:i] and "--help" not in argv[:i]:
+        rest = argv[i + 1 :]
+        if argv[i] == "agent":
+            if level is not None and rest and not rest[0].startswith("-"):
+                rest = [rest[0], "--log-level", level, *rest[1:]]  # after the kind; a later flag wins
+            return _hand_over(rest)
+        return _hand_over(["llm", *rest])  # the LLM server logs as llama.cpp does
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if getattr(args, "stream_replicas", None) is not None:

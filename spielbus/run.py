@@ -52,6 +52,7 @@ class RunOptions:
     quiet: bool = False
     metrics_port: int | None = None
     web_port: int | None = None
+    host: str = "127.0.0.1"  # where the live page and metrics listen
     keep_serving: bool = False
     # An auth folder from `spielbus auth init`: the server enforces its users and permissions.
     auth_dir: str | None = None
@@ -121,6 +122,7 @@ async def run_tournament(
             subjects,
             metrics_port=opts.metrics_port,
             web_port=opts.web_port,
+            host=opts.host,
             fallback=True,
             ratings_config=config.ratings,
             child_metrics=lambda: [

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextvars
 import random
 import time
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from agents.base import Decision, MatchContext, Strategy, StrategyOptions
+from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng
 from agents.llm.base import LLMError, LLMTimeout
 from agents.llm.client import LLMClient
 from agents.llm.config import LLMConfig
@@ -65,6 +66,11 @@ class Budget:
         return self.remaining() <= reserve_s
 
 
+_DECISION_RNG: contextvars.ContextVar[random.Random | None] = contextvars.ContextVar(
+    "spielbus_decision_rng", default=None
+)
+
+
 class NoMove(RuntimeError):
     """Raised with `fallback="clock"`: the agent sends no move."""
 
@@ -79,7 +85,14 @@ class LLMStrategy(Strategy):
         assert isinstance(options, LLMStrategyOptions)
         self.opts: LLMStrategyOptions = options
         self.llm = client or LLMClient(options.llm)
-        self.rng = random.Random(options.seed)
+        self._idle_rng = random.Random(options.seed)
+
+    @property
+    def rng(self) -> random.Random:
+        """The RNG of the decision being made: `decision_rng(seed, turn)`, one per decision (held in
+        a context variable, so concurrent decisions never share it and a seeded agent replays the
+        same way however many matches it serves at once). Outside a decision, a per-agent RNG."""
+        return _DECISION_RNG.get() or self._idle_rng
 
     def models(self) -> list[str]:
         return [f"{self.opts.llm.backend}:{self.opts.llm.model}"]
@@ -99,6 +112,13 @@ class LLMStrategy(Strategy):
         """Choose; raise LLMError when the LLM cannot give a usable answer."""
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
+        token = _DECISION_RNG.set(decision_rng(self.opts.seed, turn))
+        try:
+            return await self._decide(turn, ctx)
+        finally:
+            _DECISION_RNG.reset(token)
+
+    async def _decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         budget = Budget.for_turn(turn, self.opts.margin_ms)
         with metered() as meter:
             try:

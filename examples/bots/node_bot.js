@@ -86,6 +86,9 @@ async function main() {
             turn.legal_actions.length === 0) {
           throw new Error("not a turn with legal actions");
         }
+        if (turn.v !== PROTOCOL_VERSION) {  // never guess at another version's meaning
+          throw new Error(`protocol version ${JSON.stringify(turn.v)} not spoken; this bot speaks 1`);
+        }
         if (turn.retry) console.error(`match ${turn.match_id}: previous answer refused: ${turn.retry}`);
         move = {
           v: PROTOCOL_VERSION,

@@ -66,6 +66,8 @@ class Bot:
             turn = json.loads(req.data)
             if turn.get("type") != "turn" or not turn.get("legal_actions"):
                 raise ValueError("not a turn with legal actions")
+            if turn.get("v") != PROTOCOL_VERSION:  # never guess at another version's meaning
+                raise ValueError(f"protocol version {turn.get('v')!r} not spoken; this bot speaks 1")
             if turn.get("retry"):
                 log.info("match %s: previous answer refused: %s", turn.get("match_id"), turn["retry"])
             move = {
