@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from referee.web.serve import start_observability
 
 from bus.subjects import Subjects
-from referee.web.serve import start_observability
 
 ROOT = Path(__file__).resolve().parents[1]
 
