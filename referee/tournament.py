@@ -38,7 +38,7 @@ from pathlib import Path
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec
@@ -240,8 +240,9 @@ async def _subscribe_ended(nc: NATS, subjects: Subjects, collector: Collector, s
         subjects.match_all("ended"),
         cb=collector.on_msg,
         ordered_consumer=True,
-        deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
-        opt_start_seq=max(start_seq, 1),
+        config=ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(start_seq, 1)
+        ),
         stream=subjects.matches_stream,
     )
 
