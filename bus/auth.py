@@ -152,7 +152,14 @@ def referee_permissions(subjects: Subjects) -> dict[str, Any]:
                 *_read_stream_api(schedule),
             ]
         },
-        "subscribe": {"allow": ["_INBOX.>", f"{p}.match.>"]},
+        "subscribe": {
+            "allow": [
+                "_INBOX.>",
+                f"{p}.match.>",
+                # The collector learns of specs that failed for good (max deliveries, terminated).
+                f"$JS.EVENT.ADVISORY.CONSUMER.*.{schedule}.*",
+            ]
+        },
     }
 
 

@@ -42,6 +42,7 @@ from referee.schedule import build_schedule
 from referee.tournament import (
     DEFAULT_IDLE_S,
     Collector,
+    CollectStopped,
     RunFolder,
     RunFolderError,
     submit_and_collect,
@@ -141,18 +142,29 @@ async def run_tournament(
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     signalled: list[str] = []
+    stop = asyncio.Event()
 
     def on_signal(name: str) -> None:
-        if not signalled and task is not None:
-            signalled.append(name)
+        # While collecting, the collector stops at its next step (an exception, not a cancellation:
+        # Python 3.11's wait_for can swallow a cancellation that meets a completed request, and
+        # the run would go on). Before that, or on a second signal, the task is cancelled.
+        if signalled and task is not None:
+            task.cancel()
+        signalled.append(name)
+        stop.set()
+        if not collecting and task is not None:
             task.cancel()
 
+    collecting: list[bool] = []
     # SIGTERM is handled like Ctrl-C: everything below stops cleanly and the run folder stays.
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        loop.add_signal_handler(signal.SIGTERM, on_signal, "SIGTERM")
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, on_signal, sig.name)
     try:
-        return await _run(config, opts, console, tid, specs, folder, collected, agent_env, referee_login)
-    except asyncio.CancelledError:
+        return await _run(
+            config, opts, console, tid, specs, folder, collected, agent_env, referee_login, stop, collecting
+        )
+    except (asyncio.CancelledError, CollectStopped):
         if not signalled:
             raise
         if collected:
@@ -176,8 +188,9 @@ async def run_tournament(
             shutil.rmtree(folder.path, ignore_errors=True)
         raise
     finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGTERM)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(sig)
         folder.close()
 
 
@@ -191,6 +204,8 @@ async def _run(
     collected: list[MatchRecord],
     agent_env: dict[str, dict[str, str]],
     referee_login: dict[str, str],
+    stop: asyncio.Event,
+    collecting: list[bool],
 ) -> RunResult:
     if opts.config_path:
         try:
@@ -300,6 +315,7 @@ async def _run(
                 )
 
             collector = Collector(specs, on_record)
+            collecting.append(True)
             try:
                 records = await submit_and_collect(
                     nc,
@@ -310,6 +326,7 @@ async def _run(
                     deadline_s=opts.deadline_s,
                     idle_s=opts.idle_s,
                     collector=collector,
+                    stop=stop,
                 )
             except RunFolderError as exc:
                 raise RunFolderError(

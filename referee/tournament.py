@@ -57,6 +57,10 @@ class RunFolderError(RuntimeError):
     """The run folder cannot be written (full disk, permissions)."""
 
 
+class CollectStopped(Exception):
+    """`submit_and_collect`'s `stop` event was set (SIGINT/SIGTERM)."""
+
+
 def tournament_id(config: TournamentConfig, now: float | None = None) -> str:
     return f"{config.name}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now or time.time()))}"
 
@@ -263,9 +267,10 @@ async def submit_and_collect(
     deadline_s: float | None = None,
     idle_s: float | None = DEFAULT_IDLE_S,
     collector: Collector | None = None,
+    stop: asyncio.Event | None = None,
 ) -> list[MatchRecord]:
     """Publish `specs` and wait for their records. Failed matches are in `collector.failed`;
-    raises `RunFolderError` when a record cannot be written."""
+    raises `RunFolderError` when a record cannot be written, `CollectStopped` when `stop` is set."""
     js = nc.jetstream()
     await ensure_streams(js, subjects)
     collector = collector or Collector(specs, on_record)
@@ -283,6 +288,8 @@ async def submit_and_collect(
     reconnects = nc.stats.get("reconnects", 0)
     try:
         for spec in specs:
+            if stop is not None and stop.is_set():
+                raise CollectStopped()
             ack = await js.publish(
                 subjects.schedule,
                 spec.model_dump_json().encode(),
@@ -298,6 +305,8 @@ async def submit_and_collect(
                 await asyncio.wait_for(collector.done.wait(), timeout=1.0)
             if collector.done.is_set():
                 break
+            if stop is not None and stop.is_set():
+                raise CollectStopped()
             now = time.monotonic()
             if nc.stats.get("reconnects", 0) != reconnects and nc.is_connected:
                 # The bus came back: read the stream again from the last record we saw.

@@ -204,6 +204,9 @@ class RefereeWorker:
                     attempt,
                     exc,
                 )
+                # After a lost connection, wait for it to come back so the nak reaches the server;
+                # otherwise the spec would sit out the whole ack_wait before its replay.
+                await self._until_connected(ACK_WAIT_S)
                 with contextlib.suppress(Exception):
                     await msg.nak(delay=1)
                 return
@@ -225,6 +228,13 @@ class RefereeWorker:
             if heartbeat is not None:
                 heartbeat.cancel()
             slots.release()
+
+    async def _until_connected(self, limit_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + limit_s
+        # Polled: nats-py offers callbacks, not an awaitable, for "connected again".
+        while not self.nc.is_connected and not self.nc.is_closed and loop.time() < end:  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
 
     async def _keep_alive(self, msg: Msg) -> None:
         while True:

@@ -3,7 +3,6 @@ simultaneous moves, more than two players; and `mcts` plays perfect and imperfec
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 import pytest
