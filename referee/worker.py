@@ -141,9 +141,13 @@ class RefereeWorker:
         self.aborted = 0
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._streams_ready = False
 
     async def play(self, spec: MatchSpec, attempt: int = 1) -> MatchRecord:
         """Play one spec and store its record; raises `MatchAborted` if the attempt failed."""
+        if not self._streams_ready:
+            await ensure_streams(self.nc.jetstream(), self.subjects)
+            self._streams_ready = True
         provenance = [await self.provenance.get(a) for a in dict.fromkeys(spec.seats)]
         runner = MatchRunner(
             self.nc,
@@ -255,6 +259,7 @@ class RefereeWorker:
         """Pull and play until `stop()`; then drain (see the module docstring) and return."""
         js = self.nc.jetstream()
         await ensure_streams(js, self.subjects)
+        self._streams_ready = True
         sub = await js.pull_subscribe(
             self.subjects.schedule,
             durable=DURABLE,
