@@ -148,6 +148,8 @@ def referee_permissions(subjects: Subjects) -> dict[str, Any]:
                 "$JS.API.INFO",
                 f"$JS.API.STREAM.CREATE.{matches}",
                 f"$JS.API.STREAM.CREATE.{schedule}",
+                # A replayed spec first asks whether its match's `ended` record is already stored.
+                f"$JS.API.STREAM.MSG.GET.{matches}",
                 *_read_stream_api(matches),
                 *_read_stream_api(schedule),
             ]

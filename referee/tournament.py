@@ -307,6 +307,11 @@ async def submit_and_collect(
                 break
             if stop is not None and stop.is_set():
                 raise CollectStopped()
+            if nc.is_closed:
+                raise ConnectionError(
+                    "lost the NATS connection for good; the stream keeps every record: "
+                    "`spielbus collect` completes the run folder once the bus is back"
+                )
             now = time.monotonic()
             if nc.stats.get("reconnects", 0) != reconnects and nc.is_connected:
                 # The bus came back: read the stream again from the last record we saw.

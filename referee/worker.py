@@ -196,6 +196,10 @@ class RefereeWorker:
             attempt = 1
             with contextlib.suppress(Exception):
                 attempt = max(1, int(msg.metadata.num_delivered))
+            if attempt > 1 and await self._already_ended(spec.match_id):
+                # An earlier attempt's record is stored (its ack was lost): it stands, no replay.
+                await msg.ack()
+                return
             heartbeat = asyncio.create_task(self._keep_alive(msg))
             await self._park(spec, slots)
             try:
@@ -232,6 +236,16 @@ class RefereeWorker:
             if heartbeat is not None:
                 heartbeat.cancel()
             slots.release()
+
+    async def _already_ended(self, match_id: str) -> bool:
+        """Whether the stream already holds an `ended` event for `match_id` (False if unsure)."""
+        try:
+            await self.nc.jetstream().get_last_msg(
+                self.subjects.matches_stream, self.subjects.match(match_id, "ended")
+            )
+        except Exception:
+            return False
+        return True
 
     async def _until_connected(self, limit_s: float) -> None:
         loop = asyncio.get_running_loop()

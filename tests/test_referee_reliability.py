@@ -127,6 +127,35 @@ async def test_an_ended_record_that_was_not_stored_is_replayed(nc) -> None:
     assert sorted(e.attempt for e in started) == [1, 2]
 
 
+class _AckLosingPublisher(EventPublisher):
+    """Stores the first ended event, then fails as if the server's acknowledgement was lost."""
+
+    lost = False
+
+    async def __call__(self, event: MatchEvent) -> None:
+        await super().__call__(event)
+        if event.type == "ended" and not self.lost:
+            self.lost = True
+            raise nats.errors.TimeoutError()
+
+
+async def test_a_stored_record_whose_ack_was_lost_is_not_played_again(nc) -> None:
+    subjects = new_prefix()
+    a, b = uid("a"), uid("b")
+    specs = make_specs(uid("acklost"), "tic_tac_toe", [[a, b]])
+    async with bot(nc, subjects, a), bot(nc, subjects, b), workers(nc, subjects) as (w,):
+        w.publisher = _AckLosingPublisher(nc, subjects)
+        records, _ = await collect(nc, subjects, specs, idle_s=60)
+        while w.aborted < 1 or w._tasks:  # noqa: ASYNC110 (the redelivery is handled, then acked)
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.5)  # a replay, had there been one, would have started by now
+    (rec,) = records
+    assert rec.attempt == 1
+    started = await stored_events(nc, subjects, specs[0].match_id, "started")
+    assert [e.attempt for e in started] == [1]
+    assert len(await stored_events(nc, subjects, specs[0].match_id, "ended")) == 1
+
+
 async def test_a_spec_that_fails_for_good_is_reported_not_waited_for(nc) -> None:
     subjects = new_prefix()
     a, b = uid("a"), uid("b")
