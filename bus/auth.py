@@ -200,11 +200,20 @@ def referee_permissions(subjects: Subjects) -> dict[str, Any]:
                 "$JS.API.INFO",
                 f"$JS.API.STREAM.CREATE.{matches}",
                 f"$JS.API.STREAM.CREATE.{schedule}",
+                # A replayed spec first asks whether its match's `ended` record is already stored.
+                f"$JS.API.STREAM.MSG.GET.{matches}",
                 *_read_stream_api(matches),
                 *_read_stream_api(schedule),
             ]
         },
-        "subscribe": {"allow": ["_INBOX.>", f"{p}.match.>"]},
+        "subscribe": {
+            "allow": [
+                "_INBOX.>",
+                f"{p}.match.>",
+                # The collector learns of specs that failed for good (max deliveries, terminated).
+                f"$JS.EVENT.ADVISORY.CONSUMER.*.{schedule}.*",
+            ]
+        },
     }
 
 

@@ -273,6 +273,15 @@ class MatchRecord(BaseModel):
     trimmed: str | None = Field(
         default=None, description="What was left out to fit the bus's maximum message size, if anything."
     )
+    secret: str | None = Field(
+        default=None,
+        description="The match's chance secret, revealed when the match ends: with `attempt` it "
+        "replays every chance outcome (docs/referee.md).",
+    )
+    attempt: int = Field(default=1, description="Which attempt at the match this record ends (1 first).")
+    repaired: str | None = Field(
+        default=None, description="What the referee changed so the record could be stored, if anything."
+    )
 
 
 def trim_record(record: MatchRecord, limit: int) -> MatchRecord:
@@ -311,6 +320,11 @@ class MatchEvent(Message):
     fault: FaultRecord | None = None
     observation: str | None = Field(default=None, description="Public view of the state after this event.")
     record: MatchRecord | None = Field(default=None, description="`ended` only: the full record.")
+    attempt: int = Field(
+        default=1,
+        description="The attempt at the match this event belongs to; events of a lower attempt than a "
+        "later `started` belong to an aborted attempt and are void.",
+    )
 
 
 class FaultPolicy(BaseModel):
@@ -331,6 +345,11 @@ class MatchSpec(Message):
     deadline_ms: int = 10_000
     policy: FaultPolicy = Field(default_factory=FaultPolicy)
     max_turns: int = Field(default=2_000, description="A match that reaches this many turns ends as a draw.")
+    secret: str | None = Field(
+        default=None,
+        description="Seeds the match's chance outcomes; random per match, known to referees only "
+        "(a referee draws one when absent). `seed` alone never decides chance.",
+    )
 
     @field_validator("match_id", "tournament")
     @classmethod

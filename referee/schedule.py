@@ -4,13 +4,16 @@ Two-player games: every pairing (round robin) or every challenger against every
 champion (gauntlet), `games_per_pairing` matches per seat order, both orders by
 default. Games of N > 2 players: every group of N agents (a single group when
 there are exactly N), `games_per_pairing` matches each, seat order shuffled per
-match by the tournament's seeded RNG. Each match gets its own seed.
+match by the tournament's seeded RNG. Each match gets its own seed, and its own
+chance secret drawn with `secrets` (never from the tournament's seed: anyone who
+knows the file could otherwise predict every hidden card; docs/referee.md).
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+import secrets
 
 from bus.protocol import MatchSpec
 from games.loader import GameSpecError, load_game
@@ -61,6 +64,7 @@ def build_schedule(config: TournamentConfig, tournament_id: str) -> list[MatchSp
                 deadline_ms=config.deadline_ms,
                 policy=config.policy,
                 max_turns=config.max_turns,
+                secret=secrets.token_hex(16),
             )
         )
 

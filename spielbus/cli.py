@@ -9,6 +9,7 @@
     spielbus protocol schema        the JSON Schema of every protocol v1 message
     spielbus bot-check NAME         a conformance run against a bot on the bus (pass/fail table)
     spielbus auth init              nats-server users and permissions: one per agent, referee, spectator
+    spielbus collect TOURNAMENT_ID  rebuild a run folder from the match stream
 
 Exit codes: 0 success, 1 runtime failure, 2 bad input (arguments or tournament file).
 """
@@ -59,6 +60,23 @@ HOST_HELP = (
     "0.0.0.0: every interface, e.g. in a container; the page serves ended matches' full records "
     "without a login)"
 )
+
+
+def _add_wait_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop collecting after this long and report the matches without a record (default: none)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="stop collecting when no match has made progress for this long (default 600)",
+    )
 
 
 def _add_auth_flag(p: argparse.ArgumentParser, who: str) -> None:
@@ -114,6 +132,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--auth", default=None, metavar="DIR", help="enforce the users of this `spielbus auth init` folder"
     )
+    _add_wait_flags(run)
+    run.add_argument(
+        "--absent-limit",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long matches wait for an agent that does not answer before its turns are "
+        "recorded as no_responder (default 60; 0: never wait)",
+    )
 
     submit = sub.add_parser("submit", help="submit a tournament to the referees and agents on --nats")
     submit.add_argument("file")
@@ -123,10 +150,26 @@ def _parser() -> argparse.ArgumentParser:
     submit.add_argument("--agent-wait", type=float, default=60.0)
     submit.add_argument("--quiet", action="store_true")
     _add_auth_flag(submit, "the referee user")
+    _add_wait_flags(submit)
 
     ref = sub.add_parser("referee", help="run a referee worker until SIGTERM")
     _add_nats_flags(ref)
     ref.add_argument("--concurrency", type=int, default=8, help="matches played at once")
+    ref.add_argument(
+        "--absent-limit",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long matches wait for an agent that does not answer (default 60; 0: never)",
+    )
+    ref.add_argument(
+        "--drain-grace",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="on SIGTERM, matches in flight get this long to finish before they are handed back "
+        "to the work queue for another referee (default 10)",
+    )
     ref.add_argument("--prefix", default="spielbus")
     ref.add_argument(
         "--metrics-port",
@@ -146,6 +189,9 @@ def _parser() -> argparse.ArgumentParser:
     _add_auth_flag(ref, "the referee user")
 
     sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
+    sub.add_parser(
+        "collect", help="rebuild a run folder from the match stream (spielbus collect --help)", add_help=False
+    )
     sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
 
     games = sub.add_parser("games", help="list the games that can be played")
@@ -227,23 +273,33 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
         host=getattr(args, "host", "127.0.0.1"),
         keep_serving=getattr(args, "keep_serving", False),
         auth_dir=getattr(args, "auth", None),
+        deadline_s=args.deadline,
+        idle_s=args.idle_timeout,
+        absent_limit_s=getattr(args, "absent_limit", 60.0),
     )
     if submit_only:
         config = config.model_copy(
             update={"agents": {k: v.model_copy(update={"external": True}) for k, v in config.agents.items()}}
         )
+    from spielbus.run import Interrupted
+
     try:
-        asyncio.run(run_tournament(config, opts, console))
+        result = asyncio.run(run_tournament(config, opts, console))
     except (ConfigError, AuthError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
     except (ConnectionError, RuntimeError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 1
+    except Interrupted as exc:
+        console.print(
+            f"[yellow]{exc}: the run folder keeps every finished match: {exc.path}[/yellow]", highlight=False
+        )
+        return 143 if exc.signame == "SIGTERM" else 130
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: the run folder keeps every finished match[/yellow]")
         return 130
-    return 0
+    return 1 if result.failed else 0
 
 
 def _referee_login(args: argparse.Namespace) -> dict[str, str]:
@@ -282,7 +338,13 @@ def _cmd_referee(args: argparse.Namespace) -> int:
     async def main() -> None:
         nc = await connect(nats_url(args.nats), name="spielbus-referee", service=True, **login)
         subjects = Subjects(args.prefix)
-        worker = RefereeWorker(nc, subjects=subjects, concurrency=args.concurrency)
+        worker = RefereeWorker(
+            nc,
+            subjects=subjects,
+            concurrency=args.concurrency,
+            absent_limit_s=args.absent_limit,
+            drain_grace_s=args.drain_grace,
+        )
         obs = await start_observability(
             nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port, host=args.host
         )
@@ -448,6 +510,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv[i].startswith("--log-level="):
             level = argv[i].split("=", 1)[1]
         i += 1
+    if i < len(argv) and argv[i] == "collect" and "-h" not in argv[:i] and "--help" not in argv[:i]:
+        from spielbus.collect import main as collect_main
+
+        logging.basicConfig(level=(level or "WARNING").upper())
+        return collect_main(argv[i + 1 :])
     if i < len(argv) and argv[i] in ("agent", "llm") and "-h" not in argv[:i] and "--help" not in argv[:i]:
         rest = argv[i + 1 :]
         if argv[i] == "agent":

@@ -42,8 +42,9 @@ from typing import Any
 
 import pytest
 
+from bus.process import die_with_parent
 from bus.protocol import MatchEvent, MatchRecord
-from bus.server import die_with_parent, find_binary
+from bus.server import find_binary
 
 pytestmark = pytest.mark.slow
 
@@ -255,7 +256,7 @@ def test_a_tournament_survives_losing_a_node_a_referee_and_an_agent(hosts: Hosts
     toml.write_text(TOURNAMENT.format(games=GAMES_PER_PAIRING, run_dir=tmp_path / "runs"))
     auth = tmp_path / "auth"
     made = subprocess.run(
-        [py, "-m", "referee.cli", "auth", "init", str(toml), "--out", str(auth)],
+        [py, "-m", "spielbus.cli", "auth", "init", str(toml), "--out", str(auth)],
         capture_output=True,
         text=True,
         env=env,
@@ -296,7 +297,7 @@ def test_a_tournament_survives_losing_a_node_a_referee_and_an_agent(hosts: Hosts
         return out.stdout.strip().splitlines()[-1]
 
     agent = [py, "-m", "agents"]
-    spielbus = [py, "-m", "referee.cli"]
+    spielbus = [py, "-m", "spielbus.cli"]
     probe_cmd = [py, "-m", "tests.cluster_probe"]
     login = ["--nats", urls, "--auth", str(auth)]
     try:

@@ -26,7 +26,8 @@ from bus.connect import (
     nats_servers,
     redact,
 )
-from bus.server import EmbeddedNats, free_port
+from bus.process import free_port
+from bus.server import EmbeddedNats
 from bus.streams import StreamError, ensure_streams, set_stream_replicas, stream_replicas
 from bus.subjects import Subjects
 from tests.helpers import uid
@@ -80,7 +81,7 @@ def test_cli_refuses_bad_urls_and_replica_counts_with_exit_2() -> None:
         ["bot-check", "b", "--nats", ","],
     ):
         out = subprocess.run(
-            [sys.executable, "-m", "referee.cli", *args], capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "spielbus.cli", *args], capture_output=True, text=True, timeout=60
         )
         assert out.returncode == 2, (args, out.stderr)
         assert "--nats" in out.stderr or "--stream-replicas" in out.stderr
@@ -197,7 +198,7 @@ async def test_a_service_waits_for_a_bus_that_starts_after_it(caplog: pytest.Log
 
 def test_a_referee_asking_a_single_server_for_replicas_exits_1_saying_why(nats_url: str) -> None:
     prefix = uid("rp").replace("-", "_")
-    cmd = [sys.executable, "-m", "referee.cli", "referee", "--nats", nats_url, "--prefix", prefix]
+    cmd = [sys.executable, "-m", "spielbus.cli", "referee", "--nats", nats_url, "--prefix", prefix]
     out = subprocess.run(
         [*cmd, "--stream-replicas", "3"],
         capture_output=True,

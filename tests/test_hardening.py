@@ -74,7 +74,7 @@ def test_seat_names_are_checked_before_they_become_subjects() -> None:
 
 def test_agent_name_is_checked_at_start_with_exit_2() -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "referee.cli", "agent", "random", "--name", "a.b", "--check"],
+        [sys.executable, "-m", "spielbus.cli", "agent", "random", "--name", "a.b", "--check"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -111,7 +111,7 @@ def test_log_level_before_agent_is_passed_on() -> None:
         [
             sys.executable,
             "-m",
-            "referee.cli",
+            "spielbus.cli",
             "--log-level",
             "DEBUG",
             "agent",

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from referee.web.serve import start_observability
 
 from bus.subjects import Subjects
+from observability.web.serve import start_observability
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,7 +68,7 @@ async def test_host_opts_in_to_every_interface_and_the_url_says_so(nc) -> None:
 @pytest.mark.parametrize("command", [["run", "x.toml"], ["referee"], ["agent", "random", "--name", "a"]])
 def test_every_serving_command_has_host_defaulting_to_loopback(command: list[str]) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "referee.cli", *command, "--help"],
+        [sys.executable, "-m", "spielbus.cli", *command, "--help"],
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -21,7 +21,6 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig
-from referee.web.feed import MatchFeed
 
 from agents.base import StrategyOptions
 from agents.random_agent import RandomStrategy
@@ -31,6 +30,7 @@ from bus.protocol import MatchEvent
 from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
+from observability.web.feed import MatchFeed
 from referee.match import MatchRunner
 from referee.worker import EventPublisher
 from tests.helpers import serving, spec
