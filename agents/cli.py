@@ -67,6 +67,12 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
     parser.add_argument("--prefix", default="spielbus", help="subject prefix")
     parser.add_argument("--max-concurrency", type=int, default=16, help="turns handled at once")
     parser.add_argument(
+        "--max-backlog",
+        type=int,
+        default=64,
+        help="turns that may wait for a slot; beyond that a turn is refused at once (default 64)",
+    )
+    parser.add_argument(
         "--auth",
         default=None,
         metavar="DIR",
@@ -148,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 url=nats_url(args.nats),
                 prefix=args.prefix,
                 max_concurrency=args.max_concurrency,
+                max_backlog=args.max_backlog,
                 ready=lambda: print(f"agent {args.name} ({args.kind}) ready", flush=True),
                 on_turn=on_turn,
                 **login,
