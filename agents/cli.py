@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from agents.registry import KINDS, UnknownKind, strategy_class
 from bus.auth import AuthError, login_for
 from bus.connect import nats_url
+from bus.subjects import check_token
 
 
 def _scalar(annotation: Any) -> type | None:
@@ -108,8 +109,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = parser.parse_args(argv)
     try:
+        check_token(args.name, "agent name")
+        if args.max_concurrency < 1 or args.max_backlog < 0:
+            raise ValueError("--max-concurrency must be at least 1 and --max-backlog at least 0")
         cls = strategy_class(args.kind)
-    except UnknownKind as exc:
+    except (UnknownKind, ValueError) as exc:
         print(f"spielbus agent: {exc}", file=sys.stderr)
         return 2
     raw: dict[str, Any] = {}
@@ -145,7 +149,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_port is not None:
         from agents.metrics import start_agent_metrics
 
-        on_turn = start_agent_metrics(args.metrics_port, args.name, args.kind, strategy.models())
+        try:
+            on_turn = start_agent_metrics(args.metrics_port, args.name, args.kind, strategy.models())
+        except OSError as exc:
+            print(
+                f"spielbus agent: cannot serve --metrics-port {args.metrics_port}: {exc.strerror or exc}",
+                file=sys.stderr,
+            )
+            return 2
     try:
         asyncio.run(
             serve(

@@ -339,5 +339,21 @@ async def serve(
         ready()
     await stop.wait()
     log.info("agent %s: draining", name)
-    await service.stop()
-    await nc.drain()
+    await close_when_stopping(service.stop(), nc)
+
+
+async def close_when_stopping(stopping: Awaitable[None], nc: NATS, grace_s: float = 10.0) -> None:
+    """Finish `stopping`, then drain `nc`; with the bus down (reconnecting) neither may wait
+    forever or raise: a SIGTERM must end the process cleanly whatever the bus is doing."""
+    try:
+        await asyncio.wait_for(stopping, grace_s)
+    except Exception:
+        log.warning("stopping did not finish cleanly", exc_info=True)
+    try:
+        if nc.is_connected:
+            await asyncio.wait_for(nc.drain(), grace_s)
+    except Exception:
+        log.info("could not drain the NATS connection; closing it", exc_info=True)
+    finally:
+        with contextlib.suppress(Exception):
+            await nc.close()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -43,6 +44,17 @@ def _add_auth_flag(p: argparse.ArgumentParser, who: str) -> None:
         metavar="DIR",
         help=f"log in as {who} of this `spielbus auth init` folder (wins over NATS_USER/NATS_CREDS)",
     )
+
+
+def _positive_int(value: str) -> int:
+    """argparse type: a whole number of at least 1 (0 would play nothing, forever)."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -100,7 +112,9 @@ def _parser() -> argparse.ArgumentParser:
 
     ref = sub.add_parser("referee", help="run a referee worker until SIGTERM")
     ref.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL or nats://127.0.0.1:4222)")
-    ref.add_argument("--concurrency", type=int, default=8, help="matches played at once")
+    ref.add_argument(
+        "--concurrency", type=_positive_int, default=8, help="matches played at once (1 or more, default 8)"
+    )
     ref.add_argument("--prefix", default="spielbus")
     ref.add_argument(
         "--metrics-port",
@@ -244,7 +258,19 @@ def _cmd_referee(args: argparse.Namespace) -> int:
         nc = await connect(nats_url(args.nats), name="spielbus-referee", service=True, **login)
         subjects = Subjects(args.prefix)
         worker = RefereeWorker(nc, subjects=subjects, concurrency=args.concurrency)
-        obs = await start_observability(nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port)
+        try:
+            obs = await start_observability(
+                nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port
+            )
+        except OSError as exc:
+            from referee.metrics import port_free
+
+            await nc.close()
+            # The metrics bind first: if the web port is busy the page failed, else the metrics did.
+            flag, port = "--metrics-port", args.metrics_port
+            if args.web_port and not port_free(args.web_port):
+                flag, port = "--web-port", args.web_port
+            raise _PortBusy(f"cannot serve {flag} {port}: {exc.strerror or exc}") from exc
         if obs.metrics is not None:
             worker.publisher.listeners.append(obs.metrics.on_event)
         for line in obs.where():
@@ -256,15 +282,31 @@ def _cmd_referee(args: argparse.Namespace) -> int:
             f"referee worker on {nats_url(args.nats)}, up to {args.concurrency} matches at once", flush=True
         )
         await worker.run()
-        await obs.stop()
-        await nc.drain()
+        # The bus may be down (SIGTERM during an outage): nothing below may hang or raise.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(obs.stop(), 10)
+        try:
+            if nc.is_connected:
+                await asyncio.wait_for(nc.drain(), 10)
+        except Exception:
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
 
     try:
         asyncio.run(main())
+    except _PortBusy as exc:
+        print(f"spielbus referee: {exc}", file=sys.stderr)
+        return 2
     except ConnectionError as exc:
         print(f"spielbus referee: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+class _PortBusy(Exception):
+    """A `--metrics-port` / `--web-port` that cannot be bound."""
 
 
 def _cmd_games(args: argparse.Namespace) -> int:

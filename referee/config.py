@@ -94,7 +94,8 @@ class TournamentConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return check_token(v, "tournament name")
+        # The match ids (name, start time, number) must stay valid subject tokens.
+        return check_token(v, "tournament name", max_len=64)
 
     @field_validator("games", mode="before")
     @classmethod
@@ -111,7 +112,7 @@ class TournamentConfig(BaseModel):
     @classmethod
     def _agent_names(cls, v: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
         for name in v:
-            check_token(name, "agent name")
+            check_token(name, "agent name", max_len=64)
         return v
 
     @model_validator(mode="after")
