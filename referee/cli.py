@@ -182,10 +182,16 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
     console = Console()
     try:
         config = load_config(args.file)
+        from referee.config import RECORD_BYTES, match_count
         from referee.launch import check_agent_options
         from referee.schedule import check_games
 
-        check_games(config)
+        n = match_count(config, check_games(config))
+        if n >= 10_000:
+            console.print(
+                f"Schedule: {n:,} matches (about {n * RECORD_BYTES / 1e9:,.1f} GB of records in the run)",
+                highlight=False,
+            )
         if not submit_only:
             to_start = {
                 n: (a.kind, config.agent_options(n)) for n, a in config.agents.items() if not a.external
