@@ -75,6 +75,12 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
     parser.add_argument("--prefix", default="spielbus", help="subject prefix")
     parser.add_argument("--max-concurrency", type=int, default=16, help="turns handled at once")
     parser.add_argument(
+        "--max-backlog",
+        type=int,
+        default=64,
+        help="turns that may wait for a slot; beyond that a turn is refused at once (default 64)",
+    )
+    parser.add_argument(
         "--auth",
         default=None,
         metavar="DIR",
@@ -116,12 +122,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         check_token(args.name, "agent name")  # it becomes subject tokens: refuse it before anything starts
-    except ValueError as exc:
-        print(f"spielbus agent: --name: {exc}", file=sys.stderr)
-        return 2
-    try:
+        if args.max_concurrency < 1 or args.max_backlog < 0:
+            raise ValueError("--max-concurrency must be at least 1 and --max-backlog at least 0")
         cls = strategy_class(args.kind)
-    except UnknownKind as exc:
+    except (UnknownKind, ValueError) as exc:
         print(f"spielbus agent: {exc}", file=sys.stderr)
         return 2
     raw: dict[str, Any] = {}
@@ -157,9 +161,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_port is not None:
         from agents.metrics import start_agent_metrics
 
-        on_turn = start_agent_metrics(
-            args.metrics_port, args.name, args.kind, strategy.models(), host=args.host
-        )
+        try:
+            on_turn = start_agent_metrics(
+                args.metrics_port, args.name, args.kind, strategy.models(), host=args.host
+            )
+        except OSError as exc:
+            print(
+                f"spielbus agent: cannot serve --metrics-port {args.metrics_port}: {exc.strerror or exc}",
+                file=sys.stderr,
+            )
+            return 2
     try:
         asyncio.run(
             serve(
@@ -168,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 url=nats_url(args.nats),
                 prefix=args.prefix,
                 max_concurrency=args.max_concurrency,
+                max_backlog=args.max_backlog,
                 ready=lambda: print(f"agent {args.name} ({args.kind}) ready", flush=True),
                 on_turn=on_turn,
                 **login,

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import Field
 
-from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng
+from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng, run_cpu
 from agents.wordnt.analysis import Analysis, analyse, choose
 from agents.wordnt.index import WordntIndex, get_index
 from agents.wordnt.providers import IndexProvider
@@ -119,4 +119,4 @@ class WordntStrategy(Strategy):
         return Decision(action=action, note=note, stats=MoveStats(nodes=len(an.scores)))
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
-        return await asyncio.to_thread(self.decide_sync, turn, ctx)
+        return await run_cpu(ctx.deadline, self.decide_sync, turn, ctx)

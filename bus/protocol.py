@@ -169,6 +169,13 @@ class Turn(Message):
     )
     rules: str | None = None
     retry: str | None = None
+    sent_at: float | None = Field(
+        default=None,
+        allow_inf_nan=False,
+        gt=0,
+        description="When the referee sent this turn (Unix epoch seconds): the deadline ends at "
+        "sent_at + deadline_ms / 1000 on the referee's clock.",
+    )
 
     @field_validator("observation_json")
     @classmethod

@@ -80,12 +80,35 @@ class _Live:
     counted_faults: int = 0
 
 
+class _ScrapeHook:
+    """A collector with no families: runs `RefereeMetrics.before_scrape` at each scrape."""
+
+    def __init__(self, metrics: RefereeMetrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        hook = self.metrics.before_scrape
+        if hook is not None:
+            try:
+                hook()
+            except Exception:
+                log.warning("metrics: the scrape hook failed", exc_info=True)
+        return []
+
+
 class RefereeMetrics:
     """The referee's metric families on one registry (a fresh one unless given)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        # Called at each scrape before any family is read (registered first: the registry
+        # collects in registration order). Never raises into the scrape.
+        self.before_scrape: Callable[[], None] | None = None
+        r.register(_ScrapeHook(self))  # type: ignore[arg-type]
         self.turn_latency = Histogram(
             "spielbus_turn_latency_seconds",
             "Turn latency as the referee measures it: request sent to reply received.",

@@ -60,7 +60,7 @@ from bus.protocol import (
 from bus.replies import MAX_REPLY_BYTES as MAX_REPLY_BYTES  # re-exported: tests and tools read it here
 from bus.replies import check_reply
 from bus.subjects import Subjects
-from games.loader import GameSpecError, load_game
+from games.loader import GameSpecError, load_game_async
 from games.rules import rules_text
 from games.view import SeatHistory, action_text, build_turn, legal_actions, match_action, public_observation
 from referee.outcome import ranks_from_returns
@@ -369,7 +369,7 @@ class MatchRunner:
     async def _run(self) -> None:
         spec = self.spec
         try:
-            game = load_game(spec.game)
+            game = await load_game_async(spec.game)
         except GameSpecError as exc:
             raise RuntimeError(str(exc)) from exc
         n = game.num_players()

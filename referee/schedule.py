@@ -16,25 +16,27 @@ import random
 import secrets
 
 from bus.protocol import MatchSpec
-from games.loader import GameSpecError, load_game
-from referee.config import ConfigError, TournamentConfig
+from games.loader import GameSpecError
+from games.probe import check_game
+from referee.config import ConfigError, TournamentConfig, check_schedule_size
 
 
 def check_games(config: TournamentConfig) -> list[int]:
-    """Load every game; return their player counts. A bad game is a ConfigError naming it."""
+    """Start every game once (`games.probe`); return their player counts. A bad game, or a schedule
+    larger than `max_matches`, is a ConfigError naming it."""
     counts = []
     for i, spec in enumerate(config.games):
         try:
-            game = load_game(spec)
+            n = check_game(spec)
         except GameSpecError as exc:
             raise ConfigError(f"games[{i}] ({spec.label()}): {exc}") from exc
-        n = game.num_players()
         if n > len(config.agents):
             raise ConfigError(
                 f"games[{i}] ({spec.label()}) needs {n} players but the tournament has "
                 f"{len(config.agents)} agents"
             )
         counts.append(n)
+    check_schedule_size(config, counts)
     return counts
 
 

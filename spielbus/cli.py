@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -88,6 +89,17 @@ def _add_auth_flag(p: argparse.ArgumentParser, who: str) -> None:
     )
 
 
+def _positive_int(value: str) -> int:
+    """argparse type: a whole number of at least 1 (0 would play nothing, forever)."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="spielbus",
@@ -154,7 +166,9 @@ def _parser() -> argparse.ArgumentParser:
 
     ref = sub.add_parser("referee", help="run a referee worker until SIGTERM")
     _add_nats_flags(ref)
-    ref.add_argument("--concurrency", type=int, default=8, help="matches played at once")
+    ref.add_argument(
+        "--concurrency", type=_positive_int, default=8, help="matches played at once (1 or more, default 8)"
+    )
     ref.add_argument(
         "--absent-limit",
         type=float,
@@ -241,10 +255,16 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
     console = Console()
     try:
         config = load_config(args.file)
+        from referee.config import RECORD_BYTES, match_count
         from referee.schedule import check_games
         from spielbus.launch import check_agent_options
 
-        check_games(config)
+        n = match_count(config, check_games(config))
+        if n >= 10_000:
+            console.print(
+                f"Schedule: {n:,} matches (about {n * RECORD_BYTES / 1e9:,.1f} GB of records in the run)",
+                highlight=False,
+            )
         if not submit_only:
             to_start = {
                 n: (a.kind, config.agent_options(n)) for n, a in config.agents.items() if not a.external
@@ -345,9 +365,19 @@ def _cmd_referee(args: argparse.Namespace) -> int:
             absent_limit_s=args.absent_limit,
             drain_grace_s=args.drain_grace,
         )
-        obs = await start_observability(
-            nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port, host=args.host
-        )
+        try:
+            obs = await start_observability(
+                nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port, host=args.host
+            )
+        except OSError as exc:
+            from observability.metrics import port_free
+
+            await nc.close()
+            # The metrics bind first: if the web port is busy the page failed, else the metrics did.
+            flag, port = "--metrics-port", args.metrics_port
+            if args.web_port and not port_free(args.web_port, args.host):
+                flag, port = "--web-port", args.web_port
+            raise _PortBusy(f"cannot serve {flag} {port}: {exc.strerror or exc}") from exc
         if obs.metrics is not None:
             worker.publisher.listeners.append(obs.metrics.on_event)
         for line in obs.where():
@@ -360,15 +390,31 @@ def _cmd_referee(args: argparse.Namespace) -> int:
             flush=True,
         )
         await worker.run()
-        await obs.stop()
-        await nc.drain()
+        # The bus may be down (SIGTERM during an outage): nothing below may hang or raise.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(obs.stop(), 10)
+        try:
+            if nc.is_connected:
+                await asyncio.wait_for(nc.drain(), 10)
+        except Exception:
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
 
     try:
         asyncio.run(main())
+    except _PortBusy as exc:
+        print(f"spielbus referee: {exc}", file=sys.stderr)
+        return 2
     except (ConnectionError, StreamError) as exc:
         print(f"spielbus referee: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+class _PortBusy(Exception):
+    """A `--metrics-port` / `--web-port` that cannot be bound."""
 
 
 def _cmd_games(args: argparse.Namespace) -> int:

@@ -74,6 +74,8 @@ async def start_observability(
         ratings_config=ratings_config,
         on_ratings=(lambda _tid, rates: metrics.set_ratings(rates)) if metrics is not None else None,
     )
+    if metrics is not None:
+        metrics.before_scrape = obs.feed.refresh_latest  # live ratings on demand, in the scrape thread
     await obs.feed.follow(nc)
     if web_port is not None:
         obs.web = await start_web(obs.feed, web_port, host=host, fallback=fallback)
