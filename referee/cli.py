@@ -120,6 +120,9 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
     sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
+    sub.add_parser(
+        "cwm", help="code world models: `spielbus cwm synthesize GAME ...`, `spielbus cwm eval DIR`", add_help=False
+    )
 
     games = sub.add_parser("games", help="list the games that can be played")
     games.add_argument("--json", action="store_true", help="as JSON with type details")
@@ -396,9 +399,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Hand-overs first: their flags belong to the agents package's own parser.
     for i, a in enumerate(argv):
-        if a in ("agent", "llm"):
+        if a in ("agent", "llm", "cwm"):
             if all(x.startswith("-") for x in argv[:i]):
-                rest = argv[i + 1 :] if a == "agent" else ["llm", *argv[i + 1 :]]
+                rest = argv[i + 1 :] if a == "agent" else [a, *argv[i + 1 :]]
                 return _hand_over(rest)
             break
     args = _parser().parse_args(argv)

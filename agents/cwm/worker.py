@@ -4,7 +4,7 @@ Reads one JSON request per line from REQ_FD, answers one JSON line on RESP_FD (n
 stdout: the model's prints go to stdout, which the sandbox caps). Every answer is
 `{"ok": true, "result": ...}` or `{"ok": false, "error": KIND, "detail": TEXT}` where KIND
 is syntax, import, api, memory, output, runtime or request. Ops: ping, load, tests,
-search, check (see `handle`).
+search, check, value_check, duel (see `handle`).
 """
 
 from __future__ import annotations
@@ -118,6 +118,54 @@ def _check(args: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "result": {"agrees": bool(ok)}}
 
 
+def _value_check(args: dict[str, Any]) -> dict[str, Any]:
+    """H.7's tests: a float for every player at every state; the rewards at terminal states."""
+    fn = MODULES[str(args["value"])].value_function
+    problems = []
+    for s in args["states"]:
+        for p in range(int(args["num_players"])):
+            v = fn(s["state"], p)
+            if not isinstance(v, int | float) or v != v or abs(v) == float("inf"):
+                problems.append(f"value_function(state, {p}) returned {v!r}, not a finite float")
+            elif s.get("terminal_rewards") is not None and abs(float(v) - s["terminal_rewards"][p]) > 1e-6:
+                problems.append(
+                    f"terminal state: value_function(state, {p}) = {v!r}, reward {s['terminal_rewards'][p]}"
+                )
+    return {"ok": True, "result": problems[:5]}
+
+
+def _duel(args: dict[str, Any]) -> dict[str, Any]:
+    """MCTS with value function A against MCTS with value function B on the model, seats
+    alternating; both search the model's full state (a tournament between value functions,
+    not a test of inference). Returns A's mean return."""
+    m = MODULES["model"]
+    rng = random.Random(args.get("seed"))
+    n = int(args["num_players"])
+    fns = [getattr(MODULES.get(str(v)), "value_function", None) for v in args["values"]]
+    total = 0.0
+    for g in range(int(args["games"])):
+        seat_a = g % n
+        state = args["initial_state"]
+        acc = [0.0] * n
+        for _ in range(500):
+            p = m.get_current_player(state)
+            if p == harness.TERMINAL:
+                break
+            legal = [str(a) for a in m.get_legal_actions(state)]
+            if p < 0:
+                action = rng.choice(legal)
+            else:
+                fn = fns[0] if p == seat_a else fns[1]
+                out = harness.mcts(m, [state], p, n, int(args["simulations"]), 1, 1.4, rng, fn, 1e9, False)
+                v = out["visits"]
+                action = max(v, key=lambda a, v=v: v[a]) if v else rng.choice(legal)
+            state = m.apply_action(state, action)
+            for i, r in enumerate(m.get_rewards(state)):
+                acc[i] += float(r)
+        total += acc[seat_a]
+    return {"ok": True, "result": total / max(1, int(args["games"]))}
+
+
 def handle(req: dict[str, Any]) -> dict[str, Any]:
     op = req.get("op")
     args = req.get("args") or {}
@@ -125,7 +173,7 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "result": "pong"}
     if op == "load":
         return _load(args)
-    if op not in ("tests", "search", "check"):
+    if op not in ("tests", "search", "check", "value_check", "duel"):
         return {"ok": False, "error": "request", "detail": f"unknown op {op!r}"}
     if "model" not in MODULES:
         return {"ok": False, "error": "request", "detail": "no model loaded"}
@@ -134,6 +182,10 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
             return {"ok": True, "result": harness.run_tests(MODULES["model"], args["tests"])}
         if op == "search":
             return _search(args)
+        if op == "value_check":
+            return _value_check(args)
+        if op == "duel":
+            return _duel(args)
         return _check(args)
     except MemoryError:
         return {"ok": False, "error": "memory", "detail": "MemoryError"}
