@@ -121,7 +121,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
     sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
     sub.add_parser(
-        "cwm", help="code world models: `spielbus cwm synthesize GAME ...`, `spielbus cwm eval DIR`", add_help=False
+        "cwm", help="code world models: `spielbus cwm synthesize GAME ...`, `cwm eval DIR`", add_help=False
     )
 
     games = sub.add_parser("games", help="list the games that can be played")
@@ -401,7 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for i, a in enumerate(argv):
         if a in ("agent", "llm", "cwm"):
             if all(x.startswith("-") for x in argv[:i]):
-                rest = argv[i + 1 :] if a == "agent" else [a, *argv[i + 1 :]]
+                # `cwm-cli`, not `cwm`: `python -m agents cwm ...` is the agent kind cwm.
+                rest = argv[i + 1 :] if a == "agent" else [{"cwm": "cwm-cli"}.get(a, a), *argv[i + 1 :]]
                 return _hand_over(rest)
             break
     args = _parser().parse_args(argv)

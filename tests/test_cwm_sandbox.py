@@ -62,8 +62,7 @@ def test_raises_in_a_function(tests_ttt):
 
 def test_returns_illegal_actions(tests_ttt):
     code = GOOD + (
-        "\n_legal = get_legal_actions\n"
-        "def get_legal_actions(state):\n    return _legal(state) + ['x(9,9)']\n"
+        "\n_legal = get_legal_actions\ndef get_legal_actions(state):\n    return _legal(state) + ['x(9,9)']\n"
     )
     v = attempt(code, tests_ttt)
     assert v.reason is None and v.passed < v.total

@@ -26,6 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from agents.cwm.model_dir import ModelDirError, load_meta
 
+REFERENCE_GAMES = ("tic_tac_toe", "connect_four")
 DEFAULT_HELDOUT_GAMES = 100
 DEFAULT_HELDOUT_TRANSITIONS = 10_000
 
@@ -55,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--temperature", type=float, default=0.7)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, help="output folder")
+    r = sub.add_parser("reference", help="write the hand-written reference model of GAME as a model folder")
+    r.add_argument("game", choices=sorted(REFERENCE_GAMES))
+    r.add_argument("--out", required=True)
     e = sub.add_parser("eval", help="held-out transition and inference accuracy of a synthesized model")
     e.add_argument("dir", help="a folder written by `spielbus cwm synthesize`")
     e.add_argument("--games", type=int, default=DEFAULT_HELDOUT_GAMES, help="held-out games (default 100)")
@@ -313,6 +317,12 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=False)
     if args.command == "synthesize":
         return _synthesize(args, console)
+    if args.command == "reference":
+        from agents.cwm.model_dir import write_reference_dir
+
+        write_reference_dir(Path(args.out), args.game)
+        console.print(f"wrote {args.out}: the hand-written reference model of {args.game} (not synthesized)")
+        return 0
     return _eval(args, console)
 
 

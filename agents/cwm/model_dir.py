@@ -92,3 +92,36 @@ def load_report(folder: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ModelDirError(f"{path}: not a JSON object")
     return data
+
+
+def write_reference_dir(out: Path, game_name: str) -> None:
+    """A model folder holding a hand-written reference model (`agents/cwm/reference/`), marked
+    as such in report.json: for tests, benchmarks and trying the agent without an LLM."""
+    from agents.cwm import trajectories as T
+    from agents.cwm.reference import reference_code
+    from games.loader import load_game
+
+    game = load_game(game_name)
+    code = reference_code(game_name)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "model.py").write_text(code)
+    meta = {
+        "format": FORMAT,
+        "game": game_name,
+        "imperfect": False if game_name in ("tic_tac_toe", "connect_four") else True,
+        "closed_deck": False,
+        "num_players": game.num_players(),
+        "initial_state": T.initial_state(game),
+        "value_function": None,
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (out / "tests.json").write_text("[]\n")
+    report = {
+        "game": game_name,
+        "reference": True,
+        "llm_calls": 0,
+        "note": "hand-written, not synthesized",
+        "train_transition_accuracy": None,
+        "train_inference_accuracy": None,
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")

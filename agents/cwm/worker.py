@@ -97,6 +97,12 @@ def _search(args: dict[str, Any]) -> dict[str, Any]:
     )  # fmt: skip
     out.update(stats)
     out["legal"] = legal
+    if args.get("observation") is not None:  # online check of a perfect-information model
+        root = roots[0]
+        out["state_agrees"] = bool(
+            m.get_current_player(root) == seat
+            and harness.norm(m.get_observations(root)[seat]) == harness.norm(args["observation"])
+        )
     visits = out["visits"]
     out["action"] = (
         max(visits, key=lambda a: (visits[a], a)) if visits else (rng.choice(legal) if legal else None)
