@@ -51,6 +51,25 @@ async def test_cwm_beats_or_draws_random_and_reports_online_accuracy(nc, ttt_dir
         assert last["simulations"] > 0
 
 
+async def test_cwm_ismcts_on_kuhn_poker_resamples_with_the_inference_function(nc, tmp_path):
+    write_reference_dir(tmp_path, "kuhn_poker")
+    cwm = CwmStrategy.from_options({"model": str(tmp_path), "simulations": 100, "rollouts": 2, "seed": 1})
+    me, rnd = uid("cwm"), uid("rnd")
+    try:
+        async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 3}), rnd):
+            records = [await play(nc, spec("kuhn_poker", [me, rnd] if i % 2 == 0 else [rnd, me], seed=i))
+                       for i in range(4)]  # fmt: skip
+    finally:
+        await cwm.close()
+    for rec in records:
+        assert rec.outcome != "pending" and not rec.faults
+        mine = [m for m in rec.moves if m.agent == me]
+        assert mine
+        last = mine[-1].stats.model_dump()
+        assert last["model_failures"] == 0 and last["simulations"] > 0
+        assert last["online_inference_accuracy"] == 1.0 and last["online_transition_accuracy"] == 1.0
+
+
 async def test_broken_model_still_answers_legally(nc, tmp_path):
     write_reference_dir(tmp_path, "tic_tac_toe")
     model = tmp_path / "model.py"

@@ -26,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from agents.cwm.model_dir import ModelDirError, load_meta
 
-REFERENCE_GAMES = ("tic_tac_toe", "connect_four")
+REFERENCE_GAMES = ("tic_tac_toe", "connect_four", "kuhn_poker")
 DEFAULT_HELDOUT_GAMES = 100
 DEFAULT_HELDOUT_TRANSITIONS = 10_000
 
@@ -116,17 +116,17 @@ def _synthesize(args: argparse.Namespace, console: Console) -> int:
 
     for flag in ("trajectories", "budget"):
         if getattr(args, flag) < 1:
-            console.print(f"spielbus cwm: --{flag} must be at least 1", style="red")
+            _err(f"spielbus cwm: --{flag} must be at least 1")
             return 2
     try:
         game = load_game(args.game)
     except (pyspiel.SpielError, RuntimeError, ValueError) as exc:
-        console.print(f"spielbus cwm: unknown game {args.game!r}: {exc}", style="red")
+        _err(f"spielbus cwm: unknown game {args.game!r}: {exc}")
         return 2
     try:
         check_available()
     except SandboxUnavailable as exc:
-        console.print(f"spielbus cwm: {exc}", style="red")
+        _err(f"spielbus cwm: {exc}")
         return 2
     imperfect = not is_perfect_information(game)
     closed = bool(args.closed_deck) and imperfect
@@ -134,10 +134,10 @@ def _synthesize(args: argparse.Namespace, console: Console) -> int:
         try:
             trajs = T.from_run_folder(args.from_run, args.game, args.trajectories)
         except (FileNotFoundError, ValueError) as exc:
-            console.print(f"spielbus cwm: {exc}", style="red")
+            _err(f"spielbus cwm: {exc}")
             return 2
         if not trajs:
-            console.print(f"spielbus cwm: {args.from_run}: no finished match of {args.game}", style="red")
+            _err(f"spielbus cwm: {args.from_run}: no finished match of {args.game}")
             return 2
     else:
         with tempfile.TemporaryDirectory(prefix="cwm-traj-") as tmp:
@@ -162,10 +162,10 @@ def _synthesize(args: argparse.Namespace, console: Console) -> int:
     try:
         config, server = _llm_config(args)
     except (ValueError, OSError, tomllib.TOMLDecodeError) as exc:
-        console.print(f"spielbus cwm: {exc}", style="red")
+        _err(f"spielbus cwm: {exc}")
         return 2
     except Exception as exc:  # the embedded server failed to start
-        console.print(f"spielbus cwm: LLM server: {exc}", style="red")
+        _err(f"spielbus cwm: LLM server: {exc}")
         return 1
     try:
         out_dir = Path(args.out)
@@ -182,6 +182,10 @@ def _synthesize(args: argparse.Namespace, console: Console) -> int:
         highlight=False,
     )
     return 0
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr)
 
 
 def _fmt(x: float | None) -> str:
@@ -273,10 +277,10 @@ def _eval(args: argparse.Namespace, console: Console) -> int:
     try:
         meta = load_meta(Path(args.dir))
     except ModelDirError as exc:
-        console.print(f"spielbus cwm: {exc}", style="red")
+        _err(f"spielbus cwm: {exc}")
         return 2
     if args.games < 1 or args.transitions < 1:
-        console.print("spielbus cwm: --games and --transitions must be at least 1", style="red")
+        _err("spielbus cwm: --games and --transitions must be at least 1")
         return 2
     row = evaluate(Path(args.dir), meta, games=args.games, transitions=args.transitions, seed=args.seed)
     if args.json:

@@ -100,6 +100,7 @@ def write_reference_dir(out: Path, game_name: str) -> None:
     from agents.cwm import trajectories as T
     from agents.cwm.reference import reference_code
     from games.loader import load_game
+    from games.view import is_perfect_information
 
     game = load_game(game_name)
     code = reference_code(game_name)
@@ -108,7 +109,7 @@ def write_reference_dir(out: Path, game_name: str) -> None:
     meta = {
         "format": FORMAT,
         "game": game_name,
-        "imperfect": False if game_name in ("tic_tac_toe", "connect_four") else True,
+        "imperfect": not is_perfect_information(game),
         "closed_deck": False,
         "num_players": game.num_players(),
         "initial_state": T.initial_state(game),
