@@ -123,3 +123,14 @@ def test_missing_or_corrupt_model_dir_exit_2(tmp_path):
     assert wrong.returncode == 2 and "'num_players' is missing or invalid" in wrong.stderr
     write_reference_dir(tmp_path, "tic_tac_toe")
     assert _agent("--model", str(tmp_path)).returncode == 0
+
+
+def test_example_tournament_names_the_missing_model_folder(tmp_path):
+    """`spielbus run examples/cwm.toml` before the model folder exists: exit 2, nothing started."""
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "referee.cli", "run", str(REPO / "examples" / "cwm.toml")],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "runs/cwm/tic_tac_toe: no such folder" in proc.stdout + proc.stderr

@@ -149,6 +149,10 @@ class CwmStrategy(Strategy):
         d["turns"] += 1
         async with self.lock:
             try:
+                if turn.game.name != self.meta["game"] or turn.game.params:
+                    raise SandboxError(
+                        "game", f"the model is of {self.meta['game']}, the turn of {turn.game.label()}"
+                    )
                 reply = await asyncio.to_thread(self._call, "search", end, **args)
                 if reply.get("ok"):
                     result = reply["result"]

@@ -146,7 +146,9 @@ kind = "random"
 options = {{ seed = {seed + 1} }}
 """
     config = parse_config(toml, "<cwm trajectories>")
-    result = asyncio.run(run_tournament(config, RunOptions(run_dir=run_dir, quiet=True)))
+    from rich.console import Console
+
+    result = asyncio.run(run_tournament(config, RunOptions(run_dir=run_dir, quiet=True), Console(quiet=True)))
     return result.path
 
 
