@@ -11,10 +11,11 @@ What it isolates (each enforced by the kernel, not by Python):
   The network namespace has only a loopback interface that is down, so no socket can
   reach the host's loopback services or any other address.
 - File system: the whole host tree is bind-mounted read-only; `/tmp` is a fresh tmpfs
-  (capped by `tmpfs_mb`) that vanishes with the process; the model folder is bound
-  read-only at `/tmp/cwm/model`; the only host folder it may write is its own work folder
-  (a fresh temporary folder, bound at `/tmp/cwm/work`), which also holds its stdout and
-  stderr. `/dev` is a minimal devtmpfs, `/proc` its own.
+  capped at `tmpfs_mb` that vanishes with the process, and its own folder `/tmp/cwm/work`
+  (the working directory) lies in it: the only place it can write. The model folder is bound
+  read-only at `/tmp/cwm/model`. Its stdout and stderr are files on the host, opened by the
+  parent in a fresh temporary folder (not visible inside) and capped by `RLIMIT_FSIZE`.
+  `/dev` is a minimal devtmpfs, `/proc` its own.
 - Limits (`setrlimit` before exec, hard and soft): CPU seconds (`RLIMIT_CPU`, SIGXCPU/SIGKILL
   past it), address space (`RLIMIT_AS`: allocations fail with MemoryError), file size
   (`RLIMIT_FSIZE`: stdout, stderr and any file it writes; SIGXFSZ past it), no core dumps.
@@ -158,7 +159,7 @@ class Sandbox:
                 "--dev", "/dev",
                 "--proc", "/proc",
                 "--size", str(self.limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
-                "--bind", str(self.work_dir), "/tmp/cwm/work",
+                "--dir", "/tmp/cwm/work",
             ]  # fmt: skip
             if model:
                 cmd += ["--ro-bind", model, "/tmp/cwm/model"]
