@@ -134,3 +134,35 @@ def test_example_tournament_names_the_missing_model_folder(tmp_path):
     )  # fmt: skip
     assert proc.returncode == 2
     assert "runs/cwm/tic_tac_toe: no such folder" in proc.stdout + proc.stderr
+
+
+async def test_value_function_on_and_off(tmp_path):
+    """With `value_function` on, leaves are valued by the folder's chosen value function (here one
+    that prefers one corner), so a one-simulation-per-move search still plays it; off, rollouts."""
+    from agents.base import MatchContext
+    from bus.protocol import GameSpec, LegalAction, Turn
+
+    write_reference_dir(tmp_path, "tic_tac_toe")
+    (tmp_path / "value_0.py").write_text(
+        "def value_function(state, player_id):\n"
+        "    mine = 'x' if player_id == 0 else 'o'\n"
+        "    return 1.0 if mine + '(2,0)' in state['history'] else -1.0\n"
+    )
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    meta["value_function"] = "value_0"
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    legal = [LegalAction(id=3 * r + c, text=f"x({r},{c})") for r in range(3) for c in range(3)]
+    turn = Turn(match_id="m", game=GameSpec(name="tic_tac_toe"), seat=0, seats=["a", "b"], turn=0,
+                deadline_ms=20000, observation="...\n...\n...", legal_actions=legal, state=[])  # fmt: skip
+    for on in (True, False):
+        cwm = CwmStrategy.from_options(
+            {"model": str(tmp_path), "simulations": 30, "rollouts": 1, "seed": 5, "value_function": on}
+        )
+        try:
+            d = await cwm.decide(turn, MatchContext("m"))
+        finally:
+            await cwm.close()
+        stats = d.stats.model_dump()
+        assert stats["model_failures"] == 0 and stats["online_transition_accuracy"] == 1.0
+        if on:
+            assert d.action == 6  # x(2,0): the only move the value function rates
