@@ -143,3 +143,12 @@ def test_sandbox_survives_model_errors_between_calls():
         assert sb.call("load", code="x = 1/0\n")["error"] == "import"
         assert sb.call("load", code=GOOD)["ok"]
         assert sb.call("tests", tests=[])["result"] == []
+
+
+def test_missing_bubblewrap_is_reported_with_the_install_hint(monkeypatch):
+    import agents.cwm.sandbox as sandbox_mod
+
+    monkeypatch.setattr(sandbox_mod, "_checked", None)
+    monkeypatch.setattr(sandbox_mod.shutil, "which", lambda _name: None)
+    with pytest.raises(SandboxUnavailable, match="apt-get install -y bubblewrap"):
+        Sandbox().start()
