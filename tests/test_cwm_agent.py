@@ -51,14 +51,15 @@ async def test_cwm_beats_or_draws_random_and_reports_online_accuracy(nc, ttt_dir
         assert last["simulations"] > 0
 
 
-async def test_cwm_ismcts_on_kuhn_poker_resamples_with_the_inference_function(nc, tmp_path):
-    write_reference_dir(tmp_path, "kuhn_poker")
+@pytest.mark.parametrize("game", ["kuhn_poker", "leduc_poker"])
+async def test_cwm_ismcts_resamples_with_the_inference_function(nc, tmp_path, game):
+    write_reference_dir(tmp_path, game)
     cwm = CwmStrategy.from_options({"model": str(tmp_path), "simulations": 100, "rollouts": 2, "seed": 1})
     me, rnd = uid("cwm"), uid("rnd")
     try:
         async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 3}), rnd):
-            records = [await play(nc, spec("kuhn_poker", [me, rnd] if i % 2 == 0 else [rnd, me], seed=i))
-                       for i in range(4)]  # fmt: skip
+            records = [await play(nc, spec(game, [me, rnd] if i % 2 == 0 else [rnd, me], seed=i))
+                       for i in range(2)]  # fmt: skip
     finally:
         await cwm.close()
     for rec in records:

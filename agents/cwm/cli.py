@@ -26,7 +26,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from agents.cwm.model_dir import ModelDirError, load_meta
 
-REFERENCE_GAMES = ("tic_tac_toe", "connect_four", "kuhn_poker")
+REFERENCE_GAMES = ("tic_tac_toe", "connect_four", "kuhn_poker", "leduc_poker")
 DEFAULT_HELDOUT_GAMES = 100
 DEFAULT_HELDOUT_TRANSITIONS = 10_000
 
