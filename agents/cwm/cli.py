@@ -53,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--budget", type=int, default=10, help="LLM calls for the model (default 10)")
     s.add_argument("--values", type=int, default=3, help="value-function candidates (0: none)")
     s.add_argument("--max-tokens", type=int, default=2048)
+    s.add_argument("--tests-in-prompt", type=int, default=5, help="tests of each kind in the first prompt")
     s.add_argument("--temperature", type=float, default=0.7)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--out", required=True, help="output folder")
@@ -69,6 +70,9 @@ def _parser() -> argparse.ArgumentParser:
         help="transitions sampled (default 10000)",
     )
     e.add_argument("--seed", type=int, default=12345)
+    e.add_argument(
+        "--mcts-share", type=float, default=0.5, help="chance that a held-out player is MCTS on the true game"
+    )
     e.add_argument("--json", action="store_true", help="print the row as JSON")
     return p
 
@@ -158,6 +162,7 @@ def _synthesize(args: argparse.Namespace, console: Console) -> int:
         max_tokens=args.max_tokens,
         temperature=args.temperature,
         seed=args.seed,
+        tests_on_init=max(1, args.tests_in_prompt),
     )
     try:
         config, server = _llm_config(args)
@@ -282,7 +287,13 @@ def _eval(args: argparse.Namespace, console: Console) -> int:
     if args.games < 1 or args.transitions < 1:
         _err("spielbus cwm: --games and --transitions must be at least 1")
         return 2
-    row = evaluate(Path(args.dir), meta, games=args.games, transitions=args.transitions, seed=args.seed)
+    if not 0.0 <= args.mcts_share <= 1.0:
+        _err("spielbus cwm: --mcts-share must be between 0 and 1")
+        return 2
+    row = evaluate(
+        Path(args.dir), meta, games=args.games, transitions=args.transitions, seed=args.seed,
+        mcts_share=args.mcts_share,
+    )  # fmt: skip
     if args.json:
         print(json.dumps(row))
         return 0
@@ -297,7 +308,7 @@ def _eval(args: argparse.Namespace, console: Console) -> int:
         "inference test",
         "# LLM calls",
     ):
-        table.add_column(col)
+        table.add_column(col, no_wrap=col == "Game")
     table.add_row(
         meta["game"],
         _fmt(row["train_transition_accuracy"]),
@@ -309,7 +320,8 @@ def _eval(args: argparse.Namespace, console: Console) -> int:
     console.print(table)
     console.print(
         f"held out: {row['test_transitions']} transitions from {row['test_games']} games "
-        f"(random players), {row['test_inference_cases']} inference cases"
+        f"(players MCTS with probability {row['test_mcts_share']:g}, else random), "
+        f"{row['test_inference_cases']} inference cases"
         + (f"; failure: {row['failure']}" if row.get("failure") else ""),
         highlight=False,
     )

@@ -1,6 +1,7 @@
 """Held-out accuracy of a synthesized model (section 5.1 of "Code World Models for General Game
-Playing"): `transitions` transitions sampled from `games` fresh games of random players on the
-true game (the paper also mixes in MCTS players; here random only), each a transition unit
+Playing"): `transitions` transitions sampled from `games` fresh games on the true game, each
+player random or (with probability `mcts_share`, 0.5 as in the paper) OpenSpiel's MCTS / IS-MCTS
+with 50 simulations on the true game; each transition is a unit
 test run in the sandbox against DIR/model.py; for imperfect-information games also the
 inference tests of the same games (open or closed deck as synthesized). The train columns
 come from DIR/report.json.
@@ -21,12 +22,12 @@ MAX_INFERENCE_CASES = 500
 
 
 def evaluate(
-    folder: Path, meta: dict[str, Any], *, games: int, transitions: int, seed: int
+    folder: Path, meta: dict[str, Any], *, games: int, transitions: int, seed: int, mcts_share: float = 0.5
 ) -> dict[str, Any]:
     report = load_report(folder)
     code = (folder / "model.py").read_text()
     game = load_game(meta["game"])
-    trajs = T.random_trajectories(meta["game"], games, seed)
+    trajs = T.played_trajectories(meta["game"], games, seed, mcts_share)
     rng = random.Random(seed)
     trans = T.transition_tests(trajs, "heldout")
     if len(trans) > transitions:
@@ -51,6 +52,7 @@ def evaluate(
         "test_inference_accuracy": run.accuracy("inference") if meta["imperfect"] else None,
         "llm_calls": report.get("llm_calls"),
         "test_games": games,
+        "test_mcts_share": mcts_share,
         "test_transitions": 0 if meta["closed_deck"] else len(trans),
         "test_inference_cases": len(inf),
         "failure": run.verdict.summary() if run.verdict.reason else None,

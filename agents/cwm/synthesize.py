@@ -70,6 +70,7 @@ class Task:
     max_tokens: int = 2048
     temperature: float = 0.7
     seed: int = 0
+    tests_on_init: int = NUM_TESTS_ON_INIT  # per kind, in the first prompt (small-context models: fewer)
 
 
 @dataclass
@@ -160,7 +161,7 @@ class Synthesizer:
 
     def _first_prompt(self) -> str:
         t = self.task
-        shown = P.pick_tests(t.tests, NUM_TESTS_ON_INIT, None)
+        shown = P.pick_tests(t.tests, t.tests_on_init, None)
         return P.tree_prompt(
             t.game, t.rules, P.signature(t.imperfect, t.closed_deck), P.render_tests(shown), None
         )

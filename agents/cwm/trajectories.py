@@ -105,6 +105,60 @@ def random_trajectories(game_spec: str | GameSpec, count: int, seed: int) -> lis
     return out
 
 
+def _mcts_bot(game: pyspiel.Game, simulations: int, seed: int) -> object | None:
+    """OpenSpiel's C++ MCTS (perfect information) or IS-MCTS (imperfect) on the true game;
+    None for our Python games (the C++ bots cannot drive them) or games the bot refuses."""
+    if not type(game).__module__.startswith("pyspiel"):
+        return None
+    evaluator = pyspiel.RandomRolloutEvaluator(1, seed)
+    try:
+        if is_perfect_information(game):
+            return pyspiel.MCTSBot(
+                game,
+                evaluator,
+                2.0,
+                simulations,
+                1000,
+                False,
+                seed,
+                False,
+                pyspiel.ChildSelectionPolicy.UCT,
+                -1,
+            )
+        return pyspiel.ISMCTSBot(
+            seed, evaluator, 2.0, simulations, -1, pyspiel.ISMCTSFinalPolicyType.MAX_VISIT_COUNT, False, False
+        )
+    except (pyspiel.SpielError, RuntimeError, TypeError):
+        return None
+
+
+def played_trajectories(
+    game_spec: str | GameSpec, count: int, seed: int, mcts_share: float, simulations: int = 50
+) -> list[list[dict[str, Any]]]:
+    """Held-out games as in the paper's section 5.1: each player of each game is MCTS on the
+    true game with probability `mcts_share`, else random."""
+    game = load_game(game_spec)
+    rng = random.Random(seed)
+    bot = _mcts_bot(game, simulations, seed) if mcts_share > 0 else None
+    out = []
+    for _ in range(count):
+        smart = [bot is not None and rng.random() < mcts_share for _ in range(game.num_players())]
+        state = game.new_initial_state()
+        ids = []
+        while not state.is_terminal():
+            if state.is_chance_node():
+                outcomes, probs = zip(*state.chance_outcomes(), strict=True)
+                a = rng.choices(outcomes, weights=probs)[0]
+            elif smart[state.current_player()]:
+                a = int(bot.step(state))  # type: ignore[union-attr]
+            else:
+                a = rng.choice(state.legal_actions())
+            ids.append(a)
+            state.apply_action(a)
+        out.append(replay_ids(game, ids))
+    return out
+
+
 def from_run_folder(folder: str | Path, game: str, limit: int) -> list[list[dict[str, Any]]]:
     """Trajectories from a run folder's `matches.jsonl` (finished matches of `game` only)."""
     path = Path(folder) / "matches.jsonl"
