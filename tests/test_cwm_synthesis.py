@@ -149,7 +149,7 @@ async def test_cli_synthesize_and_eval_end_to_end(tmp_path):
     assert [v["ok"] for v in report["value_functions"]] == [True]
     assert (out / "model.py").read_text().strip() == GOOD.strip()
     ev = subprocess.run(
-        [sys.executable, "-m", "referee.cli", "cwm", "eval", str(out), "--games", "5", "--transitions", "40",
+        [sys.executable, "-m", "referee.cli", "cwm", "eval", str(out), "--games", "10", "--transitions", "40",
          "--json"],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
@@ -164,6 +164,7 @@ async def test_cli_synthesize_and_eval_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # one real LLM call; on a loaded 2-core machine it can take minutes
 def test_embedded_smollm2_runs_through_the_pipeline(llm_server):
     """The real embedded model (SmolLM2-135M) cannot write a game model; what is tested is that
     its reply goes through extraction, the sandbox and the tests, and lands in the attempts."""
