@@ -207,6 +207,9 @@ def _parser() -> argparse.ArgumentParser:
         "collect", help="rebuild a run folder from the match stream (spielbus collect --help)", add_help=False
     )
     sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
+    sub.add_parser(
+        "cwm", help="code world models: `spielbus cwm synthesize GAME ...`, `cwm eval DIR`", add_help=False
+    )
 
     games = sub.add_parser("games", help="list the games that can be played")
     games.add_argument("--json", action="store_true", help="as JSON with type details")
@@ -546,8 +549,8 @@ def _cmd_auth(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Hand-overs first: their flags belong to the agents package's own parser. Global flags before
-    # the command (`spielbus --log-level DEBUG agent ...`) are skipped here and passed on.
+    # Hand-overs first: their flags belong to their own parsers. Global flags before the command
+    # (`spielbus --log-level DEBUG agent ...`) are skipped here and passed on.
     i, level = 0, None
     while i < len(argv) and argv[i].startswith("-"):
         if argv[i] == "--log-level" and i + 1 < len(argv):
@@ -556,18 +559,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv[i].startswith("--log-level="):
             level = argv[i].split("=", 1)[1]
         i += 1
-    if i < len(argv) and argv[i] == "collect" and "-h" not in argv[:i] and "--help" not in argv[:i]:
-        from spielbus.collect import main as collect_main
+    if i < len(argv) and "-h" not in argv[:i] and "--help" not in argv[:i]:
+        command, rest = argv[i], argv[i + 1 :]
+        if command == "collect":
+            from spielbus.collect import main as collect_main
 
-        logging.basicConfig(level=(level or "WARNING").upper())
-        return collect_main(argv[i + 1 :])
-    if i < len(argv) and argv[i] in ("agent", "llm") and "-h" not in argv[:i] and "--help" not in argv[:i]:
-        rest = argv[i + 1 :]
-        if argv[i] == "agent":
+            logging.basicConfig(level=(level or "WARNING").upper())
+            return collect_main(rest)
+        if command == "agent":
             if level is not None and rest and not rest[0].startswith("-"):
                 rest = [rest[0], "--log-level", level, *rest[1:]]  # after the kind; a later flag wins
             return _hand_over(rest)
-        return _hand_over(["llm", *rest])  # the LLM server logs as llama.cpp does
+        if command == "llm":
+            return _hand_over(["llm", *rest])  # the LLM server logs as llama.cpp does
+        if command == "cwm":
+            # `cwm-cli`, not `cwm`: `python -m agents cwm ...` is the agent kind cwm.
+            return _hand_over(["cwm-cli", *rest])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if getattr(args, "stream_replicas", None) is not None:
