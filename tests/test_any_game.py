@@ -24,6 +24,7 @@ GAMES = [
     "goofspiel(num_cards=5)",
     "kuhn_poker(players=3)",
     "oshi_zumo",
+    "simplified_holdem(players=3)",
 ]
 
 
