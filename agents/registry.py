@@ -17,6 +17,7 @@ KINDS: dict[str, str] = {
     "tot": "agents.tot:TotStrategy",
     "minimax_tot": "agents.minimax_tot:MinimaxTotStrategy",
     "llm_mcts": "agents.llm_mcts:LlmMctsStrategy",
+    "policy_table": "agents.policy_table:PolicyTableStrategy",
 }
 
 

@@ -5,6 +5,7 @@
     spielbus referee                a referee worker: pulls match specs and plays them
     spielbus agent KIND --name N    an agent service (`spielbus agent KIND --help` for its options)
     spielbus llm serve              the embedded LLM server (llama.cpp on SmolLM2-135M)
+    spielbus selfplay COMMAND       self-play datasets, CFVFP, the LLM Coach, RL export
     spielbus games                  the games that can be played
     spielbus protocol schema        the JSON Schema of every protocol v1 message
     spielbus bot-check NAME         a conformance run against a bot on the bus (pass/fail table)
@@ -120,6 +121,11 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
     sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
+    sub.add_parser(
+        "selfplay",
+        help="self-play datasets, CFVFP and the LLM Coach (spielbus selfplay --help)",
+        add_help=False,
+    )
 
     games = sub.add_parser("games", help="list the games that can be played")
     games.add_argument("--json", action="store_true", help="as JSON with type details")
@@ -156,9 +162,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _hand_over(module_args: list[str]) -> int:
-    """`spielbus agent` / `spielbus llm` run the agents package in its own process image."""
-    os.execv(sys.executable, [sys.executable, "-m", "agents", *module_args])
+def _hand_over(module_args: list[str], module: str = "agents") -> int:
+    """`spielbus agent` / `llm` / `selfplay` run the agents package in its own process image."""
+    os.execv(sys.executable, [sys.executable, "-m", module, *module_args])
     return 0  # not reached
 
 
@@ -396,8 +402,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Hand-overs first: their flags belong to the agents package's own parser.
     for i, a in enumerate(argv):
-        if a in ("agent", "llm"):
+        if a in ("agent", "llm", "selfplay"):
             if all(x.startswith("-") for x in argv[:i]):
+                if a == "selfplay":
+                    return _hand_over(argv[i + 1 :], "agents.coach")
                 rest = argv[i + 1 :] if a == "agent" else ["llm", *argv[i + 1 :]]
                 return _hand_over(rest)
             break
