@@ -206,7 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     handlers = {"collect": _cmd_collect, "coach": _cmd_coach, "export": _cmd_export, "solve": _cmd_solve}
     try:
         return handlers[args.command](args)
-    except (DatasetError, CollectError, PolicySpecError, GameSpecError, CoachError) as exc:
+    except PolicySpecError as exc:
+        print(f"{PROG} {args.command}: --policy: {exc}", file=sys.stderr)
+        return 2
+    except (DatasetError, CollectError, GameSpecError, CoachError) as exc:
         print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -280,13 +280,13 @@ def collect(
         if old != meta:
             diff = {
                 k: (getattr(old, k), getattr(meta, k))
-                for k in meta.model_fields
+                for k in ds.Meta.model_fields
                 if getattr(old, k) != getattr(meta, k)
             }
             raise CollectError(f"{out} holds a dataset made with other settings (was, now): {diff}")
+    policy = make_policy(policy_text, game, spec)  # a bad spec fails before anything is written
     ds.write_meta(out, meta)
     done = {n.id for n in ds.iter_rows(out / ds.NODES, ds.Node, meta.game, repair_tail=True)}
-    policy = make_policy(policy_text, game, spec)
     started = time.monotonic()
     written = 0
     target = nodes - len(done)
