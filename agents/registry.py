@@ -18,6 +18,7 @@ KINDS: dict[str, str] = {
     "minimax_tot": "agents.minimax_tot:MinimaxTotStrategy",
     "llm_mcts": "agents.llm_mcts:LlmMctsStrategy",
     "cwm": "agents.cwm.agent:CwmStrategy",
+    "policy_table": "agents.policy_table:PolicyTableStrategy",
 }
 
 

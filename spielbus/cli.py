@@ -5,6 +5,7 @@
     spielbus referee                a referee worker: pulls match specs and plays them
     spielbus agent KIND --name N    an agent service (`spielbus agent KIND --help` for its options)
     spielbus llm serve              the embedded LLM server (llama.cpp on SmolLM2-135M)
+    spielbus selfplay COMMAND       self-play datasets, CFVFP, the LLM Coach, RL export
     spielbus games                  the games that can be played
     spielbus protocol schema        the JSON Schema of every protocol v1 message
     spielbus bot-check NAME         a conformance run against a bot on the bus (pass/fail table)
@@ -210,6 +211,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "cwm", help="code world models: `spielbus cwm synthesize GAME ...`, `cwm eval DIR`", add_help=False
     )
+    sub.add_parser(
+        "selfplay",
+        help="self-play datasets, CFVFP and the LLM Coach (spielbus selfplay --help)",
+        add_help=False,
+    )
 
     games = sub.add_parser("games", help="list the games that can be played")
     games.add_argument("--json", action="store_true", help="as JSON with type details")
@@ -246,9 +252,9 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _hand_over(module_args: list[str]) -> int:
-    """`spielbus agent` / `spielbus llm` run the agents package in its own process image."""
-    os.execv(sys.executable, [sys.executable, "-m", "agents", *module_args])
+def _hand_over(module_args: list[str], module: str = "agents") -> int:
+    """`spielbus agent` / `llm` / `selfplay` run the agents package in its own process image."""
+    os.execv(sys.executable, [sys.executable, "-m", module, *module_args])
     return 0  # not reached
 
 
@@ -575,6 +581,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "cwm":
             # `cwm-cli`, not `cwm`: `python -m agents cwm ...` is the agent kind cwm.
             return _hand_over(["cwm-cli", *rest])
+        if command == "selfplay":
+            return _hand_over(rest, "agents.coach")
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if getattr(args, "stream_replicas", None) is not None:

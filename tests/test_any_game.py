@@ -28,6 +28,7 @@ GAMES = [
     "hand_of_war",
     "quadranto",
     "army5x5a",
+    "simplified_holdem(players=3)",
 ]
 
 

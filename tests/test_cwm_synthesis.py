@@ -149,8 +149,8 @@ async def test_cli_synthesize_and_eval_end_to_end(tmp_path):
     assert [v["ok"] for v in report["value_functions"]] == [True]
     assert (out / "model.py").read_text().strip() == GOOD.strip()
     ev = subprocess.run(
-        [sys.executable, "-m", "spielbus.cli", "cwm", "eval", str(out), "--games", "10", "--transitions", "40",
-         "--json"],
+        [sys.executable, "-m", "spielbus.cli", "cwm", "eval", str(out), "--games", "10",
+         "--transitions", "40", "--json"],
         capture_output=True, text=True, env=env, timeout=300,
     )  # fmt: skip
     assert ev.returncode == 0, ev.stderr
