@@ -17,6 +17,7 @@ KINDS: dict[str, str] = {
     "tot": "agents.tot:TotStrategy",
     "minimax_tot": "agents.minimax_tot:MinimaxTotStrategy",
     "llm_mcts": "agents.llm_mcts:LlmMctsStrategy",
+    "stockfish": "agents.stockfish_agent:StockfishStrategy",
 }
 
 
