@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib
 import json
 import logging
 import os
@@ -121,6 +122,8 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
     sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
 
+    for name, (_, what) in _MODULE_COMMANDS.items():
+        sub.add_parser(name, help=what, add_help=False)
     games = sub.add_parser("games", help="list the games that can be played")
     games.add_argument("--json", action="store_true", help="as JSON with type details")
     games.add_argument("filter", nargs="?", default="", help="only names containing this")
@@ -154,6 +157,13 @@ def _parser() -> argparse.ArgumentParser:
         help="keep an existing folder that has every agent (exit 0); for one-shot deploy steps",
     )
     return p
+
+
+# Commands whose parser lives in their own module (`main(argv)`): name -> (module, help).
+_MODULE_COMMANDS = {
+    "puzzles": ("referee.puzzles", "mate-in-N chess puzzles through the referee (spielbus puzzles --help)"),
+    "export": ("referee.pgn", "export a run folder: `spielbus export pgn RUN_DIR`"),
+}
 
 
 def _hand_over(module_args: list[str]) -> int:
@@ -401,6 +411,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rest = argv[i + 1 :] if a == "agent" else ["llm", *argv[i + 1 :]]
                 return _hand_over(rest)
             break
+    if argv and argv[0] in _MODULE_COMMANDS:
+        return int(importlib.import_module(_MODULE_COMMANDS[argv[0]][0]).main(argv[1:]))
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.command == "run":

@@ -1,0 +1,221 @@
+"""Make the mate-in-N puzzle suite offline from Stockfish self-play (games/data/mate_in_n.jsonl.gz).
+
+    python scripts/make_puzzles.py [--per-depth 100] [--depths 3-8] [--out FILE] [--minutes M]
+    python scripts/make_puzzles.py --check FILE      # validate a file; exit 2 naming a bad line
+
+How a puzzle is made: self-play games from the standard position (a few random
+opening plies, then a strong side against a weak one, the colours chosen per game,
+so that mates happen). At every position a quick search looks for a `mate N`
+score for the side to move with N in the wanted depths. A candidate is then
+verified with a deeper iterative search (depth max(2N+8, 18)): every iteration
+must report no mate shorter than N for the side to move (nor a mate against it),
+and the last four iterations must all report mate in exactly N. When a mate is
+found, the same side's earlier positions of the game are searched deeper too,
+since the quick search misses long mates. The solution line is the engine's
+principal variation,
+extended by new searches where the PV is cut short, and must end in checkmate
+after exactly 2N-1 plies; games/chess/puzzles.py then checks the line again
+(legality, length, checkmate, no mate in one) before it is written.
+
+At most one puzzle per depth per game, so the suite is not one game's mating
+sequence many times. Resumable: puzzles are appended as they are found (a gzip
+member each; gzip reads the members as one file), and a rerun continues with the
+next game number and stops when every depth has its count. Deterministic for a
+seed, except for Stockfish's own timing-dependent search (movetime).
+
+Limits: "forced" means Stockfish's search says so; the search is not an
+exhaustive proof, which for mates in 8 would be out of reach here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import random
+import sys
+import time
+from pathlib import Path
+
+import chess
+import chess.engine
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agents.stockfish_agent import INSTALL_HINT, find_stockfish
+from games.chess.puzzles import DEFAULT_PATH, Puzzle, PuzzleError, check_puzzle, load_puzzles
+
+
+def _mate_for_mover(info: chess.engine.InfoDict, board: chess.Board) -> int | None:
+    score = info.get("score")
+    if score is None:
+        return None
+    return score.pov(board.turn).mate()
+
+
+def verify(engine: chess.engine.SimpleEngine, board: chess.Board, n: int) -> list[str] | None:
+    """The 2n-1 ply solution if Stockfish proves mate in exactly n for the side to move, else None."""
+    depth = max(2 * n + 8, 18)
+    mates: list[int | None] = []
+    last: chess.engine.InfoDict | None = None
+    with engine.analysis(board, chess.engine.Limit(depth=depth, time=6.0)) as analysis:
+        for info in analysis:
+            if "score" not in info or "depth" not in info or info.get("lowerbound") or info.get("upperbound"):
+                continue
+            mate = _mate_for_mover(info, board)
+            if mate is not None and mate < n:
+                return None  # a shorter mate (or the mover is the one mated): not a mate in exactly n
+            mates.append(mate)
+            last = info
+    # The mate in n must hold over the last iterations (a longer mate found early may shorten).
+    if last is None or len(mates) < 4 or any(m != n for m in mates[-4:]):
+        return None
+    line = list(last.get("pv", []))
+    work = board.copy()
+    for move in line[: 2 * n - 1]:
+        work.push(move)
+    line = line[: 2 * n - 1]
+    while len(line) < 2 * n - 1 and not work.is_game_over():
+        # The PV was cut short: search on from where it ends.
+        info = engine.analyse(work, chess.engine.Limit(depth=depth, time=10.0))
+        pv = info.get("pv", [])
+        if not pv:
+            return None
+        work.push(pv[0])
+        line.append(pv[0])
+    if len(line) != 2 * n - 1 or not work.is_checkmate():
+        return None
+    return [m.uci() for m in line]
+
+
+def _existing(out: Path) -> tuple[list[Puzzle], int]:
+    if not out.exists():
+        return [], 0
+    puzzles = load_puzzles(out)
+    games = [int(p.source.split("game ")[1].split()[0]) for p in puzzles if "game " in p.source]
+    return puzzles, (max(games) + 1 if games else 0)
+
+
+def _append(out: Path, puzzle: Puzzle) -> None:
+    with gzip.open(out, "at", encoding="utf-8") as fh:
+        fh.write(puzzle.model_dump_json() + "\n")
+
+
+def generate(args: argparse.Namespace) -> int:
+    path = find_stockfish(args.stockfish)
+    if path is None:
+        print(f"make_puzzles: Stockfish not found: {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        have, game_no = _existing(out)
+    except PuzzleError as exc:
+        print(f"make_puzzles: refusing to extend a bad file: {exc}", file=sys.stderr)
+        return 2
+    depths = list(range(args.depths[0], args.depths[1] + 1))
+    counts = {d: sum(p.depth == d for p in have) for d in depths}
+    fens = {p.fen for p in have}
+    deadline = time.monotonic() + args.minutes * 60 if args.minutes else None
+    engine = chess.engine.SimpleEngine.popen_uci(path)
+    engine.configure({"Threads": 1, "Hash": 32})
+    try:
+        while any(c < args.per_depth for c in counts.values()):
+            if deadline is not None and time.monotonic() > deadline:
+                print("make_puzzles: time is up; rerun to continue", file=sys.stderr)
+                break
+            rng = random.Random(f"{args.seed}:{game_no}")
+            board = chess.Board()
+            for _ in range(rng.randint(2, 8)):
+                if board.is_game_over():
+                    break
+                board.push(rng.choice(list(board.legal_moves)))
+            strong = rng.choice([chess.WHITE, chess.BLACK])
+            weak_skill = rng.randint(0, 5)
+            found_here: set[int] = set()
+            tried: set[tuple[str, int]] = set()
+            while not board.is_game_over() and board.ply() < 300:
+                quick = engine.analyse(board, chess.engine.Limit(depth=10, time=0.05))
+                mate = _mate_for_mover(quick, board)
+                if mate is not None and 1 <= mate <= max(depths):
+                    # Walk back over the same side's earlier moves: a longer mate may have been there.
+                    back = board.copy()
+                    for k in range(0, 9):
+                        if k > 0:
+                            if len(back.move_stack) < 2:
+                                break
+                            back.pop()
+                            back.pop()
+                        want = mate
+                        if k > 0:
+                            if (back.fen(), 0) in tried:
+                                continue
+                            tried.add((back.fen(), 0))
+                            pre = engine.analyse(back, chess.engine.Limit(depth=16, time=0.3))
+                            want = _mate_for_mover(pre, back) or 0
+                        if want not in counts or counts[want] >= args.per_depth or want in found_here:
+                            continue
+                        if back.fen() in fens or (back.fen(), want) in tried:
+                            continue
+                        tried.add((back.fen(), want))
+                        solution = verify(engine, back, want)
+                        if solution is None:
+                            continue
+                        puzzle = Puzzle(
+                            id=f"m{want}-{game_no:05d}-{back.ply():03d}",
+                            depth=want,
+                            fen=back.fen(),
+                            solution=solution,
+                            source=f"stockfish self-play game {game_no} ply {back.ply()} (seed {args.seed})",
+                        )
+                        check_puzzle(puzzle)
+                        _append(out, puzzle)
+                        fens.add(puzzle.fen)
+                        found_here.add(want)
+                        counts[want] += 1
+                        print(f"game {game_no}: mate in {want}  ({dict(counts)})", flush=True)
+                # The next move: the strong side plays its best, the weak side at a low skill.
+                skill = 20 if board.turn == strong else weak_skill
+                engine.configure({"Skill Level": skill})
+                move = engine.play(board, chess.engine.Limit(time=0.01)).move
+                if move is None:
+                    break
+                board.push(move)
+            game_no += 1
+    finally:
+        engine.quit()
+    print(f"make_puzzles: {out}: {dict(counts)}")
+    return 0
+
+
+def _depth_range(text: str) -> tuple[int, int]:
+    lo, _, hi = text.partition("-")
+    a, b = int(lo), int(hi or lo)
+    if not 1 <= a <= b <= 20:
+        raise argparse.ArgumentTypeError(f"bad depth range {text!r}")
+    return a, b
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--per-depth", type=int, default=100)
+    ap.add_argument("--depths", type=_depth_range, default=(3, 8), help="e.g. 3-8")
+    ap.add_argument("--out", default=str(DEFAULT_PATH))
+    ap.add_argument("--seed", type=int, default=14)
+    ap.add_argument("--minutes", type=float, default=None, help="stop after this long (rerun to resume)")
+    ap.add_argument("--stockfish", default=None, help="the stockfish binary")
+    ap.add_argument("--check", metavar="FILE", help="only validate FILE")
+    args = ap.parse_args(argv)
+    if args.check:
+        try:
+            puzzles = load_puzzles(args.check)
+        except PuzzleError as exc:
+            print(f"make_puzzles: {exc}", file=sys.stderr)
+            return 2
+        by = {d: sum(p.depth == d for p in puzzles) for d in sorted({p.depth for p in puzzles})}
+        print(f"{args.check}: {len(puzzles)} puzzles, by depth {by}")
+        return 0
+    return generate(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
