@@ -24,6 +24,7 @@ from pydantic import ValidationError
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
+from referee import pgn
 from referee.config import TournamentConfig
 from referee.ratings import Rating, Standing, ratings, standings
 
@@ -44,6 +45,7 @@ class RunFolder:
     def append(self, record: MatchRecord) -> None:
         self._fh.write(record.model_dump_json() + "\n")
         self._fh.flush()
+        pgn.observe(self.path, record)  # chess matches also as pgn/<match id>.pgn
 
     def write_summary(self, table: list[Standing], rates: list[Rating], extra: dict[str, object]) -> None:
         (self.path / "standings.json").write_text(
