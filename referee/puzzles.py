@@ -19,7 +19,7 @@ The label (default: the kind and the values, joined by '-') names the column.
 Limits: the gauntlet seats the challenger first, which in OpenSpiel's chess is
 black, so a puzzle with white to move is played colour-mirrored (ranks flipped,
 colours swapped: the same mate in N). An LLM agent therefore always sees itself
-as black. Printed like Table 2 of "Can LLMs play games? A self-play approach".
+as black. Printed like Table 2 of the LLM-MCTS paper, "Can Large Language Models Play Games?".
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def score(records: list[MatchRecord], puzzles: list[Puzzle]) -> dict[str, dict[s
 
 
 def table2(results: dict[str, dict[str, bool]], puzzles: list[Puzzle], labels: list[str]) -> Table:
-    t = Table(title='Mate-in-N puzzles solved (Table 2 of "Can LLMs play games? A self-play approach")')
+    t = Table(title="Mate-in-N puzzles solved (Table 2 of the LLM-MCTS paper)")
     t.add_column("depth", justify="right")
     for label in labels:
         t.add_column(label, justify="right")
