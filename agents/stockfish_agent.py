@@ -61,8 +61,8 @@ class StockfishOptions(StrategyOptions):
     def _binary(self) -> StockfishOptions:
         found = find_stockfish(self.path)
         if found is None:
-            where = repr(self.path) if self.path else "`stockfish` on PATH nor /usr/games/stockfish"
-            raise ValueError(f"Stockfish binary not found (neither {where}): {INSTALL_HINT}")
+            where = f"no executable {self.path!r}" if self.path else "not on PATH nor /usr/games/stockfish"
+            raise ValueError(f"Stockfish binary not found ({where}): {INSTALL_HINT}")
         self.path = found
         return self
 
