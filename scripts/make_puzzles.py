@@ -5,8 +5,8 @@
 
 How a puzzle is made: self-play games from the standard position (a few random
 opening plies, then a strong side against a weak one, the colours chosen per game,
-so that mates happen). At every position a quick search looks for a `mate N`
-score for the side to move with N in the wanted depths. A candidate is then
+so that mates happen). At each of the strong side's moves its own search (depth
+12) looks for a `mate N` score with N in the wanted depths. A candidate is then
 verified with a deeper iterative search (depth max(2N+8, 18)): every iteration
 must report no mate shorter than N for the side to move (nor a mate against it),
 and the last four iterations must all report mate in exactly N. When a mate is
@@ -134,8 +134,19 @@ def generate(args: argparse.Namespace) -> int:
             found_here: set[int] = set()
             tried: set[tuple[str, int]] = set()
             while not board.is_game_over() and board.ply() < 300:
-                quick = engine.analyse(board, chess.engine.Limit(depth=10, time=0.05))
-                mate = _mate_for_mover(quick, board)
+                if board.turn != strong:
+                    engine.configure({"Skill Level": weak_skill})
+                    move = engine.play(board, chess.engine.Limit(time=0.01)).move
+                    if move is None:
+                        break
+                    board.push(move)
+                    continue
+                # The strong side's own search says whether it has a mate: no second search needed.
+                engine.configure({"Skill Level": 20})
+                played = engine.play(
+                    board, chess.engine.Limit(depth=12, time=0.05), info=chess.engine.INFO_SCORE
+                )
+                mate = _mate_for_mover(played.info, board)
                 if mate is not None and 1 <= mate <= max(depths):
                     # Walk back over the same side's earlier moves: a longer mate may have been there.
                     back = board.copy()
@@ -173,13 +184,9 @@ def generate(args: argparse.Namespace) -> int:
                         found_here.add(want)
                         counts[want] += 1
                         print(f"game {game_no}: mate in {want}  ({dict(counts)})", flush=True)
-                # The next move: the strong side plays its best, the weak side at a low skill.
-                skill = 20 if board.turn == strong else weak_skill
-                engine.configure({"Skill Level": skill})
-                move = engine.play(board, chess.engine.Limit(time=0.01)).move
-                if move is None:
+                if played.move is None:
                     break
-                board.push(move)
+                board.push(played.move)
             game_no += 1
     finally:
         engine.quit()
