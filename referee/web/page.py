@@ -5,9 +5,10 @@ only (move texts and boards come from games and agents: never parsed as HTML).
 Boards are drawn as SVG from the public text view where the game is known (chess
 from its FEN, Go, connect four, tic-tac-toe; Kuhn and Leduc poker as cards dealt by
 the chance steps, face down while hidden, i.e. until the match ends); any other game
-shows the text view. The head-to-head matrix and the rating chart are computed in the
-page from the finished two-seat matches of the list (the chart replays a plain Elo,
-K = 32, in finishing order: a picture of the course, not the tournament's ratings).
+shows only the text view (which stays under a picture, collapsible). The head-to-head
+matrix and the rating chart are computed in the page from the finished two-seat
+matches of the list (the chart replays a plain Elo, K = 32, in finishing order: a
+picture of the course, not the tournament's ratings).
 The selected match is kept in the URL fragment (`#match=<id>`), so a link to a
 match can be shared.
 """
@@ -385,10 +386,6 @@ async function refreshMatch() {
   document.getElementById("board").textContent = m.observation || "(no public board)";
   const pic = picture(m);
   document.getElementById("picture").replaceChildren(...(pic ? [pic] : []));
-  // The text view stays one click away when there is a picture; it is the view otherwise.
-  const textView = document.getElementById("text-view");
-  if (pic && textView.dataset.auto !== "closed") { textView.open = false; textView.dataset.auto = "closed"; }
-  if (!pic && textView.dataset.auto === "closed") { textView.open = true; delete textView.dataset.auto; }
   const last = m.last;
   document.getElementById("last-move").textContent = last
     ? (last.player >= 0 ? m.seats[last.player] : "chance") + ": " + last.text : "–";
