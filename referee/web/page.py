@@ -48,6 +48,7 @@ PAGE = r"""<!doctype html>
   #h2h td.num { min-width: 3em; }
   #h2h td.self { background: #eef0f2; }
   #rating-chart svg { width: 100%; height: auto; }
+  #rating-chart .legend { font-size: 12px; overflow-wrap: anywhere; }
 </style>
 </head>
 <body>
@@ -227,10 +228,10 @@ function cardsPicture(m, game) {
   const names = game === "kuhn_poker" ? KUHN : LEDUC;
   const who = deals.map((_, i) => i < m.seats.length ? m.seats[i] : "board");
   const W = 64, H = 88;
-  const root = svg("svg", { viewBox: "0 0 " + (deals.length * (W + 40) + 10) + " " + (H + 30),
-    width: deals.length * (W + 40) + 10, "data-game": game, role: "img" });
+  const root = svg("svg", { viewBox: "0 0 " + (deals.length * (W + 56) + 24) + " " + (H + 30),
+    width: deals.length * (W + 56) + 24, "data-game": game, role: "img" });
   deals.forEach((s, i) => {
-    const x = 10 + i * (W + 40);
+    const x = 36 + i * (W + 56);
     const id = (String(s.text).match(/(\d+)\s*$/) || [])[1];
     const down = s.hidden || id === undefined;
     root.appendChild(svg("rect", { x, y: 4, width: W, height: H, rx: 6, stroke: "#333",
@@ -301,7 +302,7 @@ function drawRatings(matches) {
   });
   const all = Object.values(series).flat().map(p => p[1]);
   const lo = Math.min(...all) - 10, hi = Math.max(...all) + 10, n = done.length;
-  const W = 560, H = 220, L = 44, B = 22, T = 8, R = 120;
+  const W = 560, H = 220, L = 44, B = 22, T = 8, R = 12;
   const x = i => L + (W - L - R) * i / Math.max(1, n), y = v => T + (H - T - B) * (hi - v) / (hi - lo);
   const root = svg("svg", { viewBox: "0 0 " + W + " " + H, "data-game": "ratings", role: "img" });
   root.appendChild(svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#999" }));
@@ -312,14 +313,16 @@ function drawRatings(matches) {
   }
   root.appendChild(svg("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle", "font-size": 10,
     fill: "#555" }, "finished matches"));
+  const legend = [];
   Object.keys(series).sort().forEach((a, k) => {
     const color = PALETTE[k % PALETTE.length];
     root.appendChild(svg("polyline", { points: series[a].map(p => x(p[0]) + "," + y(p[1])).join(" "),
       fill: "none", stroke: color, "stroke-width": 2, class: "series", "data-agent": a }));
-    root.appendChild(svg("text", { x: W - R + 8, y: T + 12 + 14 * k, "font-size": 11, fill: color },
-      a + " " + elo[a].toFixed(0)));
+    const item = el("div", "\u25A0 " + a + " " + elo[a].toFixed(0), "legend");
+    item.style.color = color;
+    legend.push(item);
   });
-  box.replaceChildren(root);
+  box.replaceChildren(root, ...legend);
 }
 
 
