@@ -2,14 +2,17 @@
 
     python scripts/make_puzzles.py [--per-depth 100] [--depths 3-8] [--out FILE] [--minutes M]
     python scripts/make_puzzles.py --check FILE      # validate a file; exit 2 naming a bad line
+    python scripts/make_puzzles.py --reverify        # re-check every puzzle with Stockfish (resumable)
 
 How a puzzle is made: self-play games from the standard position (a few random
 opening plies, then a strong side against a weak one, the colours chosen per game,
 so that mates happen). At each of the strong side's moves its own search (depth
 12) looks for a `mate N` score with N in the wanted depths. A candidate is then
-verified with a deeper iterative search (depth max(2N+8, 18)): every iteration
-must report no mate shorter than N for the side to move (nor a mate against it),
-and the last four iterations must all report mate in exactly N. When a mate is
+verified from its FEN alone (no move history) by two mate searches (UCI `go mate`,
+hash cleared before each): one must find mate in exactly N (10 s at most), the
+other must find no mate in N-1 or fewer in 4 s while searching at least 2N+8 plies
+deep. (A plain search's mate distance proved unreliable: Stockfish reports the
+first mate it sees, which may be longer than the shortest, or miss a shorter one.) When a mate is
 found, the same side's earlier positions of the game are searched deeper too,
 since the quick search misses long mates. The solution line is the engine's
 principal variation,
@@ -52,23 +55,24 @@ def _mate_for_mover(info: chess.engine.InfoDict, board: chess.Board) -> int | No
     return score.pov(board.turn).mate()
 
 
-def verify(engine: chess.engine.SimpleEngine, board: chess.Board, n: int) -> list[str] | None:
-    """The 2n-1 ply solution if Stockfish proves mate in exactly n for the side to move, else None."""
-    depth = max(2 * n + 8, 18)
-    mates: list[int | None] = []
-    last: chess.engine.InfoDict | None = None
-    with engine.analysis(board, chess.engine.Limit(depth=depth, time=6.0)) as analysis:
-        for info in analysis:
-            if "score" not in info or "depth" not in info or info.get("lowerbound") or info.get("upperbound"):
-                continue
-            mate = _mate_for_mover(info, board)
-            if mate is not None and mate < n:
-                return None  # a shorter mate (or the mover is the one mated): not a mate in exactly n
-            mates.append(mate)
-            last = info
-    # The mate in n must hold over the last iterations (a longer mate found early may shorten).
-    if last is None or len(mates) < 4 or any(m != n for m in mates[-4:]):
+def verify(engine: chess.engine.SimpleEngine, position: chess.Board, n: int) -> list[str] | None:
+    """The 2n-1 ply solution if Stockfish shows mate in exactly n for the side to move, else None.
+
+    Two mate searches (UCI `go mate`) from the FEN alone (no move history: the puzzle is played
+    from its FEN), each with a cleared hash: one must find mate in n (a mate found is a mate), the
+    other must not find one in n-1 or fewer although it searches deep (at least 2n+8 plies)."""
+    board = chess.Board(position.fen())
+    engine.configure({"Clear Hash": None})
+    last = engine.analyse(board, chess.engine.Limit(mate=n, time=FIND_SECONDS))
+    if _mate_for_mover(last, board) != n:
         return None
+    if n > 1:
+        engine.configure({"Clear Hash": None})
+        shorter = engine.analyse(board, chess.engine.Limit(mate=n - 1, time=SHORTER_SECONDS))
+        found = _mate_for_mover(shorter, board)
+        if (found is not None and found < n) or shorter.get("depth", 0) < 2 * n + 8:
+            return None
+    want_depth = max(2 * n + 8, 18)
     line = list(last.get("pv", []))
     work = board.copy()
     for move in line[: 2 * n - 1]:
@@ -76,7 +80,7 @@ def verify(engine: chess.engine.SimpleEngine, board: chess.Board, n: int) -> lis
     line = line[: 2 * n - 1]
     while len(line) < 2 * n - 1 and not work.is_game_over():
         # The PV was cut short: search on from where it ends.
-        info = engine.analyse(work, chess.engine.Limit(depth=depth, time=10.0))
+        info = engine.analyse(work, chess.engine.Limit(depth=want_depth, time=10.0))
         pv = info.get("pv", [])
         if not pv:
             return None
@@ -85,6 +89,46 @@ def verify(engine: chess.engine.SimpleEngine, board: chess.Board, n: int) -> lis
     if len(line) != 2 * n - 1 or not work.is_checkmate():
         return None
     return [m.uci() for m in line]
+
+
+FIND_SECONDS = 10.0
+SHORTER_SECONDS = 4.0
+
+
+def reverify(args: argparse.Namespace, path: str) -> int:
+    """Check every puzzle of `--out` again with `verify`; keep those that pass (with the new line).
+
+    Resumable: passing puzzles go to `<out>.reverify` as they are checked, and a rerun skips the
+    ids already there (and those that failed, listed in `<out>.reverify.failed`); when all are
+    done the file replaces `--out`."""
+    out = Path(args.out)
+    tmp, failed_path = Path(str(out) + ".reverify"), Path(str(out) + ".reverify.failed")
+    puzzles = load_puzzles(out)
+    done = {p.id for p in load_puzzles(tmp)} if tmp.exists() else set()
+    failed = set(failed_path.read_text().split()) if failed_path.exists() else set()
+    engine = chess.engine.SimpleEngine.popen_uci(path)
+    engine.configure({"Threads": 1, "Hash": 32})
+    try:
+        for p in puzzles:
+            if p.id in done or p.id in failed:
+                continue
+            solution = verify(engine, chess.Board(p.fen), p.depth)
+            if solution is None:
+                failed.add(p.id)
+                with failed_path.open("a") as fh:
+                    fh.write(p.id + "\n")
+                print(f"{p.id}: not confirmed, dropped", flush=True)
+                continue
+            fresh = p.model_copy(update={"solution": solution})
+            check_puzzle(fresh)
+            _append(tmp, fresh)
+            done.add(p.id)
+    finally:
+        engine.quit()
+    tmp.replace(out)
+    failed_path.unlink(missing_ok=True)
+    print(f"make_puzzles: {len(done)} confirmed, {len(failed)} dropped")
+    return 0
 
 
 def _existing(out: Path) -> tuple[list[Puzzle], int]:
@@ -211,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minutes", type=float, default=None, help="stop after this long (rerun to resume)")
     ap.add_argument("--stockfish", default=None, help="the stockfish binary")
     ap.add_argument("--check", metavar="FILE", help="only validate FILE")
+    ap.add_argument("--reverify", action="store_true", help="re-check every puzzle of --out with Stockfish")
     args = ap.parse_args(argv)
     if args.check:
         try:
@@ -221,6 +266,12 @@ def main(argv: list[str] | None = None) -> int:
         by = {d: sum(p.depth == d for p in puzzles) for d in sorted({p.depth for p in puzzles})}
         print(f"{args.check}: {len(puzzles)} puzzles, by depth {by}")
         return 0
+    if args.reverify:
+        path = find_stockfish(args.stockfish)
+        if path is None:
+            print(f"make_puzzles: Stockfish not found: {INSTALL_HINT}", file=sys.stderr)
+            return 2
+        return reverify(args, path)
     return generate(args)
 
 
