@@ -231,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     except (ConnectionError, RuntimeError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 1
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: the run folder keeps every finished match[/yellow]")
+        return 130
     results = score(result.records, puzzles)
     labels = [s.label for s in specs]
     (result.path / "puzzles.json").write_text(json.dumps(results, indent=1, sort_keys=True), encoding="utf-8")
