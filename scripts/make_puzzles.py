@@ -98,11 +98,12 @@ SHORTER_SECONDS = 4.0
 def reverify(args: argparse.Namespace, path: str) -> int:
     """Check every puzzle of `--out` again with `verify`; keep those that pass (with the new line).
 
-    Resumable: passing puzzles go to `<out>.reverify` as they are checked, and a rerun skips the
+    Resumable: passing puzzles go to `<out>.reverify.gz` as they are checked, and a rerun skips the
     ids already there (and those that failed, listed in `<out>.reverify.failed`); when all are
     done the file replaces `--out`."""
     out = Path(args.out)
-    tmp, failed_path = Path(str(out) + ".reverify"), Path(str(out) + ".reverify.failed")
+    tmp = out.with_name(out.name.removesuffix(".gz") + ".reverify.gz")  # gzip, like `out`
+    failed_path = out.with_name(out.name + ".reverify.failed")
     puzzles = load_puzzles(out)
     done = {p.id for p in load_puzzles(tmp)} if tmp.exists() else set()
     failed = set(failed_path.read_text().split()) if failed_path.exists() else set()
