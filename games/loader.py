@@ -1,7 +1,7 @@
 """Load any OpenSpiel game from a `GameSpec` or a spec string, our own Python games included.
 
-Our games register with `pyspiel.register_game` when `games.word` is imported;
-`load_game` imports it first so that every caller sees the same catalogue.
+Our games register with `pyspiel.register_game` when `games.word` and `games.cwm` are imported;
+`load_game` imports them first so that every caller sees the same catalogue.
 Loaded games are cached per spec: pyspiel games are immutable and shareable.
 
 Chess takes a `fen` parameter (a start position), which open_spiel 2.0.2's chess
@@ -20,7 +20,7 @@ import pyspiel
 from bus.protocol import GameSpec
 
 # Modules whose import registers extra games with pyspiel (absent ones are skipped).
-_GAME_MODULES = ("games.word",)
+_GAME_MODULES = ("games.word", "games.cwm")
 _registered = False
 
 

@@ -157,6 +157,10 @@ def json_view(state: pyspiel.State, seat: int) -> object | None:
     games only) or `json_view(seat)` (the seat's own view)."""
     fn = getattr(state, "json_view", None)
     if fn is None:
+        if state.get_game().get_type().short_name == "mnk":  # C++ game: the view is built outside
+            from games.cwm.gen_tic_tac_toe import mnk_json_view
+
+            return mnk_json_view(state)
         return None
     if inspect.signature(fn).parameters:
         return fn(seat)

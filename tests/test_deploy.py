@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 from bus.auth import config_path, load_auth
-from bus.server import EmbeddedNats, free_port
+from bus.process import free_port
+from bus.server import EmbeddedNats
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -260,7 +261,7 @@ def test_real_prometheus_scrapes_a_run(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "referee.cli",
+            "spielbus.cli",
             "run",
             str(cfg),
             "--run-dir",

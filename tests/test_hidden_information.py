@@ -11,7 +11,7 @@ from games.loader import load_game, parse_spec
 from games.view import SeatHistory, build_turn
 from tests.helpers import play, raw_responder, spec, uid
 
-IMPERFECT = ["leduc_poker", "kuhn_poker", "liars_dice", "kuhn_poker(players=3)"]
+IMPERFECT = ["leduc_poker", "kuhn_poker", "liars_dice", "kuhn_poker(players=3)", "hand_of_war", "quadranto"]
 
 
 def _turn_after(game_name: str, chance: list[int]) -> Turn | None:
@@ -48,13 +48,15 @@ def _turn_after(game_name: str, chance: list[int]) -> Turn | None:
         ("kuhn_poker(players=3)", [0, 1, 2], [0, 3, 1]),
         ("liars_dice", [1, 2], [1, 5]),  # one die each by default
         ("liars_dice(numdice=2)", [1, 2, 3, 4], [1, 2, 5, 0]),
+        ("hand_of_war", [0, 1, 2, 3, 4, 5], [0, 1, 2, 13, 14, 15]),  # seat 0 draws three first
+        ("quadranto", [5, 10], [5, 15]),  # seat 1 starts on another cell of its quadrant
     ],
 )
 def test_turn_does_not_depend_on_opponents_private_chance(
     game: str, deal_a: list[int], deal_b: list[int]
 ) -> None:
     """Two deals that differ only in what other seats hold give seat 0 the identical turn."""
-    n_own = {"leduc_poker": 1, "kuhn_poker": 1, "kuhn_poker(players=3)": 1}.get(game, 1)
+    n_own = {"leduc_poker": 1, "kuhn_poker": 1, "kuhn_poker(players=3)": 1, "hand_of_war": 3}.get(game, 1)
     if game == "liars_dice(numdice=2)":
         n_own = 2
     assert deal_a[:n_own] == deal_b[:n_own] and deal_a != deal_b
