@@ -161,7 +161,7 @@ def _parser() -> argparse.ArgumentParser:
 
 # Commands whose parser lives in their own module (`main(argv)`): name -> (module, help).
 _MODULE_COMMANDS = {
-    "puzzles": ("referee.puzzles", "mate-in-N chess puzzles through the referee (spielbus puzzles --help)"),
+    "puzzles": ("spielbus.puzzles", "mate-in-N chess puzzles through the referee (spielbus puzzles --help)"),
     "export": ("referee.pgn", "export a run folder: `spielbus export pgn RUN_DIR`"),
 }
 

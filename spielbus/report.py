@@ -8,8 +8,8 @@ from rich.console import Console
 from rich.table import Table
 
 from bus.protocol import FAULT_REASONS, MatchRecord
-from referee.go_report import print_go_scores
 from referee.ratings import Rating, Standing
+from spielbus.go_report import print_go_scores
 
 
 def outcome_counts(records: list[MatchRecord]) -> dict[str, int]:

@@ -11,9 +11,9 @@ import pytest
 
 from agents.stockfish_agent import find_stockfish
 from games.chess.puzzles import DEPTHS, PuzzleError, load_puzzles, select
-from referee.puzzles import main as puzzles_main
-from referee.puzzles import match_fen, parse_agent_spec
 from scripts.make_puzzles import main as make_main
+from spielbus.puzzles import main as puzzles_main
+from spielbus.puzzles import match_fen, parse_agent_spec
 
 MATE1 = {"id": "ok", "depth": 1, "fen": "6k1/5ppp/8/8/8/8/5PPP/3R2K1 w - - 0 1", "solution": ["d1d8"]}
 

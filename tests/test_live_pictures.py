@@ -13,9 +13,9 @@ from aiohttp.test_utils import TestServer
 from agents.base import StrategyOptions
 from agents.random_agent import FirstLegalStrategy, RandomStrategy
 from bus.protocol import GameSpec, MatchEvent
+from observability.web.app import make_app
+from observability.web.feed import MatchFeed
 from referee.match import MatchRunner
-from referee.web.app import make_app
-from referee.web.feed import MatchFeed
 from tests.helpers import serving, spec, uid
 from tests.test_live_page import CHROMIUM_ARGS, ROOT, _chromium
 

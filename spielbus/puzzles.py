@@ -3,7 +3,7 @@
 Every puzzle is a real match: OpenSpiel chess from the puzzle's FEN (the `fen`
 game parameter), the agent attacking, the defender Stockfish at full strength
 (skill 20). The tournament is built programmatically (a gauntlet with the
-defender as the only champion) and played by `referee.run.run_tournament`, so
+defender as the only champion) and played by `spielbus.run.run_tournament`, so
 agents start, fail and are recorded exactly as in `spielbus run`, and the run
 folder holds every match (plus `puzzles.json`, the per-puzzle verdicts).
 
@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
             concurrency=args.concurrency,
             run_dir=args.run_dir,
         )
-        from referee.launch import check_agent_options
+        from spielbus.launch import check_agent_options
 
         problems = check_agent_options({n: (a.kind, a.options) for n, a in config.agents.items()})
         if problems:
@@ -223,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [d for d in args.depth if not any(p.depth == d for p in puzzles)]
     if missing:
         console.print(f"[yellow]note:[/yellow] no puzzles of depth {missing} in the suite", highlight=False)
-    from referee.run import RunOptions, run_tournament
+    from spielbus.run import RunOptions, run_tournament
 
     opts = RunOptions(nats=args.nats, run_dir=args.run_dir, quiet=args.quiet)
     try:
