@@ -19,6 +19,7 @@ KINDS: dict[str, str] = {
     "llm_mcts": "agents.llm_mcts:LlmMctsStrategy",
     "cwm": "agents.cwm.agent:CwmStrategy",
     "policy_table": "agents.policy_table:PolicyTableStrategy",
+    "stockfish": "agents.stockfish_agent:StockfishStrategy",
 }
 
 

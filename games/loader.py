@@ -6,6 +6,10 @@ Loaded games are cached per spec: pyspiel games are immutable and shareable.
 A first load can take a while (Ghost reads and indexes a word list: about half a
 second), so async callers use `load_game_async`: a cached game returns at once,
 a first load runs in a worker thread instead of blocking every match on the loop.
+
+Chess takes a `fen` parameter (a start position), which open_spiel 2.0.2's chess
+lacks: the game is loaded without it and `initial_state(game)` (used by `replay`
+and the referee) starts from the FEN; see games/chess/position.py.
 """
 
 from __future__ import annotations
@@ -87,6 +91,10 @@ def _load_uncached(name: str, frozen_params: tuple[tuple[str, object], ...]) -> 
     register_our_games()
     if name not in pyspiel.registered_names():
         raise GameSpecError(f"unknown game {name!r}; `spielbus games` lists what can be played")
+    if name == "chess" and "fen" in dict(frozen_params):
+        from games.chess.position import load_chess_from_fen
+
+        return load_chess_from_fen(dict(frozen_params))
     try:
         return pyspiel.load_game(name, _to_pyspiel_params(dict(frozen_params)))
     except (pyspiel.SpielError, RuntimeError, TypeError, ValueError) as exc:
@@ -129,9 +137,17 @@ def game_names() -> list[str]:
     return sorted(pyspiel.registered_names())
 
 
+def initial_state(game: pyspiel.Game) -> pyspiel.State:
+    """The game's start state: `new_initial_state()`, or the chess position of its `fen` parameter."""
+    from games.chess.position import start_fen
+
+    fen = start_fen(game)
+    return game.new_initial_state() if fen is None else game.new_initial_state(fen)
+
+
 def replay(game: pyspiel.Game, actions: list[int]) -> pyspiel.State:
     """Rebuild a perfect-information state from its full action history."""
-    state = game.new_initial_state()
+    state = initial_state(game)
     for a in actions:
         state.apply_action(a)
     return state

@@ -149,7 +149,12 @@ class RefereeMetrics:
             log.warning("metrics: could not account for a %s event", event.type, exc_info=True)
 
     def _on_event(self, event: MatchEvent) -> None:
-        game = event.game.label()
+        # A chess start position (`fen`: puzzles, opening sets) would make the label set unbounded.
+        game = (
+            event.game.model_copy(update={"params": {**event.game.params, "fen": "*"}}).label()
+            if ("fen" in event.game.params)
+            else event.game.label()
+        )
         with self._lock:
             if event.type == "started":
                 if event.match_id not in self._live:

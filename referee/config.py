@@ -1,6 +1,7 @@
 """The tournament file: TOML, validated by pydantic, errors that name the key and the line.
 
     name = "quickstart"
+    openings = ["e4 e5 Nf3", "<FEN>"]   # chess only: each opening with both colour assignments
     format = "round_robin"        # round_robin | gauntlet
     games_per_pairing = 4         # per pairing and per seat order
     max_matches = 100000          # refuse larger schedules (the error says what they would cost)
@@ -40,9 +41,17 @@ import math
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from bus.protocol import FaultPolicy, GameSpec
 from bus.subjects import check_token
@@ -75,6 +84,13 @@ class RatingsConfig(BaseModel):
     )
 
 
+def _opening(text: str) -> str:
+    """An opening entry as the FEN it starts from (games/chess/openings.py)."""
+    from games.chess.openings import opening_fen
+
+    return opening_fen(text)
+
+
 class TournamentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = "tournament"
@@ -98,6 +114,11 @@ class TournamentConfig(BaseModel):
     ratings: RatingsConfig = Field(default_factory=RatingsConfig)
     llm: dict[str, dict[str, Any]] = Field(default_factory=dict, description="named LLM endpoints")
     run_dir: str = "runs"
+    openings: list[Annotated[str, AfterValidator(_opening)]] = Field(
+        default_factory=list,
+        description="chess: start positions (FENs or move sequences from the start), each played "
+        "with both colour assignments per pairing (games/chess/openings.py)",
+    )
 
     @field_validator("name")
     @classmethod

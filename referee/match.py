@@ -60,7 +60,7 @@ from bus.protocol import (
 from bus.replies import MAX_REPLY_BYTES as MAX_REPLY_BYTES  # re-exported: tests and tools read it here
 from bus.replies import check_reply
 from bus.subjects import Subjects
-from games.loader import GameSpecError, load_game_async
+from games.loader import GameSpecError, initial_state, load_game_async
 from games.rules import rules_text
 from games.view import SeatHistory, action_text, build_turn, legal_actions, match_action, public_observation
 from referee.outcome import ranks_from_returns
@@ -375,7 +375,7 @@ class MatchRunner:
         n = game.num_players()
         if n != len(spec.seats):
             raise RuntimeError(f"{spec.game.label()} has {n} seats, the match spec names {len(spec.seats)}")
-        state = game.new_initial_state()
+        state = initial_state(game)
         self._history = SeatHistory(n)
         for seat, agent in enumerate(spec.seats):
             await self._notify(

@@ -45,6 +45,7 @@ from pydantic import ValidationError
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
+from referee import pgn
 from referee.config import TournamentConfig
 from referee.ratings import Rating, Standing, ratings, standings
 from referee.worker import DURABLE
@@ -88,6 +89,7 @@ class RunFolder:
         try:
             self._fh.write(record.model_dump_json() + "\n")
             self._fh.flush()
+            pgn.observe(self.path, record)  # chess matches also as pgn/<match id>.pgn
         except OSError as exc:
             raise RunFolderError(f"cannot write {self.matches}: {exc.strerror or exc}") from exc
 

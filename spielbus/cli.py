@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import importlib
 import json
 import logging
 import os
@@ -204,9 +205,6 @@ def _parser() -> argparse.ArgumentParser:
     _add_auth_flag(ref, "the referee user")
 
     sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
-    sub.add_parser(
-        "collect", help="rebuild a run folder from the match stream (spielbus collect --help)", add_help=False
-    )
     sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
     sub.add_parser(
         "cwm", help="code world models: `spielbus cwm synthesize GAME ...`, `cwm eval DIR`", add_help=False
@@ -217,6 +215,8 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
 
+    for name, (_, what) in _MODULE_COMMANDS.items():
+        sub.add_parser(name, help=what, add_help=False)
     games = sub.add_parser("games", help="list the games that can be played")
     games.add_argument("--json", action="store_true", help="as JSON with type details")
     games.add_argument("filter", nargs="?", default="", help="only names containing this")
@@ -252,8 +252,18 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+# Commands whose parser lives in their own module (`main(argv)`, run in this process):
+# name -> (module, help).
+_MODULE_COMMANDS = {
+    "collect": ("spielbus.collect", "rebuild a run folder from the match stream (spielbus collect --help)"),
+    "puzzles": ("spielbus.puzzles", "mate-in-N chess puzzles through the referee (spielbus puzzles --help)"),
+    "export": ("referee.pgn", "export a run folder: `spielbus export pgn RUN_DIR`"),
+}
+
+
 def _hand_over(module_args: list[str], module: str = "agents") -> int:
-    """`spielbus agent` / `llm` / `selfplay` run the agents package in its own process image."""
+    """`spielbus agent` / `llm` / `cwm` / `selfplay` run a package of agents in its own process image,
+    so this process never imports agent code."""
     os.execv(sys.executable, [sys.executable, "-m", module, *module_args])
     return 0  # not reached
 
@@ -567,11 +577,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         i += 1
     if i < len(argv) and "-h" not in argv[:i] and "--help" not in argv[:i]:
         command, rest = argv[i], argv[i + 1 :]
-        if command == "collect":
-            from spielbus.collect import main as collect_main
-
+        if command in _MODULE_COMMANDS:
             logging.basicConfig(level=(level or "WARNING").upper())
-            return collect_main(rest)
+            return int(importlib.import_module(_MODULE_COMMANDS[command][0]).main(rest))
         if command == "agent":
             if level is not None and rest and not rest[0].startswith("-"):
                 rest = [rest[0], "--log-level", level, *rest[1:]]  # after the kind; a later flag wins

@@ -9,6 +9,7 @@ from rich.table import Table
 
 from bus.protocol import FAULT_REASONS, MatchRecord
 from referee.ratings import Rating, Standing
+from spielbus.go_report import print_go_scores
 
 
 def outcome_counts(records: list[MatchRecord]) -> dict[str, int]:
@@ -50,6 +51,7 @@ def print_report(
         ft.add_column(reason, justify="right")
     ft.add_row(*(str(faults[r]) for r in FAULT_REASONS))
     console.print(ft)
+    print_go_scores(console, records)  # Go only: mean territory score next to win rate
     outcomes = ", ".join(f"{k}: {v}" for k, v in sorted(outcome_counts(records).items()))
     console.print(f"{len(records)} matches ({outcomes})")
     console.print(f"Run folder: [bold]{run_path}[/bold] (matches.jsonl, standings.json, ratings.json)")
