@@ -125,7 +125,7 @@ def test_auth_init_cli_from_a_tournament_file(tmp_path: Path) -> None:
         '[[games]]\nname = "tic_tac_toe"\n[agents.r1]\nkind = "random"\n[agents.r2]\nkind = "random"\n'
     )
     out = tmp_path / "auth"
-    cli = [sys.executable, "-m", "referee.cli", "auth", "init"]
+    cli = [sys.executable, "-m", "spielbus.cli", "auth", "init"]
     res = subprocess.run(
         [*cli, str(toml), "--agents", "extra", "--out", str(out)], capture_output=True, text=True, cwd=ROOT
     )
@@ -322,8 +322,8 @@ async def test_agent_runtime_and_referee_play_under_auth(
     auth_server: EmbeddedNats, bundle: AuthBundle
 ) -> None:
     """The real agent runtime (nats.micro discovery included) and referee work with the narrow rights."""
-    from referee.launch import agent_present
     from referee.worker import RefereeWorker
+    from spielbus.launch import agent_present
 
     logins = {}
     for name in ("alice", "bob"):
@@ -361,7 +361,7 @@ def test_spielbus_run_with_auth(tmp_path: Path) -> None:
     cli = [
         sys.executable,
         "-m",
-        "referee.cli",
+        "spielbus.cli",
         "run",
         str(toml),
         "--quiet",

@@ -18,9 +18,9 @@ import pytest
 from bus.auth import AuthBundle, config_path, load_auth, write_auth
 from bus.connect import connect
 from bus.server import EmbeddedNats
-from referee.cli import main as spielbus
-from referee.launch import agent_present
 from referee.worker import RefereeWorker
+from spielbus.cli import main as spielbus
+from spielbus.launch import agent_present
 from tests.helpers import spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +41,7 @@ STALE = {"NATS_USER": "stale", "NATS_PASSWORD": "wrong", "NATS_CREDS": "/nonexis
 def _cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "referee.cli", *args]
+    cmd = [sys.executable, "-m", "spielbus.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env or _env(), timeout=timeout)
 
 
@@ -161,7 +161,7 @@ async def test_an_explicit_login_wins_over_the_environment(
 @asynccontextmanager
 async def _agent(name: str, auth: Path, url: str) -> AsyncIterator[subprocess.Popen[str]]:
     """`spielbus agent random --name NAME --auth DIR`, with a stale login in its environment."""
-    cmd = [sys.executable, "-m", "referee.cli", "agent", "random", "--name", name, "--auth", str(auth)]
+    cmd = [sys.executable, "-m", "spielbus.cli", "agent", "random", "--name", name, "--auth", str(auth)]
     proc = subprocess.Popen(
         [*cmd, "--nats", url],
         cwd=ROOT,

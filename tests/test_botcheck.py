@@ -30,7 +30,7 @@ def _cli(
 ) -> subprocess.CompletedProcess[str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
     base.update(env or {})
-    cmd = [sys.executable, "-m", "referee.cli", "bot-check", name, "--nats", url, *extra]
+    cmd = [sys.executable, "-m", "spielbus.cli", "bot-check", name, "--nats", url, *extra]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=base, timeout=180)
 
 

@@ -14,7 +14,7 @@ from bus.auth import config_path, load_auth, user_env, write_auth
 from bus.connect import connect
 from bus.server import EmbeddedNats
 from referee.config import parse_config
-from referee.run import RunOptions, run_tournament
+from spielbus.run import RunOptions, run_tournament
 from tests.example_bots import running_bot
 from tests.helpers import serving, uid
 

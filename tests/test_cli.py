@@ -15,7 +15,7 @@ import pytest
 
 from bus.server import EmbeddedNats
 
-SPIELBUS = [sys.executable, "-m", "referee.cli"]
+SPIELBUS = [sys.executable, "-m", "spielbus.cli"]
 ROOT = Path(__file__).resolve().parents[1]
 
 SMALL = """

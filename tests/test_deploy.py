@@ -297,7 +297,7 @@ def test_real_prometheus_scrapes_a_run(tmp_path: Path) -> None:
         [
             sys.executable,
             "-m",
-            "referee.cli",
+            "spielbus.cli",
             "run",
             str(cfg),
             "--run-dir",

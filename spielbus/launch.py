@@ -19,7 +19,7 @@ from pathlib import Path
 import nats.errors
 from nats.aio.client import Client as NATS
 
-from bus.server import die_with_parent
+from bus.process import die_with_parent, stop_process
 from referee.config import AgentConfig
 
 
@@ -74,13 +74,7 @@ class AgentProcess:
         return self.proc.poll() is None
 
     def stop(self, timeout: float = 10.0) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, grace_s=timeout)
         self._log.close()
 
     def tail(self, lines: int = 15) -> str:

@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from rich.console import Console
 
 from bus.auth import AuthError
+from observability.web import port_arg
 from referee.config import ConfigError, load_config
-from referee.web import port_arg
 
 EPILOG = (
     "Environment: NATS_URL (default NATS server), NATS_CREDS / NATS_USER / NATS_PASSWORD "
@@ -163,13 +163,13 @@ def _hand_over(module_args: list[str]) -> int:
 
 
 def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
-    from referee.run import RunOptions, run_tournament
+    from spielbus.run import RunOptions, run_tournament
 
     console = Console()
     try:
         config = load_config(args.file)
-        from referee.launch import check_agent_options
         from referee.schedule import check_games
+        from spielbus.launch import check_agent_options
 
         check_games(config)
         if not submit_only:
@@ -231,7 +231,7 @@ def _referee_login(args: argparse.Namespace) -> dict[str, str]:
 def _cmd_referee(args: argparse.Namespace) -> int:
     from bus.connect import connect, nats_url
     from bus.subjects import Subjects
-    from referee.web.serve import start_observability
+    from observability.web.serve import start_observability
     from referee.worker import RefereeWorker
 
     try:

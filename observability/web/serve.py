@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from nats.aio.client import Client as NATS
 
 from bus.subjects import Subjects
+from observability.metrics import MergedCollector, MetricsServer, RefereeMetrics, serve_metrics
+from observability.web.app import WebServer, start_web
+from observability.web.feed import MatchFeed
 from referee.config import RatingsConfig
-from referee.metrics import MergedCollector, MetricsServer, RefereeMetrics, serve_metrics
-from referee.web.app import WebServer, start_web
-from referee.web.feed import MatchFeed
 
 
 @dataclass

@@ -9,7 +9,7 @@ Routes (all read-only, no authentication: bind it to a trusted network):
     GET /healthz                "ok"
 
 The page never sees more than the feed holds, and the feed holds only public
-information until a match has ended (see `referee.web.feed`).
+information until a match has ended (see `observability.web.feed`).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from referee.metrics import port_free
-from referee.web.feed import MatchFeed
-from referee.web.page import PAGE
+from observability.metrics import port_free
+from observability.web.feed import MatchFeed
+from observability.web.page import PAGE
 
 log = logging.getLogger(__name__)
 

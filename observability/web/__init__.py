@@ -1,4 +1,4 @@
-"""The live match page (aiohttp) and the spectators' feed it reads; see `referee.web.app`."""
+"""The live match page (aiohttp) and the spectators' feed it reads; see `observability.web.app`."""
 
 from __future__ import annotations
 

@@ -12,14 +12,12 @@ import asyncio
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-from bus.server import die_with_parent, free_port
+from bus.process import die_with_parent, free_port, http_ok, stop_process
 
-LLM_KINDS = frozenset({"llm_policy", "tot", "minimax_tot", "llm_mcts", "cwm"})
+LLM_KINDS = frozenset({"llm_policy", "tot", "minimax_tot", "llm_mcts"})
 
 
 def needs_embedded_llm(kind: str, options: dict[str, Any]) -> bool:
@@ -62,13 +60,6 @@ class LLMServerProcess:
             preexec_fn=die_with_parent,
         )
 
-    def _ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as resp:
-                return bool(resp.status == 200)
-        except (urllib.error.URLError, OSError, ValueError):
-            return False
-
     async def wait_ready(self, wait_s: float = 180.0) -> None:
         loop = asyncio.get_running_loop()
         end = loop.time() + wait_s
@@ -78,7 +69,7 @@ class LLMServerProcess:
                 raise RuntimeError(
                     f"the embedded LLM server exited with code {self.proc.returncode}:\n" + "\n".join(tail)
                 )
-            if await asyncio.to_thread(self._ready):
+            if await asyncio.to_thread(http_ok, f"{self.base_url}/models"):
                 return
             await asyncio.sleep(0.3)
         self.stop()
@@ -87,11 +78,5 @@ class LLMServerProcess:
         )
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc, grace_s=15)
         self._log.close()

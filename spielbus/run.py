@@ -24,17 +24,18 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from bus.auth import config_path, login_for, user_env
 from bus.connect import connect
+from bus.process import free_port
 from bus.protocol import MatchRecord
-from bus.server import EmbeddedNats, free_port
+from bus.server import EmbeddedNats
 from bus.subjects import Subjects
+from observability.web.serve import Observability, start_observability
 from referee.config import TournamentConfig
-from referee.launch import AgentProcess, stop_all, wait_for_agents
-from referee.llm_launch import LLMServerProcess, needs_embedded_llm
-from referee.report import print_report
 from referee.schedule import build_schedule
 from referee.tournament import RunFolder, submit_and_collect, summarize, tournament_id
-from referee.web.serve import Observability, start_observability
 from referee.worker import RefereeWorker
+from spielbus.launch import AgentProcess, stop_all, wait_for_agents
+from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
+from spielbus.report import print_report
 
 log = logging.getLogger(__name__)
 
