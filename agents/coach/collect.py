@@ -201,7 +201,7 @@ _worker: dict[str, Any] = {}
 
 
 def _init_worker(game_label: str, policy: LocalPolicy) -> None:
-    from bus.server import die_with_parent
+    from bus.process import die_with_parent
 
     die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and cancels the rest
