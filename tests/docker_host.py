@@ -35,7 +35,10 @@ def install() -> None:
     if all(shutil.which(tool) for tool in NEEDED) and Path("/bin/busybox").exists():
         return
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES]):
+    for cmd in (
+        ["apt-get", "update", "-qq"],
+        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES],
+    ):
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode != 0:
             raise Unavailable(f"{' '.join(cmd)} failed: {out.stderr.strip()[-500:]}")
@@ -69,7 +72,9 @@ class DockerDaemon:
         if self.netns:
             cmd = ["ip", "netns", "exec", self.netns, *cmd]
         log = (self.workdir / "dockerd.log").open("ab")
-        self.proc = subprocess.Popen(cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -84,10 +89,10 @@ class DockerDaemon:
         path = self.workdir / "dockerd.log"
         return path.read_text(errors="replace")[-n:] if path.exists() else ""
 
-    def docker(self, *args: str, check: bool = True, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        out = subprocess.run(
-            ["docker", *args], env=self.env, capture_output=True, text=True, timeout=timeout
-        )
+    def docker(
+        self, *args: str, check: bool = True, timeout: float = 600
+    ) -> subprocess.CompletedProcess[str]:
+        out = subprocess.run(["docker", *args], env=self.env, capture_output=True, text=True, timeout=timeout)
         if check and out.returncode != 0:
             raise AssertionError(f"docker {' '.join(args)} exited {out.returncode}: {out.stderr[-2000:]}")
         return out
@@ -114,7 +119,10 @@ class NetNS:
 
     def __enter__(self) -> NetNS:
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
-        for cmd in (["ip", "netns", "add", self.name], ["ip", "netns", "exec", self.name, "ip", "link", "set", "lo", "up"]):
+        for cmd in (
+            ["ip", "netns", "add", self.name],
+            ["ip", "netns", "exec", self.name, "ip", "link", "set", "lo", "up"],
+        ):
             out = subprocess.run(cmd, capture_output=True, text=True)
             if out.returncode != 0:
                 raise Unavailable(f"{' '.join(cmd)} failed: {out.stderr.strip()}")
@@ -124,4 +132,6 @@ class NetNS:
         subprocess.run(["ip", "netns", "del", self.name], capture_output=True)
 
     def run(self, *cmd: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["ip", "netns", "exec", self.name, *cmd], capture_output=True, text=True, timeout=timeout)
+        return subprocess.run(
+            ["ip", "netns", "exec", self.name, *cmd], capture_output=True, text=True, timeout=timeout
+        )

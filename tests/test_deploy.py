@@ -218,7 +218,8 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
                     for _ in range(1500):
                         if http_ok(f"{base}/models"):
                             break
-                        assert procs[name].poll() is None, procs[name].stdout.read() if procs[name].stdout else ""
+                        server = procs[name]
+                        assert server.poll() is None, server.stdout.read() if server.stdout else ""
                         time.sleep(0.2)
                     else:
                         pytest.fail("the embedded LLM server did not answer")

@@ -62,7 +62,12 @@ class Stack:
     def compose(self, *args: str, timeout: float = 1800) -> subprocess.CompletedProcess[str]:
         env = {**self.daemon.env, "COMPOSE_PROJECT_NAME": PROJECT}
         return subprocess.run(
-            ["bash", str(COMPOSE_SH), *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=timeout
+            ["bash", str(COMPOSE_SH), *args],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
         )
 
     def container(self, service: str, index: int = 1) -> str:
@@ -74,7 +79,10 @@ class Stack:
 
     def get(self, url: str, timeout: float = 10) -> str:
         """An HTTP GET from inside the stack's network namespace."""
-        code = "import sys, urllib.request; sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=8).read().decode())"
+        code = (
+            "import sys, urllib.request; "
+            "sys.stdout.write(urllib.request.urlopen(sys.argv[1], timeout=8).read().decode())"
+        )
         out = self.ns.run(sys.executable, "-c", code, url, timeout=timeout)
         if out.returncode != 0:
             raise OSError(f"GET {url}: {out.stderr.strip()[-300:]}")
@@ -123,14 +131,21 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     try:
         t0 = time.monotonic()
         builder.start()
-        out = subprocess.run(["bash", str(BASES_SH)], env=builder.env, capture_output=True, text=True, timeout=1800)
+        out = subprocess.run(
+            ["bash", str(BASES_SH)], env=builder.env, capture_output=True, text=True, timeout=1800
+        )
         assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-3000:]
         timings["base images"] = time.monotonic() - t0
         t0 = time.monotonic()
         env = {**builder.env, "COMPOSE_PROJECT_NAME": PROJECT}
         # One service builds the image that every Spielbus service names.
         out = subprocess.run(
-            ["bash", str(COMPOSE_SH), "build", "referee"], env=env, cwd=ROOT, capture_output=True, text=True, timeout=3600
+            ["bash", str(COMPOSE_SH), "build", "referee"],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=3600,
         )
         assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-3000:]
         timings["spielbus image"] = time.monotonic() - t0
@@ -183,8 +198,14 @@ def test_stack_plays_the_default_tournament_through_restarts(stack: Stack) -> No
     # The LLM agent played with the model: its moves are answered LLM calls, not fallbacks.
     llm_moves = [m for r in records for m in r["moves"] if m.get("agent") == "llm"]
     assert llm_moves, "the LLM agent made no move"
-    by_model = [m for m in llm_moves if (m.get("usage") or {}).get("llm_calls", 0) > 0 and not (m.get("stats") or {}).get("fallback")]
-    assert len(by_model) > len(llm_moves) / 2, f"only {len(by_model)} of {len(llm_moves)} LLM moves came from the model"
+    by_model = [
+        m
+        for m in llm_moves
+        if (m.get("usage") or {}).get("llm_calls", 0) > 0 and not (m.get("stats") or {}).get("fallback")
+    ]
+    assert len(by_model) > len(llm_moves) / 2, (
+        f"only {len(by_model)} of {len(llm_moves)} LLM moves came from the model"
+    )
 
 
 def test_every_service_is_healthy_and_answers(stack: Stack) -> None:
@@ -213,11 +234,16 @@ def test_prometheus_scrapes_every_target_and_every_dashboard_query_has_data(stac
         for panel in dash["panels"]:
             for target in panel.get("targets", []):
                 expr = (
-                    target["expr"].replace("$__rate_interval", "5m").replace("$__range", "1h").replace("$game", ".*")
+                    target["expr"]
+                    .replace("$__rate_interval", "5m")
+                    .replace("$__range", "1h")
+                    .replace("$game", ".*")
                 )
                 # The stack has run for minutes only: look over the last hour.
                 expr = re.sub(r"\[\d+[smh]\]", "[1h]", expr)
-                url = "http://127.0.0.1:9090/api/v1/query?query=" + __import__("urllib.parse").parse.quote(expr)
+                url = "http://127.0.0.1:9090/api/v1/query?query=" + __import__("urllib.parse").parse.quote(
+                    expr
+                )
                 result = json.loads(stack.get(url))["data"]["result"]
                 if not result:
                     empty.append(f"{path.name}: {panel['title']}: {expr}")
