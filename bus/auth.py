@@ -10,7 +10,8 @@ a read-only spectator user.
   mode 0600, read by `bus.connect` (and by any bot) from the environment.
 
 `login_for(dir, role, agent)` is the user a service logs in as with `--auth DIR`;
-`ensure_auth` is `auth init --if-missing` (keep an existing folder: its passwords are in use).
+`ensure_auth` is `auth init --if-missing` (keep an existing folder: its passwords are in use;
+a folder written before bot-check users existed gets them added, every other password kept).
 
 Roles and what each may do (`P` is the subject prefix, `S` a Spielbus stream):
 
@@ -303,18 +304,25 @@ def write_auth(
     if (out / MANIFEST_FILE).exists() and not force:
         raise AuthError(f"{out} already holds an auth folder; pass --force to replace every password")
     bundle = make_bundle(agents, prefix)
+    _write_bundle(bundle, out)
+    return bundle
+
+
+def _write_bundle(bundle: AuthBundle, out: Path, only: list[AuthUser] | None = None) -> None:
+    """The config, the manifest, and the env files of `only` (default: every user)."""
     out.mkdir(parents=True, exist_ok=True)
     _write_private(out / CONFIG_FILE, render_config(bundle))
     _write_private(out / MANIFEST_FILE, bundle.model_dump_json(indent=2) + "\n")
-    _write_private(out / "referee.env", _env_text(bundle.referee(), "the referee"))
-    _write_private(out / "spectator.env", _env_text(bundle.spectator(), "read-only spectator"))
-    for u in bundle.users:
-        if u.role == "agent":
+    for u in bundle.users if only is None else only:
+        if u.role == "referee":
+            _write_private(out / "referee.env", _env_text(u, "the referee"))
+        elif u.role == "spectator":
+            _write_private(out / "spectator.env", _env_text(u, "read-only spectator"))
+        elif u.role == "agent":
             _write_private(out / "agents" / f"{u.agent}.env", _env_text(u, f"agent {u.agent}"))
-        if u.role == "botcheck":
+        else:
             what = f"`spielbus bot-check {u.agent}` (asks only agent {u.agent})"
             _write_private(out / "botcheck" / f"{u.agent}.env", _env_text(u, what))
-    return bundle
 
 
 def load_auth(out_dir: str | Path) -> AuthBundle:
@@ -376,4 +384,20 @@ def ensure_auth(
             bundle.agent(name)
     except AuthError as exc:
         raise AuthError(f"{out_dir}: {exc}") from exc
-    return bundle, False
+    missing = [
+        u.agent
+        for u in bundle.users
+        if u.role == "agent"
+        and u.agent
+        and not any(b.role == "botcheck" and b.agent == u.agent for b in bundle.users)
+    ]
+    if not missing:
+        return bundle, False
+    # A folder from before bot-check users existed: add them, keeping every password in use.
+    added = [
+        AuthUser(role="botcheck", user=botcheck_user(n), password=secrets.token_urlsafe(24), agent=n)
+        for n in missing
+    ]
+    bundle = bundle.model_copy(update={"users": [*bundle.users, *added]})
+    _write_bundle(bundle, Path(out_dir), only=added)
+    return bundle, True

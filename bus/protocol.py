@@ -51,16 +51,16 @@ FaultReason = Literal["timeout", "illegal", "malformed", "no_responder", "error"
 FAULT_REASONS: tuple[str, ...] = ("timeout", "illegal", "malformed", "no_responder", "error")
 
 
+def _require_v_and_type(schema: dict[str, Any]) -> None:
+    rest = [k for k in schema.get("required", []) if k not in ("v", "type")]
+    schema["required"] = ["v", "type", *rest]
+
+
 class Message(BaseModel):
     """Base of all wire messages: `v` is the protocol version."""
 
-    model_config = ConfigDict(
-        **WIRE,
-        # JSON input must name `v` and `type` (see `_wire_names_version_and_type`); say so in the schema.
-        json_schema_extra=lambda schema: schema.__setitem__(
-            "required", sorted({*schema.get("required", []), "v", "type"})
-        ),
-    )
+    # JSON input must name `v` and `type` (see `_wire_names_version_and_type`); say so in the schema.
+    model_config = ConfigDict(**WIRE, json_schema_extra=_require_v_and_type)
     v: int = Field(default=PROTOCOL_VERSION, description="Protocol version; only 1 is spoken.")
 
     @model_validator(mode="before")

@@ -225,3 +225,27 @@ async def test_agents_started_with_auth_play_and_pass_bot_check(
             assert out.returncode == 0, out.stdout + out.stderr
     finally:
         await nc.close()
+
+
+def test_if_missing_adds_bot_check_users_to_an_older_folder_keeping_every_password(tmp_path: Path) -> None:
+    """A compose `auth` volume from before bot-check users existed: `up` adds them, nothing else changes."""
+    out = tmp_path / "auth"
+    write_auth(["random", "mcts", "llm"], out)
+    manifest = json.loads((out / "auth.json").read_text())
+    manifest["users"] = [u for u in manifest["users"] if u["role"] != "botcheck"]
+    (out / "auth.json").write_text(json.dumps(manifest))
+    before = {u["user"]: u["password"] for u in manifest["users"]}
+    assert spielbus(["auth", "init", str(TOURNAMENT), "--out", str(out), "--if-missing"]) == 0
+    after = load_auth(out)
+    assert {u.user: u.password for u in after.users if u.user in before} == before
+    assert {after.botcheck(n).user for n in ("random", "mcts", "llm")} == {
+        "botcheck-random",
+        "botcheck-mcts",
+        "botcheck-llm",
+    }
+    assert "botcheck-llm" in (out / "nats-server.conf").read_text()
+    assert "NATS_USER=botcheck-mcts" in (out / "botcheck" / "mcts.env").read_text()
+    assert (out / "botcheck" / "mcts.env").stat().st_mode & 0o077 == 0
+    first = (out / "auth.json").read_bytes()
+    assert spielbus(["auth", "init", str(TOURNAMENT), "--out", str(out), "--if-missing"]) == 0
+    assert (out / "auth.json").read_bytes() == first  # now complete: kept as it is
