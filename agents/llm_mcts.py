@@ -1,15 +1,15 @@
-"""`llm_mcts`: MCTS on the true game with the LLM as action pruner and critic (seed 001).
+"""`llm_mcts`: MCTS on the true game with the LLM as action pruner and critic (the LLM-MCTS paper).
 
 Each new tree node asks the LLM for the best move `k` times (20 samples at
-temperature 0.7, seed 001 section 6) and keeps the distinct legal answers: the
+temperature 0.7, the LLM-MCTS paper section 6) and keeps the distinct legal answers: the
 pruned action set. Selection maximises the mean value plus the polynomial UCB
-bonus of seed 001 eq. (4.1) after Shah et al. (2020),
+bonus of the LLM-MCTS paper eq. (4.1) after Shah et al. (2020),
 `beta * N(s)**(alpha/xi) / n(s,a)**(1-eta)` (beta standing for B**(1/xi)), with unvisited actions
 first; the min player's values enter negated (zero-sum, two players). Every
 simulation runs down to the depth limit (or the end of the game), where the
 value comes from the critic:
 
-- `rule`: chess material in centipawns (seed 001 table 4: pawn 100, knight and
+- `rule`: chess material in centipawns (the LLM-MCTS paper table 4: pawn 100, knight and
   bishop 325, rook 500, queen 900), own minus opponent's, divided by 1000; a
   finished game scores 10 for the winner, 0 for a draw. Other games: 0.
 - `llm`: the LLM scores the position in centipawns from -1000 to 1000 (a JSON
@@ -49,13 +49,13 @@ PIECE_CENTIPAWNS = {"p": 100, "n": 325, "b": 325, "r": 500, "q": 900}
 class LlmMctsOptions(LLMStrategyOptions):
     simulations: int = Field(default=50, ge=1)
     depth: int = Field(default=4, ge=1, description="Plies per simulation before the critic.")
-    k: int = Field(default=20, ge=1, description="LLM samples per new node (seed 001: 20).")
+    k: int = Field(default=20, ge=1, description="LLM samples per new node (the LLM-MCTS paper: 20).")
     temperature: float = Field(
-        default=0.7, ge=0.0, description="Pruner sampling temperature (seed 001: 0.7)."
+        default=0.7, ge=0.0, description="Pruner sampling temperature (the LLM-MCTS paper: 0.7)."
     )
     constrain: bool = True
     critic: Literal["llm", "rule", "both"] = "both"
-    critic_temperature: float = Field(default=0.0, ge=0.0, description="seed 001: gpt-4 at temperature 0.")
+    critic_temperature: float = Field(default=0.0, ge=0.0, description="LLM-MCTS paper: gpt-4 at T=0.")
     beta: float = Field(default=1.0, gt=0.0, description="Bonus scale (B**(1/xi) of eq. 4.1).")
     alpha_over_xi: float = Field(default=0.25, ge=0.0)
     eta: float = Field(default=0.5, ge=0.0, lt=1.0)
@@ -63,7 +63,7 @@ class LlmMctsOptions(LLMStrategyOptions):
 
 
 def chess_material(state: pyspiel.State, player: int) -> float:
-    """Seed 001's rule-based critic for `player` (0 = black, 1 = white in OpenSpiel chess)."""
+    """The LLM-MCTS paper's rule-based critic for `player` (0 = black, 1 = white in OpenSpiel chess)."""
     if state.is_terminal():
         r = state.returns()[player]
         return 10.0 if r > 0 else (-10.0 if r < 0 else 0.0)

@@ -2,9 +2,9 @@
 
 - `direct`: one answer (temperature from the LLM config, 0 by default).
 - `vote`: k samples at temperature 0.7, majority of the legal answers, ties
-  broken at random (seed 001's "vanilla LLM": k=20, T=0.7).
+  broken at random (the LLM-MCTS paper's "vanilla LLM": k=20, T=0.7).
 - `distribution`: the model writes a probability distribution over the legal
-  actions, in their order, as `<action>[p1, …]</action>` (seed 004, appendix
+  actions, in their order, as `<action>[p1, …]</action>` (the LLM Coaching paper, appendix
   B.1); the agent samples its move from it and sends it as the move's `policy`.
 
 `constrain` decodes only legal answers (a JSON schema: an enum of the legal
@@ -40,8 +40,10 @@ class BadOutput(LLMError):
 class LLMPolicyOptions(LLMStrategyOptions):
     mode: Literal["direct", "vote", "distribution"] = "direct"
     constrain: bool = True
-    k: int = Field(default=20, ge=1, description="vote: number of samples (seed 001: 20).")
-    vote_temperature: float = Field(default=0.7, ge=0.0, description="vote: sampling temperature (seed 001).")
+    k: int = Field(default=20, ge=1, description="vote: number of samples (the LLM-MCTS paper: 20).")
+    vote_temperature: float = Field(
+        default=0.7, ge=0.0, description="vote: sampling temperature (LLM-MCTS paper)."
+    )
     bad_output_retries: int = Field(default=1, ge=0)
     renormalize: bool = True
     sum_tolerance: float = Field(default=0.01, ge=0.0)

@@ -1,4 +1,4 @@
-"""`mcts`: Monte Carlo tree search on the true game (the GT-MCTS / GT-ISMCTS of seed 002).
+"""`mcts`: Monte Carlo tree search on the true game (the GT-MCTS / GT-ISMCTS of the Code World Models paper).
 
 - Perfect information: OpenSpiel's C++ `MCTSBot` on the state rebuilt from the
   turn's action list, random-rollout evaluator, UCT. Python games (our word games)
@@ -43,7 +43,9 @@ def is_python_game(game: pyspiel.Game) -> bool:
 
 class MctsOptions(StrategyOptions):
     simulations: int = Field(default=1000, ge=1)
-    rollouts: int = Field(default=10, ge=1, description="random rollouts per leaf (seed 002 uses 10)")
+    rollouts: int = Field(
+        default=10, ge=1, description="random rollouts per leaf (Code World Models paper: 10)"
+    )
     uct_c: float = Field(default=2.0, gt=0)
     determinization_tries: int = Field(default=50, ge=1)
 

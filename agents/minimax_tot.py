@@ -1,4 +1,4 @@
-"""`minimax_tot`: Minimax Tree of Thoughts (seed 000), on the true game rebuilt from the turn.
+"""`minimax_tot`: Minimax Tree of Thoughts (the Minimax-ToT paper), on the true game rebuilt from the turn.
 
 Per decision: generate up to `n` actions with the LLM (prompts of appendix B for
 Ghost and Word chain, "choose among these legal moves" otherwise; see
@@ -40,7 +40,9 @@ class SearchOptions(LLMStrategyOptions):
     """Options shared by the LLM tree searches (minimax_tot, tot)."""
 
     n: int = Field(default=3, ge=1, description="Actions generated per state, at most.")
-    temperature: float = Field(default=0.5, ge=0.0, description="Generation temperature (seed 000: 0.5).")
+    temperature: float = Field(
+        default=0.5, ge=0.0, description="Generation temperature (Minimax-ToT paper: 0.5)."
+    )
     constrain: bool = Field(default=True, description="Decode under a schema (prefix, legal texts).")
     llm_check: bool = Field(default=True, description="The appendix B validity prompt on each proposal.")
     max_attempts: int = Field(default=6, ge=1, description="Generation calls per state, at most.")
@@ -49,8 +51,10 @@ class SearchOptions(LLMStrategyOptions):
 
 
 class MinimaxTotOptions(SearchOptions):
-    depth: int = Field(default=3, ge=1, description="D: plies searched before rollouts (seed 000: 3).")
-    rollouts: int = Field(default=3, ge=0, description="Rollouts per frontier state (seed 000: 3).")
+    depth: int = Field(
+        default=3, ge=1, description="D: plies searched before rollouts (Minimax-ToT paper: 3)."
+    )
+    rollouts: int = Field(default=3, ge=0, description="Rollouts per frontier state (Minimax-ToT paper: 3).")
     rollout_max_steps: int = Field(default=12, ge=1)
 
 

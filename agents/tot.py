@@ -1,10 +1,10 @@
-"""`tot`: Tree of Thoughts (ToT-DFS), the baseline of seed 000.
+"""`tot`: Tree of Thoughts (ToT-DFS), the baseline of the Minimax-ToT paper.
 
 Searches depth-first for a trajectory from the current state that ends in its
 own win, generating and checking thoughts (actions) with the same LLM prompts
 as `minimax_tot` (`agents.llm.proposers`) for both sides, and assuming nothing
 about the opponent: any generated opponent move may appear in the plan (which
-is exactly the weakness seed 000 points out). It plays the first action of the
+is exactly the weakness the Minimax-ToT paper points out). It plays the first action of the
 first winning plan found; if none is found, the game's default action (Ghost:
 challenge; Word chain: the empty answer, which the referee refuses as illegal,
 as in the paper; other games: the LLM's first proposal).

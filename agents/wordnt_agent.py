@@ -1,4 +1,4 @@
-"""`wordnt`: the Wordn't bot of seed 003.
+"""`wordnt`: the Wordn't bot of the Wordn't paper.
 
 Each turn it rebuilds the true state from `turn.state` (Wordn't is perfect
 information), then follows the seed: challenge a word or a dead string; else

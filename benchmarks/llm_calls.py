@@ -4,7 +4,7 @@
 
 Counted, not timed. The positions are the successive fragments of a few Ghost
 games ("", "s", "st", "sta", …), decided in order by one agent, as in a match:
-the cache (seed 000 section 3.3) is shared by all decisions of the agent, so a
+the cache (the Minimax-ToT paper section 3.3) is shared by all decisions of the agent, so a
 later decision reuses the subtrees of earlier ones. Both runs use the same
 seeded requests, so with a deterministic server they search the same trees; the
 cache-off run makes every call. The ratio printed is calls (and tokens) without

@@ -132,7 +132,9 @@ class RefereeMetrics:
         self.in_flight = Gauge(
             "spielbus_matches_in_flight", "Matches being played by this process.", ["game"], registry=r
         )
-        self.elo = Gauge("spielbus_rating_elo", "Current Elo rating (seed 004 B.2).", ["agent"], registry=r)
+        self.elo = Gauge(
+            "spielbus_rating_elo", "Current Elo rating (LLM Coaching paper, B.2).", ["agent"], registry=r
+        )
         self.bt = Gauge(
             "spielbus_rating_bt", "Current Bradley-Terry rating on the Elo scale.", ["agent"], registry=r
         )

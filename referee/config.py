@@ -73,10 +73,10 @@ class AgentConfig(BaseModel):
 
 class RatingsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    elo_k: float = Field(default=0.2, gt=0, description="Elo K (seed 004 B.2 uses 0.2)")
+    elo_k: float = Field(default=0.2, gt=0, description="Elo K (the LLM Coaching paper B.2 uses 0.2)")
     elo_initial: float = 1500.0
     stack: float = Field(
-        default=100.0, gt=0, description="initial stack L for payoff games (seed 004 eq. 19)"
+        default=100.0, gt=0, description="initial stack L for payoff games (the LLM Coaching paper eq. 19)"
     )
     bootstrap: int = Field(default=200, ge=10)
     invalid_adjustment: dict[str, float] = Field(

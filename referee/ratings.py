@@ -1,12 +1,12 @@
 """Standings and ratings from match records.
 
 - Standings: wins, losses, draws per agent (a win is a sole first place).
-- Elo as in seed 004 appendix B.2: E = 1 / (1 + 10^(-D/400)), R += K (S - E),
+- Elo as in the LLM Coaching paper appendix B.2: E = 1 / (1 + 10^(-D/400)), R += K (S - E),
   K = 0.2 by default, records in the order played. For payoff games (poker) S
   is the Brownian win probability of eq. 19, 1 - 1/(1 + exp(2 L mu / max(sigma^2, 100))),
   from the mean and variance of the pair's payoffs over the whole tournament.
   A forfeit for an invalid action (illegal or malformed) counts as `f` of a loss
-  and the rest as a draw, with f from seed 004 table 3 per game (1.0 elsewhere).
+  and the rest as a draw, with f from the LLM Coaching paper table 3 per game (1.0 elsewhere).
 - Bradley-Terry by maximum likelihood (Hunter's MM iterations, a draw is half a
   win each way, a small symmetric prior keeps unbeaten agents finite), on the Elo
   scale (1500 + 400 log10 strength, mean strength 1), with 95% intervals from a
@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 from bus.protocol import MatchRecord
 from referee.config import RatingsConfig
 
-# Seed 004, table 3: how much of a loss an invalid action counts.
+# the LLM Coaching paper, table 3: how much of a loss an invalid action counts.
 INVALID_ADJUSTMENT: dict[str, float] = {
     "leduc_poker": 1.0,
     "liars_dice": 1.0,

@@ -38,7 +38,7 @@ def print_report(
         st.add_row(*cells)
     console.print(st)
 
-    rt = Table(title="Ratings (Bradley-Terry, 95% bootstrap interval; Elo as in seed 004)")
+    rt = Table(title="Ratings (Bradley-Terry, 95% bootstrap interval; Elo as in the LLM Coaching paper)")
     for col in ("agent", "BT", "95% interval", "Elo"):
         rt.add_column(col, justify="left" if col == "agent" else "right")
     for r in rates:

@@ -1,4 +1,4 @@
-"""The Wordn't bot (seed 003) on hand-made lists whose answers can be worked out by hand.
+"""The Wordn't bot (the Wordn't paper) on hand-made lists whose answers can be worked out by hand.
 
 Turns are built by hand (as the referee would send them) and passed to
 `WordntStrategy.decide` directly.

@@ -1,4 +1,4 @@
-"""The response cache of seed 000 (section 3.3): identical requests reuse the first answer.
+"""The response cache of the Minimax-ToT paper (section 3.3): identical requests reuse the first answer.
 
 Keyed by the whole request (backend, URL, model, messages, sampling options,
 number of samples, output constraint), so a sampled answer at temperature > 0 is

@@ -1,7 +1,7 @@
 """Action generators for the LLM tree searches (minimax_tot, tot): the thought generator of ToT.
 
 A `Proposer` works on a true OpenSpiel state and proposes actions for the
-player to move there, with the prompts of seed 000 appendix B:
+player to move there, with the prompts of the Minimax-ToT paper appendix B:
 
 - `GhostProposer`: "provide a word that starts with the letters {prefix} but not
   starts with {banned} and has a length of at least {n}" (few-shot, as in B.2);
@@ -103,7 +103,7 @@ POS_ONE = {"adj": "an adjective", "noun": "a noun", "verb": "a verb", "adv": "an
 
 @dataclass
 class ProposerSettings:
-    temperature: float = 0.5  # seed 000: Llama 2 at temperature 0.5
+    temperature: float = 0.5  # the Minimax-ToT paper: Llama 2 at temperature 0.5
     constrain: bool = True
     llm_check: bool = True  # the appendix B validity prompts
     max_attempts: int = 6  # generation calls per state, at most
@@ -181,7 +181,7 @@ class Proposer(abc.ABC):
 
 
 class GhostProposer(Proposer):
-    """Seed 000 appendix B.2."""
+    """The Minimax-ToT paper appendix B.2."""
 
     CHALLENGE_TEXT = "challenge"
 
@@ -279,7 +279,7 @@ class GhostProposer(Proposer):
 
 
 class WordChainProposer(Proposer):
-    """Seed 000 appendix B.1."""
+    """The Minimax-ToT paper appendix B.1."""
 
     @staticmethod
     def _pos(state: pyspiel.State) -> str:

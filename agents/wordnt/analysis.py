@@ -1,4 +1,4 @@
-"""The Wordn't bot's reasoning (seed 003), independent of how basis words are found.
+"""The Wordn't bot's reasoning (the Wordn't paper), independent of how basis words are found.
 
 `analyse` computes, for the current string, the seed's scenario and a score per
 candidate action: BWR for the 52 proposals (sure win, imminent loss with the

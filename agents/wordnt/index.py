@@ -1,4 +1,4 @@
-"""The substring index behind the Wordn't bot (seed 003, "Computational considerations").
+"""The substring index behind the Wordn't bot (the Wordn't paper, "Computational considerations").
 
 Instead of Aho-Corasick we keep a suffix array over the word list joined by
 newlines: the occurrences of any string are one binary search away, and the

@@ -1,4 +1,4 @@
-"""Ghost (seed 000, section 4.2) as an OpenSpiel Python game: `ghost`.
+"""Ghost (the Minimax-ToT paper, section 4.2) as an OpenSpiel Python game: `ghost`.
 
 Two players add one letter at a time at the end of a fragment. A fragment must
 stay the start of a word of at least `min_word_length` letters (default 5) and

@@ -1,4 +1,4 @@
-"""Word chain (seed 000, appendix A) as an OpenSpiel Python game: `word_chain`.
+"""Word chain (the Minimax-ToT paper, appendix A) as an OpenSpiel Python game: `word_chain`.
 
 Two players take turns saying a word. Each word must start with the last letter
 of the previous word (the opener's first word starts with the game's first
@@ -40,7 +40,7 @@ _DEFAULTS: dict[str, Any] = {"threshold": 40, "pos": "adj", "words": "", "first_
 
 GAME_TYPE = pyspiel.GameType(
     short_name="word_chain",
-    long_name="Word chain (seed 000 rules)",
+    long_name="Word chain (the Minimax-ToT paper rules)",
     dynamics=pyspiel.GameType.Dynamics.SEQUENTIAL,
     chance_mode=pyspiel.GameType.ChanceMode.EXPLICIT_STOCHASTIC,
     information=pyspiel.GameType.Information.PERFECT_INFORMATION,

@@ -1,4 +1,4 @@
-"""Wordn't (seed 003) as an OpenSpiel Python game: `wordnt`.
+"""Wordn't (the Wordn't paper) as an OpenSpiel Python game: `wordnt`.
 
 `players` players (default 4) play `rounds` rounds (default 10). At the start
 of each round chance nodes draw the seat order (one seat at a time, uniformly
