@@ -70,7 +70,9 @@ class DockerDaemon:
             "--iptables=false", "--ip-forward=false", "--bridge=none",
         ]  # fmt: skip
         if self.netns:
-            cmd = ["ip", "netns", "exec", self.netns, *cmd]
+            # nsenter enters only the network namespace; `ip netns exec` would also remount /sys
+            # in a mount namespace of its own, hiding the cgroup mounts dockerd needs.
+            cmd = ["nsenter", f"--net=/run/netns/{self.netns}", *cmd]
         log = (self.workdir / "dockerd.log").open("ab")
         self.proc = subprocess.Popen(
             cmd, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
