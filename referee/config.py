@@ -109,6 +109,10 @@ class TournamentConfig(BaseModel):
     concurrency: int = Field(default=4, ge=1, le=1024)
     deadline_ms: int = Field(default=10_000, ge=10)
     max_turns: int = Field(default=2_000, ge=1)
+    allow_fallbacks: bool = Field(
+        default=False,
+        description="run/submit exit 0 even when most moves of an agent were fallbacks (its LLM failed)",
+    )
     seed: int = 0
     policy: FaultPolicy = Field(default_factory=FaultPolicy)
     ratings: RatingsConfig = Field(default_factory=RatingsConfig)

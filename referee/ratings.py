@@ -53,6 +53,18 @@ class Standing(BaseModel):
     faults_per_100_moves: float = 0.0
     mean_place: float = Field(default=0.0, description="Mean finishing place (1 is best); N-player games.")
     mean_return: float = Field(default=0.0, description="Mean return per match (chips in poker).")
+    fallbacks: int = Field(
+        default=0, description="Moves the agent marked as fallbacks (`stats.fallback`): its LLM failed."
+    )
+
+    @property
+    def fallback_share(self) -> float:
+        return self.fallbacks / self.moves if self.moves else 0.0
+
+    @property
+    def mostly_fallbacks(self) -> bool:
+        """Most of its moves were fallbacks: an LLM agent whose server was down is no LLM agent."""
+        return self.moves > 0 and self.fallback_share > 0.5
 
 
 class Rating(BaseModel):
@@ -91,6 +103,7 @@ class _Sums:
     draws: int = 0
     points: float = 0.0
     moves: int = 0
+    fallbacks: int = 0
     faults: dict[str, int] = field(default_factory=dict)
     unplayed_faults: int = 0
     place_sum: float = 0.0
@@ -133,7 +146,10 @@ class StandingsTable:
                 st.losses += 1
         for mv in rec.moves:
             if mv.player >= 0 and mv.agent:
-                self._row(mv.agent).moves += 1
+                row = self._row(mv.agent)
+                row.moves += 1
+                if mv.stats is not None and (mv.stats.model_extra or {}).get("fallback"):
+                    row.fallbacks += 1
         # Faults that produced no move (forfeits and retried answers) still count as moves asked for.
         forced = {(m.turn, m.player) for m in rec.moves if m.forced}
         for f in rec.faults:
@@ -156,6 +172,7 @@ class StandingsTable:
                     draws=s.draws,
                     points=s.points,
                     moves=s.moves,
+                    fallbacks=s.fallbacks,
                     faults=dict(s.faults),
                     faults_per_100_moves=round(100.0 * total_faults / denominator, 2),
                     mean_place=round(s.place_sum / s.played, 3) if s.played else 0.0,

@@ -37,6 +37,13 @@ def print_report(
         cells += [f"{s.mean_return:+.3g}", f"{s.faults_per_100_moves:.2f}"]
         st.add_row(*cells)
     console.print(st)
+    for s in table:
+        if s.mostly_fallbacks:
+            console.print(
+                f"[yellow]warning:[/yellow] {s.fallbacks} of {s.moves} moves of {s.agent} were fallbacks "
+                "(its LLM did not answer): its results say nothing about the LLM",
+                highlight=False,
+            )
 
     rt = Table(title="Ratings (Bradley-Terry, 95% bootstrap interval; Elo as in the LLM Coaching paper)")
     for col in ("agent", "BT", "95% interval", "Elo"):

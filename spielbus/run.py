@@ -85,6 +85,8 @@ class RunResult:
     records: list[MatchRecord]
     path: Path
     failed: dict[str, str] = field(default_factory=dict)
+    # Agents most of whose moves were fallbacks, unless the tournament file allows that.
+    fallbacks: list[str] = field(default_factory=list)
 
 
 async def _serve_until_signal(console: Console, obs: Observability) -> None:
@@ -338,6 +340,7 @@ async def _run(
                 ) from exc
         table, rates = summarize(records, config)
         failed = dict(collector.failed)
+        fallback_agents = [s.agent for s in table if s.mostly_fallbacks]
         folder.write_summary(
             table,
             rates,
@@ -347,6 +350,7 @@ async def _run(
                 "scheduled": len(specs),
                 "failed": failed,
                 "rejected_records": collector.rejected,
+                "mostly_fallbacks": fallback_agents,
                 "nats": url,
             },
         )
@@ -358,9 +362,20 @@ async def _run(
                 f"(e.g. {', '.join(sorted(failed)[:3])}); listed in summary.json",
                 highlight=False,
             )
+        if fallback_agents and not config.allow_fallbacks:
+            console.print(
+                f"[red]most moves of {', '.join(fallback_agents)} were fallbacks:[/red] the run fails "
+                "(set `allow_fallbacks = true` in the tournament file to accept that)",
+                highlight=False,
+            )
         if opts.keep_serving and obs.where():
             await _serve_until_signal(console, obs)
-        return RunResult(records=records, path=folder.path, failed=failed)
+        return RunResult(
+            records=records,
+            path=folder.path,
+            failed=failed,
+            fallbacks=[] if config.allow_fallbacks else fallback_agents,
+        )
 
 
 @contextlib.asynccontextmanager

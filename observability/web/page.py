@@ -364,7 +364,8 @@ async function refreshStandings() {
   const rating = {};
   for (const r of t.ratings || []) rating[r.agent] = r;
   fill(document.querySelector("#standings tbody"), (t.standings || []).map(s => row([
-    [s.agent], [s.played, "num"], [s.wins, "num"], [s.losses, "num"], [s.draws, "num"],
+    [s.moves && s.fallbacks / s.moves > 0.5 ? s.agent + " (mostly fallbacks)" : s.agent],
+    [s.played, "num"], [s.wins, "num"], [s.losses, "num"], [s.draws, "num"],
     [s.faults_per_100_moves !== undefined ? s.faults_per_100_moves.toFixed(2) : "", "num"],
     [rating[s.agent] ? rating[s.agent].bt.toFixed(0) : "", "num"],
     [rating[s.agent] ? rating[s.agent].elo.toFixed(1) : "", "num"],
