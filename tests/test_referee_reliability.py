@@ -415,7 +415,7 @@ async def test_the_referees_own_stall_is_not_an_agents_timeout(nats_url: str, nc
 # -- issue 10.6: an absent agent's matches wait for it ----------------------------------------------------
 
 
-async def test_matches_wait_for_an_agent_that_is_briefly_absent(nc) -> None:
+async def test_matches_wait_for_an_agent_that_is_briefly_absent(nc, caplog) -> None:
     subjects = new_prefix()
     late, good, good2 = uid("late"), uid("good"), uid("good2")
     specs = make_specs(
@@ -440,6 +440,8 @@ async def test_matches_wait_for_an_agent_that_is_briefly_absent(nc) -> None:
     assert all(r.faults == [] and r.outcome in ("decisive", "draw") for r in records), [
         r.faults for r in records
     ]
+    # The pause is visible: a warning when the agent goes missing, another when it is back.
+    assert f"agent {late} does not answer" in caplog.text and f"agent {late} answers again" in caplog.text
 
 
 async def test_an_absent_agent_is_given_up_after_the_limit(nc) -> None:
