@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -319,13 +320,21 @@ def _cmd_referee(args: argparse.Namespace) -> int:
         )
         await worker.run()
         await obs.stop()
-        await nc.drain()
+        # SIGTERM while NATS is down: there is nothing left to flush, exit without a traceback.
+        try:
+            await asyncio.wait_for(nc.drain(), 10)
+        except Exception:
+            with contextlib.suppress(Exception):
+                await nc.close()
 
     try:
         asyncio.run(main())
     except ConnectionError as exc:
         print(f"spielbus referee: {exc}", file=sys.stderr)
         return 1
+    except ValueError as exc:  # e.g. --concurrency 0, refused by RefereeWorker
+        print(f"spielbus referee: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
