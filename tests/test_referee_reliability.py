@@ -18,7 +18,7 @@ import nats.errors
 import pytest
 
 from bus.connect import connect
-from bus.protocol import GameSpec, MatchEvent, MatchRecord, Turn
+from bus.protocol import FaultPolicy, GameSpec, MatchEvent, MatchRecord, Turn
 from bus.subjects import Subjects
 from games.loader import load_game
 from referee.config import TournamentConfig
@@ -91,6 +91,51 @@ async def test_non_finite_numbers_in_a_reply_do_not_cost_the_record(nc) -> None:
         assert _finite(rec.model_dump(mode="python")), rec
         # Either refused at the door (a fault) or repaired in the record; never lost.
         assert rec.faults or rec.repaired, rec
+
+
+async def test_a_hostile_bot_cannot_cost_a_record(nc) -> None:
+    """Every kind of bad reply, turn after turn (random policy, so matches go on): every match is
+    recorded exactly once, in the collector and in the stream."""
+    subjects = new_prefix()
+    evil, good = uid("evil"), uid("good")
+
+    def envelope(turn: Turn, extra: str) -> bytes:
+        return f'{{"v":1,"type":"move","match_id":"{turn.match_id}","turn":{turn.turn},{extra}}}'.encode()
+
+    modes = [
+        lambda t, a: envelope(t, f'"action":{a},"policy":{{"{a}":NaN}}'),
+        lambda t, a: envelope(t, f'"action":{a},"stats":{{"nodes":1e400,"x":-Infinity}}'),
+        lambda t, a: envelope(t, f'"action":{a},"note":"\\udc80 x"'),
+        lambda t, a: envelope(t, f'"action":{a},"note":"{"x" * 70_000}"'),
+        lambda t, a: envelope(t, f'"action":"{a}"'),
+        lambda t, a: envelope(t, '"action":true'),
+        lambda t, a: envelope(t, f'"action":{a},"stats":' + "[" * 500 + "]" * 500),
+        lambda t, a: b"\xff\xfe not utf-8",
+        lambda t, a: envelope(t, f'"action":{a},"usage":{{"llm_calls":1e30}}'),
+        lambda t, a: None,  # silence: a timeout
+    ]
+
+    async def hostile(turn: Turn) -> bytes | None:
+        return modes[turn.turn % len(modes)](turn, turn.legal_actions[0].id)
+
+    specs = make_specs(
+        uid("hostile"),
+        "tic_tac_toe",
+        [[evil, good], [good, evil]] * 3,
+        deadline_ms=300,
+        policy=FaultPolicy(kind="random"),
+    )
+    async with (
+        bot(nc, subjects, evil, hostile),
+        bot(nc, subjects, good),
+        workers(nc, subjects, concurrency=6),
+    ):
+        records, collector = await collect(nc, subjects, specs, idle_s=60)
+    assert sorted(r.match_id for r in records) == sorted(s.match_id for s in specs) and not collector.failed
+    assert all(r.outcome in ("decisive", "draw") for r in records)
+    assert any(r.faults for r in records)
+    for spec in specs:
+        assert len(await stored_events(nc, subjects, spec.match_id, "ended")) == 1
 
 
 # -- issue 9.1: acked only after the ended record is stored; failed-for-good specs are reported --------
