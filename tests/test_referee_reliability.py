@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import math
 import random
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -502,8 +504,11 @@ async def test_an_absent_agent_is_given_up_after_the_limit(nc) -> None:
 # -- issue 10.7: full disk; `spielbus collect` ---------------------------------------------------------
 
 
+COLLECT = [sys.executable, "-m", "referee.cli", "collect"]
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
-async def test_a_full_disk_stops_the_run_and_collect_rebuilds_it(nc, tmp_path: Path) -> None:
+async def test_a_full_disk_stops_the_run_and_collect_rebuilds_it(nc, nats_url: str, tmp_path: Path) -> None:
     from referee.collect import collect as collect_folder
 
     subjects = new_prefix()
@@ -528,6 +533,18 @@ async def test_a_full_disk_stops_the_run_and_collect_rebuilds_it(nc, tmp_path: P
     assert missing == [] and [r.match_id for r in records] == [s.match_id for s in specs]
     lines = (tmp_path / "ok" / tid / "matches.jsonl").read_text().splitlines()
     assert [MatchRecord.model_validate_json(x).match_id for x in lines] == [s.match_id for s in specs]
+    # The command itself, into a folder without schedule.jsonl (a run from another machine).
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [*COLLECT, tid, "--nats", nats_url, "--prefix", subjects.prefix, "--run-dir", str(tmp_path / "cli")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "collected 2 records" in " ".join(out.stdout.split())
+    lines = (tmp_path / "cli" / tid / "matches.jsonl").read_text().splitlines()
+    assert sorted(MatchRecord.model_validate_json(x).match_id for x in lines) == [s.match_id for s in specs]
 
 
 # -- issue 10.9: concurrency holds -------------------------------------------------------------------------
