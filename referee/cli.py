@@ -265,9 +265,10 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 1
     except Interrupted as exc:
-        console.print(
-            f"[yellow]{exc}: the run folder keeps every finished match: {exc.path}[/yellow]", highlight=False
+        kept = (
+            f"the run folder keeps every finished match: {exc.path}" if exc.finished else "no run folder kept"
         )
+        console.print(f"[yellow]{exc}: {kept}[/yellow]", highlight=False)
         return 143 if exc.signame == "SIGTERM" else 130
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: the run folder keeps every finished match[/yellow]")
