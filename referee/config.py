@@ -1,8 +1,10 @@
 """The tournament file: TOML, validated by pydantic, errors that name the key and the line.
 
     name = "quickstart"
+    openings = ["e4 e5 Nf3", "<FEN>"]   # chess only: each opening with both colour assignments
     format = "round_robin"        # round_robin | gauntlet
     games_per_pairing = 4         # per pairing and per seat order
+    max_matches = 100000          # refuse larger schedules (the error says what they would cost)
     concurrency = 4
     deadline_ms = 5000
     seed = 1
@@ -35,12 +37,21 @@ match (seeded).
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from bus.protocol import FaultPolicy, GameSpec
 from bus.subjects import check_token
@@ -73,6 +84,13 @@ class RatingsConfig(BaseModel):
     )
 
 
+def _opening(text: str) -> str:
+    """An opening entry as the FEN it starts from (games/chess/openings.py)."""
+    from games.chess.openings import opening_fen
+
+    return opening_fen(text)
+
+
 class TournamentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = "tournament"
@@ -81,6 +99,12 @@ class TournamentConfig(BaseModel):
     games: list[GameSpec] = Field(min_length=1)
     agents: dict[str, AgentConfig] = Field(min_length=1)
     games_per_pairing: int = Field(default=2, ge=1)
+    max_matches: int = Field(
+        default=100_000,
+        ge=1,
+        description="refuse a schedule of more matches than this (raise it knowingly: every match's spec "
+        "is queued on the bus and its record kept)",
+    )
     both_seat_orders: bool = True
     concurrency: int = Field(default=4, ge=1, le=1024)
     deadline_ms: int = Field(default=10_000, ge=10)
@@ -90,11 +114,17 @@ class TournamentConfig(BaseModel):
     ratings: RatingsConfig = Field(default_factory=RatingsConfig)
     llm: dict[str, dict[str, Any]] = Field(default_factory=dict, description="named LLM endpoints")
     run_dir: str = "runs"
+    openings: list[Annotated[str, AfterValidator(_opening)]] = Field(
+        default_factory=list,
+        description="chess: start positions (FENs or move sequences from the start), each played "
+        "with both colour assignments per pairing (games/chess/openings.py)",
+    )
 
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return check_token(v, "tournament name")
+        # The match ids (name, start time, number) must stay valid subject tokens.
+        return check_token(v, "tournament name", max_len=64)
 
     @field_validator("games", mode="before")
     @classmethod
@@ -111,7 +141,7 @@ class TournamentConfig(BaseModel):
     @classmethod
     def _agent_names(cls, v: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
         for name in v:
-            check_token(name, "agent name")
+            check_token(name, "agent name", max_len=64)
         return v
 
     @model_validator(mode="after")
@@ -140,6 +170,39 @@ class TournamentConfig(BaseModel):
             if unknown:
                 raise ValueError(f"champions {unknown} are not among the agents {sorted(self.agents)}")
         return self
+
+
+def match_count(config: TournamentConfig, players: list[int]) -> int:
+    """How many matches `config` schedules, given each game's number of players (no list built)."""
+    agents = len(config.agents)
+    total = 0
+    for n in players:
+        if n == 2 and config.format == "gauntlet":
+            champions = len(config.champions)
+            groups = champions * (agents - champions) + math.comb(champions, 2)
+        else:
+            groups = math.comb(agents, n)
+        orders = 2 if n == 2 and config.both_seat_orders else 1
+        total += groups * orders * config.games_per_pairing
+    return total
+
+
+# Rough cost per match of a run: its spec on the work queue and its record kept by the run.
+SPEC_BYTES = 600
+RECORD_BYTES = 40_000
+
+
+def check_schedule_size(config: TournamentConfig, players: list[int]) -> int:
+    """The schedule's size, or a ConfigError when it exceeds `max_matches`, saying what it would cost."""
+    n = match_count(config, players)
+    if n > config.max_matches:
+        raise ConfigError(
+            f"the schedule has {n:,} matches (games_per_pairing = {config.games_per_pairing:,}), more than "
+            f"max_matches = {config.max_matches:,}: about {n * SPEC_BYTES / 1e6:,.0f} MB of match specs "
+            f"before the first match and {n * RECORD_BYTES / 1e9:,.1f} GB of records by the end. "
+            "Lower games_per_pairing, or raise max_matches if you mean it."
+        )
+    return n
 
 
 def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:

@@ -43,7 +43,6 @@ from collections.abc import Awaitable, Callable
 import nats.errors
 import pyspiel
 from nats.aio.client import Client as NATS
-from pydantic import ValidationError
 
 from bus.protocol import (
     FaultReason,
@@ -58,8 +57,10 @@ from bus.protocol import (
     Provenance,
     Turn,
 )
+from bus.replies import MAX_REPLY_BYTES as MAX_REPLY_BYTES  # re-exported: tests and tools read it here
+from bus.replies import check_reply
 from bus.subjects import Subjects
-from games.loader import GameSpecError, load_game
+from games.loader import GameSpecError, initial_state, load_game_async
 from games.rules import rules_text
 from games.view import SeatHistory, action_text, build_turn, legal_actions, match_action, public_observation
 from referee.outcome import ranks_from_returns
@@ -67,9 +68,6 @@ from referee.presence import Presence
 from referee.records import repair_record
 
 log = logging.getLogger(__name__)
-
-# Replies larger than this are refused unread: no legal move needs more.
-MAX_REPLY_BYTES = 64 * 1024
 
 EventSink = Callable[[MatchEvent], Awaitable[None]]
 
@@ -248,32 +246,8 @@ class MatchRunner:
         if self.presence is not None:
             self.presence.mark_present(agent)
         latency = (loop.time() - t0) * 1000
-        headers = msg.headers or {}
-        if "Nats-Service-Error-Code" in headers or "Nats-Service-Error" in headers:
-            detail = headers.get("Nats-Service-Error", "") or headers.get("Nats-Service-Error-Code", "")
-            return None, "error", f"agent error: {detail}"[:300], latency
-        if len(msg.data) > MAX_REPLY_BYTES:
-            return None, "malformed", f"reply of {len(msg.data)} bytes exceeds {MAX_REPLY_BYTES}", latency
-        try:
-            move = Move.model_validate_json(msg.data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ()))
-            return (
-                None,
-                "malformed",
-                f"{first.get('msg', 'invalid')} at {where or 'top level'}"[:300],
-                latency,
-            )
-        if move.match_id != turn.match_id or move.turn != turn.turn:
-            return (
-                None,
-                "malformed",
-                f"reply is for match {move.match_id!r} turn {move.turn}, "
-                f"expected {turn.match_id!r} turn {turn.turn}",
-                latency,
-            )
-        return move, None, "", latency
+        move, reason, detail = check_reply(turn, msg.data, msg.headers)
+        return move, reason, detail, latency
 
     def _move_record(
         self, state: pyspiel.State, seat: int, action: int, latency: float, **fields: object
@@ -405,13 +379,13 @@ class MatchRunner:
     async def _run(self) -> None:
         spec = self.spec
         try:
-            game = load_game(spec.game)
+            game = await load_game_async(spec.game)
         except GameSpecError as exc:
             raise RuntimeError(str(exc)) from exc
         n = game.num_players()
         if n != len(spec.seats):
             raise RuntimeError(f"{spec.game.label()} has {n} seats, the match spec names {len(spec.seats)}")
-        state = game.new_initial_state()
+        state = initial_state(game)
         self._history = SeatHistory(n)
         for seat, agent in enumerate(spec.seats):
             await self._notify(

@@ -6,7 +6,9 @@ default. Games of N > 2 players: every group of N agents (a single group when
 there are exactly N), `games_per_pairing` matches each, seat order shuffled per
 match by the tournament's seeded RNG. Each match gets its own seed, and its own
 chance secret drawn with `secrets` (never from the tournament's seed: anyone who
-knows the file could otherwise predict every hidden card; docs/referee.md).
+knows the file could otherwise predict every hidden card; docs/referee.md). Chess
+with an opening set (`openings`): every opening, both colour assignments, per
+pairing, through the game's `fen` parameter.
 """
 
 from __future__ import annotations
@@ -16,25 +18,27 @@ import random
 import secrets
 
 from bus.protocol import MatchSpec
-from games.loader import GameSpecError, load_game
-from referee.config import ConfigError, TournamentConfig
+from games.loader import GameSpecError
+from games.probe import check_game
+from referee.config import ConfigError, TournamentConfig, check_schedule_size
 
 
 def check_games(config: TournamentConfig) -> list[int]:
-    """Load every game; return their player counts. A bad game is a ConfigError naming it."""
+    """Start every game once (`games.probe`); return their player counts. A bad game, or a schedule
+    larger than `max_matches`, is a ConfigError naming it."""
     counts = []
     for i, spec in enumerate(config.games):
         try:
-            game = load_game(spec)
+            n = check_game(spec)
         except GameSpecError as exc:
             raise ConfigError(f"games[{i}] ({spec.label()}): {exc}") from exc
-        n = game.num_players()
         if n > len(config.agents):
             raise ConfigError(
                 f"games[{i}] ({spec.label()}) needs {n} players but the tournament has "
                 f"{len(config.agents)} agents"
             )
         counts.append(n)
+    check_schedule_size(config, counts)
     return counts
 
 
@@ -53,12 +57,15 @@ def build_schedule(config: TournamentConfig, tournament_id: str) -> list[MatchSp
     rng = random.Random(config.seed)
     specs: list[MatchSpec] = []
 
-    def add(game_index: int, seats: list[str]) -> None:
+    def add(game_index: int, seats: list[str], fen: str | None = None) -> None:
+        game = config.games[game_index]
+        if fen is not None:
+            game = game.model_copy(update={"params": {**game.params, "fen": fen}})
         specs.append(
             MatchSpec(
                 match_id=f"{tournament_id}-{len(specs):05d}",
                 tournament=tournament_id,
-                game=config.games[game_index],
+                game=game,
                 seats=seats,
                 seed=rng.randrange(2**31),
                 deadline_ms=config.deadline_ms,
@@ -70,7 +77,13 @@ def build_schedule(config: TournamentConfig, tournament_id: str) -> list[MatchSp
 
     for gi, n in enumerate(counts):
         for group in _groups(config, n):
-            if n == 2:
+            if n == 2 and config.openings and config.games[gi].name == "chess":
+                # An opening set: every opening with both colour assignments, per pairing.
+                for fen in config.openings:
+                    for order in (list(group), list(reversed(group))):
+                        for _ in range(config.games_per_pairing):
+                            add(gi, order, fen)
+            elif n == 2:
                 orders = [list(group), list(reversed(group))] if config.both_seat_orders else [list(group)]
                 for order in orders:
                     for _ in range(config.games_per_pairing):

@@ -32,6 +32,7 @@ import contextlib
 import json
 import logging
 import os
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -45,6 +46,7 @@ from pydantic import ValidationError
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
+from referee import pgn
 from referee.config import TournamentConfig
 from referee.ratings import Rating, Standing, ratings, standings
 from referee.worker import DURABLE
@@ -63,7 +65,12 @@ class CollectStopped(Exception):
 
 
 def tournament_id(config: TournamentConfig, now: float | None = None) -> str:
-    return f"{config.name}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now or time.time()))}"
+    """`<name>-<date>-<time to the millisecond>-<6 random hex>`: two submissions never collide,
+    not even within one millisecond (the id names the run folder and prefixes every match id)."""
+    t = now or time.time()
+    ms = int((t % 1) * 1000)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(t))
+    return f"{config.name}-{stamp}{ms:03d}-{secrets.token_hex(3)}"
 
 
 class RunFolder:
@@ -83,6 +90,7 @@ class RunFolder:
         try:
             self._fh.write(record.model_dump_json() + "\n")
             self._fh.flush()
+            pgn.observe(self.path, record)  # chess matches also as pgn/<match id>.pgn
         except OSError as exc:
             raise RunFolderError(f"cannot write {self.matches}: {exc.strerror or exc}") from exc
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from nats.aio.client import Client as NATS
 
-from referee.launch import agent_present
+from spielbus.launch import agent_present
 
 BOTS = Path(__file__).resolve().parents[1] / "examples" / "bots"
 

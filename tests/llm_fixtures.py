@@ -30,4 +30,4 @@ def llm_server() -> Iterator[EmbeddedServer]:
 def llm_config(server: EmbeddedServer, **options: object) -> LLMConfig:
     """An openai-backend config pointing at the embedded server, small outputs for quick tests."""
     opts = {"max_tokens": 24, "seed": 7, **options}
-    return LLMConfig(base_url=server.base_url, options=LLMOptions.model_validate(opts), timeout_s=30.0)
+    return LLMConfig(base_url=server.base_url, options=LLMOptions.model_validate(opts), timeout_s=90.0)

@@ -23,8 +23,9 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
+from bus.process import free_port
 from bus.protocol import FaultPolicy, MatchEvent, MatchSpec, Move, Turn
-from bus.server import find_binary, free_port
+from bus.server import find_binary
 from bus.subjects import Subjects
 from games.loader import parse_spec
 from tests.helpers import uid

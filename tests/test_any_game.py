@@ -23,6 +23,12 @@ GAMES = [
     "goofspiel(num_cards=5)",
     "kuhn_poker(players=3)",
     "oshi_zumo",
+    # The new games of the Code World Models paper (games/cwm).
+    "mnk(m=6,n=6,k=4)",
+    "hand_of_war",
+    "quadranto",
+    "army5x5a",
+    "simplified_holdem(players=3)",
 ]
 
 
@@ -56,6 +62,23 @@ async def test_mcts_beats_or_matches_random(nc, game: str) -> None:
     assert all(r.faults == [] for r in recs)
     mcts_return = sum(r.returns[r.seats.index(mc)] for r in recs)
     assert mcts_return > 0, f"mcts lost overall at {game}: {mcts_return}"
+
+
+CWM_GAMES = ["mnk(m=6,n=6,k=4)", "hand_of_war", "quadranto", "army5x5a"]
+
+
+@pytest.mark.parametrize("game", CWM_GAMES)
+async def test_mcts_plays_the_code_world_models_games(nc, game: str) -> None:
+    """The new games of the Code World Models paper: mcts (MCTS or ISMCTS) finishes a match."""
+    mc, rnd = uid("mcts"), uid("rand")
+    async with (
+        serving(nc, MctsStrategy(MctsOptions(simulations=20, rollouts=1, seed=1)), mc),
+        serving(nc, RandomStrategy(StrategyOptions(seed=2)), rnd),
+    ):
+        rec = await play(nc, spec(game, [rnd, mc], seed=7))
+    assert rec.faults == [], rec.faults
+    assert rec.outcome in ("decisive", "draw")
+    assert any(m.agent == mc for m in rec.moves)
 
 
 def test_determinization_never_reuses_a_known_private_outcome() -> None:

@@ -18,9 +18,9 @@ import pytest
 from bus.auth import AuthBundle, config_path, load_auth, write_auth
 from bus.connect import connect
 from bus.server import EmbeddedNats
-from referee.cli import main as spielbus
-from referee.launch import agent_present
 from referee.worker import RefereeWorker
+from spielbus.cli import main as spielbus
+from spielbus.launch import agent_present
 from tests.helpers import spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,7 +41,7 @@ STALE = {"NATS_USER": "stale", "NATS_PASSWORD": "wrong", "NATS_CREDS": "/nonexis
 def _cli(
     *args: str, env: dict[str, str] | None = None, timeout: float = 60
 ) -> subprocess.CompletedProcess[str]:
-    cmd = [sys.executable, "-m", "referee.cli", *args]
+    cmd = [sys.executable, "-m", "spielbus.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env or _env(), timeout=timeout)
 
 
@@ -123,9 +123,20 @@ def test_a_missing_folder_is_a_usage_error_naming_it(tmp_path: Path, command: li
     assert str(missing / "auth.json") in text and "spielbus auth init" in text
 
 
-@pytest.mark.parametrize(
-    "command", [["referee"], ["bot-check", "alice"], ["submit", str(TOURNAMENT)]], ids=str
-)
+def test_bot_check_needs_its_own_user_not_the_referees(tmp_path: Path) -> None:
+    """A folder from before bot-check users existed: exit 2 naming the missing user, never the referee's."""
+    out = tmp_path / "old"
+    write_auth(["alice"], out)
+    manifest = json.loads((out / "auth.json").read_text())
+    manifest["users"] = [u for u in manifest["users"] if u["role"] != "botcheck"]
+    (out / "auth.json").write_text(json.dumps(manifest))
+    res = _cli("bot-check", "alice", "--auth", str(out), env=_env(NATS_URL="nats://127.0.0.1:1"))
+    text = res.stdout + res.stderr
+    assert res.returncode == 2, text
+    assert "no bot-check user" in text and "auth init --force" in text
+
+
+@pytest.mark.parametrize("command", [["referee"], ["submit", str(TOURNAMENT)]], ids=str)
 def test_a_folder_without_the_referee_user_is_a_usage_error(tmp_path: Path, command: list[str]) -> None:
     folder = _without_referee(tmp_path)
     res = _cli(*command, "--auth", str(folder), env=_env(NATS_URL="nats://127.0.0.1:1"))
@@ -161,7 +172,7 @@ async def test_an_explicit_login_wins_over_the_environment(
 @asynccontextmanager
 async def _agent(name: str, auth: Path, url: str) -> AsyncIterator[subprocess.Popen[str]]:
     """`spielbus agent random --name NAME --auth DIR`, with a stale login in its environment."""
-    cmd = [sys.executable, "-m", "referee.cli", "agent", "random", "--name", name, "--auth", str(auth)]
+    cmd = [sys.executable, "-m", "spielbus.cli", "agent", "random", "--name", name, "--auth", str(auth)]
     proc = subprocess.Popen(
         [*cmd, "--nats", url],
         cwd=ROOT,
@@ -195,7 +206,7 @@ async def test_agents_started_with_auth_play_and_pass_bot_check(
             assert await agent_present(nc, "alice", wait_s=5) and await agent_present(nc, "bob", wait_s=5)
             rec = await RefereeWorker(nc).play(spec("tic_tac_toe", ["alice", "bob"]))
             assert rec.faults == [] and rec.outcome in ("decisive", "draw"), rec
-            # bot-check logs in as the referee with --auth, despite the stale login around it.
+            # bot-check logs in as botcheck-alice with --auth, despite the stale login around it.
             out = await asyncio.to_thread(
                 _cli,
                 "bot-check",

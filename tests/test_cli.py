@@ -15,7 +15,7 @@ import pytest
 
 from bus.server import EmbeddedNats
 
-SPIELBUS = [sys.executable, "-m", "referee.cli"]
+SPIELBUS = [sys.executable, "-m", "spielbus.cli"]
 ROOT = Path(__file__).resolve().parents[1]
 
 SMALL = """
@@ -62,6 +62,7 @@ def test_games_lists_openspiel_and_our_games() -> None:
     assert out.returncode == 0
     names = out.stdout.split()
     assert {"tic_tac_toe", "leduc_poker", "goofspiel", "backgammon"} <= set(names)
+    assert {"mnk", "army5x5a", "quadranto", "hand_of_war"} <= set(names)  # the Code World Models games
 
 
 def test_bad_tournament_file_exits_2_and_starts_nothing(tmp_path: Path) -> None:

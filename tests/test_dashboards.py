@@ -26,7 +26,7 @@ from bus.protocol import (
     Turn,
     Usage,
 )
-from referee.metrics import RefereeMetrics
+from observability.metrics import RefereeMetrics
 from referee.ratings import Rating
 
 ROOT = Path(__file__).resolve().parents[1]

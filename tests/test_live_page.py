@@ -20,9 +20,9 @@ from agents.base import StrategyOptions
 from agents.random_agent import RandomStrategy
 from bus.protocol import MatchEvent
 from bus.subjects import Subjects
+from observability.web.app import make_app
+from observability.web.feed import MatchFeed
 from referee.match import MatchRunner
-from referee.web.app import make_app
-from referee.web.feed import MatchFeed
 from referee.worker import EventPublisher
 from tests.helpers import serving, spec, uid
 
@@ -142,7 +142,7 @@ def test_live_page_in_headless_chromium(tmp_path: Path) -> None:
     env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.Popen(
         [
-            *(sys.executable, "-m", "referee.cli", "run", str(cfg)),
+            *(sys.executable, "-m", "spielbus.cli", "run", str(cfg)),
             *("--run-dir", str(tmp_path / "runs"), "--web-port", "0", "--metrics-port", "off", "--quiet"),
         ],
         cwd=ROOT,

@@ -16,7 +16,8 @@ import pytest
 
 from agents.llm import LLMClient, LLMConfig, LLMOptions, LLMTimeout, LLMUnavailable, match_choice, metered
 from agents.llm.cache import ResponseCache
-from agents.llm.server import EmbeddedServer, free_port
+from agents.llm.server import EmbeddedServer
+from bus.process import free_port
 from tests.llm_fixtures import llm_config, llm_server
 from tests.llm_standins import OllamaStandIn
 

@@ -18,10 +18,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions
 from agents.metrics import AGENT_METRICS, AgentMetrics, install, record_llm_call
 from agents.random_agent import FirstLegalStrategy, RandomStrategy
+from bus.process import free_port
 from bus.protocol import FaultPolicy, MatchEvent, MatchRecord, Turn, Usage
-from bus.server import free_port
+from observability.metrics import REFEREE_METRICS, MergedCollector, RefereeMetrics, serve_metrics
 from referee.match import MatchRunner
-from referee.metrics import REFEREE_METRICS, MergedCollector, RefereeMetrics, serve_metrics
 from referee.ratings import Rating
 from tests.helpers import raw_responder, serving, spec, uid
 

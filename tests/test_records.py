@@ -76,9 +76,12 @@ def test_an_unstorable_record_is_repaired_not_dropped() -> None:
     good = _big_record("ok", moves=2, note_bytes=1)
     assert repair_record(good) is good
     bad = _big_record("bad", moves=3, note_bytes=1)
-    bad.moves[0].policy = {"0": float("nan"), "1": 0.5}
-    bad.moves[1].stats = MoveStats(nodes=3, q=float("inf"))
-    bad.moves[2].note = "lone \udc80 surrogate"
+    # The models refuse such values at the door; a record can still come to hold them (built
+    # without validation, or by a future path), so the repair must not depend on the door.
+    m = bad.moves
+    m[0] = m[0].model_copy(update={"policy": {"0": float("nan"), "1": 0.5}})
+    m[1] = m[1].model_copy(update={"stats": MoveStats.model_construct(nodes=3, q=float("inf"))})
+    m[2] = m[2].model_copy(update={"note": "lone \udc80 surrogate"})
     assert not storable(bad)
     fixed = repair_record(bad)
     assert storable(fixed) and fixed.outcome == bad.outcome and len(fixed.moves) == 3

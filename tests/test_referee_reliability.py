@@ -504,12 +504,12 @@ async def test_an_absent_agent_is_given_up_after_the_limit(nc) -> None:
 # -- issue 10.7: full disk; `spielbus collect` ---------------------------------------------------------
 
 
-COLLECT = [sys.executable, "-m", "referee.cli", "collect"]
+COLLECT = [sys.executable, "-m", "spielbus.cli", "collect"]
 
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 async def test_a_full_disk_stops_the_run_and_collect_rebuilds_it(nc, nats_url: str, tmp_path: Path) -> None:
-    from referee.collect import collect as collect_folder
+    from spielbus.collect import collect as collect_folder
 
     subjects = new_prefix()
     a, b = uid("a"), uid("b")

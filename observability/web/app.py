@@ -1,0 +1,107 @@
+"""The live match page: a small aiohttp app over a `MatchFeed`.
+
+Routes (all read-only, no authentication: bind it to a trusted network):
+
+    GET /                       the page (HTML + a little JavaScript that polls the JSON below)
+    GET /api/matches            {"tournaments": [...], "matches": [summary, ...]}  (?tournament=ID)
+    GET /api/matches/{id}       one match: steps, faults, clocks, public board
+    GET /api/standings          standings and live ratings of a tournament (default: the latest)
+    GET /healthz                "ok"
+
+The page never sees more than the feed holds, and the feed holds only public
+information until a match has ended (see `observability.web.feed`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from observability.metrics import port_free, url_host
+from observability.web.feed import MatchFeed
+from observability.web.page import PAGE
+
+log = logging.getLogger(__name__)
+
+FEED_KEY = web.AppKey("feed", MatchFeed)
+
+
+async def _index(request: web.Request) -> web.Response:
+    return web.Response(text=PAGE, content_type="text/html")
+
+
+async def _matches(request: web.Request) -> web.Response:
+    feed = request.app[FEED_KEY]
+    tid = request.query.get("tournament") or None
+    return web.json_response({"tournaments": feed.tournaments(), "matches": feed.list_matches(tid)})
+
+
+async def _match(request: web.Request) -> web.Response:
+    feed = request.app[FEED_KEY]
+    view = feed.matches.get(request.match_info["match_id"])
+    if view is None:
+        return web.json_response({"error": "no such match (or no longer kept)"}, status=404)
+    body = view.model_dump(mode="json")
+    body["clocks"] = view.clocks()
+    body["last"] = body["steps"][-1] if body["steps"] else None
+    return web.json_response(body)
+
+
+async def _standings(request: web.Request) -> web.Response:
+    feed = request.app[FEED_KEY]
+    table = feed.table(request.query.get("tournament") or None)
+    if table is None:
+        return web.json_response({"tournament": None, "standings": [], "ratings": [], "matches": 0})
+    return web.json_response(table.model_dump(mode="json"))
+
+
+async def _health(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+def make_app(feed: MatchFeed) -> web.Application:
+    app = web.Application()
+    app[FEED_KEY] = feed
+    app.router.add_get("/", _index)
+    app.router.add_get("/api/matches", _matches)
+    app.router.add_get("/api/matches/{match_id}", _match)
+    app.router.add_get("/api/standings", _standings)
+    app.router.add_get("/healthz", _health)
+    return app
+
+
+@dataclass
+class WebServer:
+    runner: web.AppRunner
+    port: int
+    host: str
+
+    @property
+    def url(self) -> str:
+        return f"http://{url_host(self.host)}:{self.port}/"
+
+    async def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.runner.cleanup()
+
+
+async def start_web(
+    feed: MatchFeed, port: int, *, host: str = "127.0.0.1", fallback: bool = False
+) -> WebServer:
+    """Serve the page on `port` in the running event loop (0: any free port; with `fallback`, a
+    busy port falls back to a free one)."""
+    if fallback and port and not port_free(port, host):
+        log.info("web port %s is busy; using a free one", port)
+        port = 0
+    runner = web.AppRunner(make_app(feed), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    server = site._server  # aiohttp keeps the bound socket here; the public API has no port getter
+    actual = port
+    if server is not None and server.sockets:  # type: ignore[union-attr]
+        actual = int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+    return WebServer(runner=runner, port=actual, host=host)

@@ -1,0 +1,431 @@
+"""The live page's HTML and JavaScript: one self-contained document, no external assets.
+
+It polls the JSON endpoints once a second and builds the DOM with `textContent`
+only (move texts and boards come from games and agents: never parsed as HTML).
+Boards are drawn as SVG from the public text view where the game is known (chess
+from its FEN, Go, connect four, tic-tac-toe; Kuhn and Leduc poker as cards dealt by
+the chance steps, face down while hidden, i.e. until the match ends); any other game
+shows only the text view (which stays under a picture, collapsible). The head-to-head
+matrix and the rating chart are computed in the page from the finished two-seat
+matches of the list (the chart replays a plain Elo, K = 32, in finishing order: a
+picture of the course, not the tournament's ratings).
+The selected match is kept in the URL fragment (`#match=<id>`), so a link to a
+match can be shared.
+"""
+
+PAGE = r"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Spielbus live</title>
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<style>
+  body { font: 14px/1.4 system-ui, sans-serif; margin: 0; color: #1d232a; background: #f6f7f9; }
+  header { background: #22303c; color: #fff; padding: 8px 16px; display: flex; gap: 16px;
+           align-items: baseline; }
+  header h1 { font-size: 18px; margin: 0; }
+  header select { margin-left: auto; }
+  main { display: grid; grid-template-columns: minmax(320px, 1fr) minmax(420px, 2fr); gap: 12px;
+         padding: 12px; }
+  section { background: #fff; border: 1px solid #dde1e6; border-radius: 6px; padding: 8px 12px; }
+  h2 { font-size: 15px; margin: 4px 0 8px; }
+  table { border-collapse: collapse; width: 100%; }
+  th, td { text-align: left; padding: 2px 6px; border-bottom: 1px solid #eef0f2; vertical-align: top; }
+  th { color: #5a6570; font-weight: 600; }
+  td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+  tr.match { cursor: pointer; }
+  tr.match:hover { background: #eef4fb; }
+  tr.match.selected { background: #dbe9f8; }
+  .playing { color: #0b7a36; font-weight: 600; }
+  .hidden { color: #8a939c; font-style: italic; }
+  .forced, .fault { color: #b3261e; }
+  pre#board { background: #10161c; color: #e8eef3; padding: 8px; border-radius: 4px; overflow: auto;
+              font: 13px/1.25 ui-monospace, monospace; min-height: 3em; }
+  #moves-box { max-height: 360px; overflow: auto; }
+  .muted { color: #6b7580; }
+  #left { display: flex; flex-direction: column; gap: 12px; }
+  #picture svg { display: block; margin: 4px 0 8px; max-width: 100%; height: auto; }
+  #h2h td.num { min-width: 3em; }
+  #h2h td.self { background: #eef0f2; }
+  #rating-chart svg { width: 100%; height: auto; }
+  #rating-chart .legend { font-size: 12px; overflow-wrap: anywhere; }
+</style>
+</head>
+<body>
+<header>
+  <h1>Spielbus live</h1>
+  <span id="status" class="muted">connecting…</span>
+  <select id="tournament" title="tournament"></select>
+</header>
+<main>
+  <div id="left">
+    <section>
+      <h2>Standings <span id="standings-note" class="muted"></span></h2>
+      <table id="standings"><thead><tr><th>agent</th><th class="num">played</th><th class="num">W</th>
+        <th class="num">L</th><th class="num">D</th><th class="num">faults/100</th><th class="num">BT</th>
+        <th class="num">Elo</th></tr></thead><tbody></tbody></table>
+    </section>
+    <section>
+      <h2>Matches</h2>
+      <table id="matches"><thead><tr><th>status</th><th>game</th><th>seats</th><th class="num">moves</th>
+        <th>outcome</th></tr></thead><tbody></tbody></table>
+    </section>
+    <section>
+      <h2>Head to head <span class="muted">(row's score against column: win 1, draw ½)</span></h2>
+      <table id="h2h"><thead></thead><tbody></tbody></table>
+    </section>
+    <section>
+      <h2>Rating over time <span class="muted">(Elo replayed here from finished two-seat matches in
+        finishing order, K = 32; the Standings hold the tournament's own ratings)</span></h2>
+      <div id="rating-chart"></div>
+    </section>
+  </div>
+  <section id="match">
+    <h2 id="match-title">Select a match</h2>
+    <div id="match-meta" class="muted"></div>
+    <div id="picture"></div>
+    <details id="text-view" open><summary class="muted">text view</summary><pre id="board"></pre></details>
+    <div>Last move: <strong id="last-move">–</strong></div>
+    <h2>Clocks</h2>
+    <table id="clocks"><thead><tr><th>seat</th><th>agent</th><th class="num">moves</th>
+      <th class="num">last (ms)</th><th class="num">total (s)</th></tr></thead><tbody></tbody></table>
+    <h2>Faults</h2>
+    <ul id="faults"></ul>
+    <h2>Moves</h2>
+    <div id="moves-box"><table id="moves"><thead><tr><th class="num">turn</th><th>seat</th><th>move</th>
+      <th class="num">ms</th><th class="num">tokens</th></tr></thead><tbody></tbody></table></div>
+  </section>
+</main>
+<script>
+"use strict";
+let selected = null;
+let tournament = "";
+
+function el(tag, text, cls) {
+  const e = document.createElement(tag);
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  if (cls) e.className = cls;
+  return e;
+}
+function row(cells, cls) {
+  const tr = el("tr", null, cls);
+  for (const c of cells) {
+    const td = el("td", c[0], c[1] || "");
+    tr.appendChild(td);
+  }
+  return tr;
+}
+function fill(tbody, rows) { tbody.replaceChildren(...rows); }
+async function getJSON(url) {
+  const r = await fetch(url, { cache: "no-store" });
+  if (!r.ok) throw new Error(url + ": " + r.status);
+  return r.json();
+}
+function readHash() {
+  const m = location.hash.match(/match=([A-Za-z0-9_-]+)/);
+  selected = m ? m[1] : null;
+}
+function select(id) { location.hash = "match=" + id; }
+
+// ---- Pictures: boards drawn as SVG from the public text view; others keep the text. ----------
+const SVGNS = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, text) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = String(text);
+  return e;
+}
+function gameName(label) { return String(label || "").split("(")[0]; }
+// Solid glyphs for both colours, told apart by fill and outline.
+const CHESS_GLYPHS = { k: "\u265A", q: "\u265B", r: "\u265C", b: "\u265D", n: "\u265E", p: "\u265F" };
+function chessPicture(fen) {
+  const rows = String(fen).trim().split(/\s+/)[0].split("/");
+  if (rows.length !== 8) return null;
+  const S = 40, root = svg("svg", { viewBox: "0 0 " + (8 * S + 16) + " " + (8 * S + 16), width: 8 * S + 16,
+    "data-game": "chess", role: "img" });
+  let pieces = 0;
+  for (let r = 0; r < 8; r++) {
+    let c = 0;
+    for (const ch of rows[r]) {
+      if (/[1-8]/.test(ch)) { c += Number(ch); continue; }
+      const g = CHESS_GLYPHS[ch.toLowerCase()];
+      if (!g || c > 7) return null;
+      const white = ch !== ch.toLowerCase();
+      root.appendChild(svg("text", { x: 16 + c * S + S / 2, y: r * S + S * 0.8, "text-anchor": "middle",
+        "font-size": S * 0.8, fill: white ? "#fff" : "#111", stroke: white ? "#111" : "#fff",
+        "stroke-width": white ? 1.2 : 0.4, class: "piece", "data-piece": ch }, g));
+      pieces++; c++;
+    }
+    if (c !== 8) return null;
+  }
+  for (let r = 0; r < 8; r++) {
+    for (let c = 0; c < 8; c++) {
+      root.insertBefore(svg("rect", { x: 16 + c * S, y: r * S, width: S, height: S,
+        fill: (r + c) % 2 ? "#b58863" : "#f0d9b5" }), root.firstChild);
+    }
+    root.appendChild(svg("text", { x: 4, y: r * S + S * 0.6, "font-size": 11, fill: "#555" }, 8 - r));
+    root.appendChild(svg("text", { x: 16 + r * S + S / 2, y: 8 * S + 12, "font-size": 11, fill: "#555",
+      "text-anchor": "middle" }, "abcdefgh"[r]));
+  }
+  root.dataset.pieces = pieces;
+  return root;
+}
+function gridRows(text, re) {
+  return String(text).split("\n").map(l => l.match(re)).filter(Boolean).map(m => m[1]);
+}
+function goPicture(text) {
+  const rows = gridRows(text, /^\s*\d+ ([+XO.]+)\s*$/);
+  const n = rows.length;
+  if (!n || rows.some(r => r.length !== n)) return null;
+  const S = 28, P = 22, W = P * 2 + S * (n - 1);
+  const root = svg("svg", { viewBox: "0 0 " + W + " " + W, width: W, "data-game": "go", role: "img" });
+  root.appendChild(svg("rect", { x: 0, y: 0, width: W, height: W, fill: "#dcb35c" }));
+  for (let i = 0; i < n; i++) {
+    const end = P + (n - 1) * S, at = P + i * S;
+    root.appendChild(svg("line", { x1: P, y1: at, x2: end, y2: at, stroke: "#333" }));
+    root.appendChild(svg("line", { x1: at, y1: P, x2: at, y2: end, stroke: "#333" }));
+  }
+  let stones = 0;
+  rows.forEach((row, r) => [...row].forEach((ch, c) => {
+    if (ch !== "X" && ch !== "O") return;
+    stones++;
+    root.appendChild(svg("circle", { cx: P + c * S, cy: P + r * S, r: S * 0.45, class: "stone",
+      fill: ch === "X" ? "#111" : "#f8f8f8", stroke: "#111" }));
+  }));
+  root.dataset.stones = stones;
+  return root;
+}
+function discPicture(text, game) {
+  const rows = gridRows(text, /^([.xo]+)\s*$/);
+  if (!rows.length || rows.some(r => r.length !== rows[0].length)) return null;
+  const S = 44, w = rows[0].length, h = rows.length, c4 = game === "connect_four";
+  const root = svg("svg", { viewBox: "0 0 " + w * S + " " + h * S, width: w * S, "data-game": game,
+    role: "img" });
+  root.appendChild(svg("rect", { x: 0, y: 0, width: w * S, height: h * S, fill: c4 ? "#1f5fbf" : "#fff",
+    stroke: "#333" }));
+  let marks = 0;
+  rows.forEach((row, r) => [...row].forEach((ch, c) => {
+    const cx = c * S + S / 2, cy = r * S + S / 2;
+    if (c4) {
+      root.appendChild(svg("circle", { cx, cy, r: S * 0.4, class: ch === "." ? "hole" : "mark",
+        fill: ch === "x" ? "#d62828" : ch === "o" ? "#f6c915" : "#fff" }));
+    } else {
+      root.appendChild(svg("rect", { x: c * S, y: r * S, width: S, height: S, fill: "none",
+        stroke: "#333" }));
+      if (ch !== ".") root.appendChild(svg("text", { x: cx, y: cy + S * 0.25, "text-anchor": "middle",
+        "font-size": S * 0.7, class: "mark", fill: ch === "x" ? "#b3261e" : "#1f5fbf" }, ch.toUpperCase()));
+    }
+    if (ch !== ".") marks++;
+  }));
+  root.dataset.marks = marks;
+  return root;
+}
+// Poker: the chance steps deal the cards; a card is face down while its step is hidden.
+const KUHN = ["J", "Q", "K"];
+const LEDUC = ["J\u2660", "J\u2665", "Q\u2660", "Q\u2665", "K\u2660", "K\u2665"];
+function cardsPicture(m, game) {
+  const deals = m.steps.filter(s => s.player < 0);
+  const names = game === "kuhn_poker" ? KUHN : LEDUC;
+  const who = deals.map((_, i) => i < m.seats.length ? m.seats[i] : "board");
+  const W = 64, H = 88;
+  const root = svg("svg", { viewBox: "0 0 " + (deals.length * (W + 56) + 24) + " " + (H + 30),
+    width: deals.length * (W + 56) + 24, "data-game": game, role: "img" });
+  deals.forEach((s, i) => {
+    const x = 36 + i * (W + 56);
+    const id = (String(s.text).match(/(\d+)\s*$/) || [])[1];
+    const down = s.hidden || id === undefined;
+    root.appendChild(svg("rect", { x, y: 4, width: W, height: H, rx: 6, stroke: "#333",
+      fill: down ? "#22303c" : "#fff", class: down ? "card down" : "card up" }));
+    root.appendChild(svg("text", { x: x + W / 2, y: H / 2 + 14, "text-anchor": "middle", "font-size": 28,
+      fill: down ? "#8fa3b5" : /\u2665/.test(names[id] || "") ? "#b3261e" : "#111" },
+      down ? "?" : (names[id] || id)));
+    root.appendChild(svg("text", { x: x + W / 2, y: H + 24, "text-anchor": "middle", "font-size": 12,
+      fill: "#555" }, who[i]));
+  });
+  return deals.length ? root : null;
+}
+function picture(m) {
+  const game = gameName(m.game);
+  if (game === "kuhn_poker" || game === "leduc_poker") return cardsPicture(m, game);
+  if (!m.observation) return null;
+  if (game === "chess") return chessPicture(m.observation);
+  if (game === "go") return goPicture(m.observation);
+  if (game === "connect_four" || game === "tic_tac_toe") return discPicture(m.observation, game);
+  return null;
+}
+
+// ---- Head to head and rating over time, from the finished matches of the list. -------------
+function finishedPairs(matches) {
+  return matches.filter(m => m.status === "ended" && m.seats.length === 2 && m.returns.length === 2)
+    .sort((a, b) => a.updated - b.updated);
+}
+function drawH2H(matches) {
+  const done = finishedPairs(matches);
+  const agents = [...new Set(done.flatMap(m => m.seats))].sort();
+  const score = {};
+  for (const m of done) {
+    const [a, b] = m.seats, [ra, rb] = m.returns;
+    const sa = ra > rb ? 1 : ra < rb ? 0 : 0.5;
+    for (const [x, y, s] of [[a, b, sa], [b, a, 1 - sa]]) {
+      const k = x + "\u0000" + y;
+      score[k] = score[k] || { pts: 0, n: 0 };
+      score[k].pts += s; score[k].n += 1;
+    }
+  }
+  const head = el("tr"); head.appendChild(el("th", ""));
+  for (const a of agents) head.appendChild(el("th", a, "num"));
+  document.querySelector("#h2h thead").replaceChildren(head);
+  fill(document.querySelector("#h2h tbody"), agents.map(a => {
+    const tr = el("tr"); tr.appendChild(el("th", a));
+    for (const b of agents) {
+      const s = score[a + "\u0000" + b];
+      const td = el("td", a === b ? "" : s ? s.pts + "/" + s.n : "–", "num" + (a === b ? " self" : ""));
+      if (s) td.title = a + " scored " + s.pts + " in " + s.n + " against " + b;
+      tr.appendChild(td);
+    }
+    return tr;
+  }));
+}
+const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+function drawRatings(matches) {
+  const done = finishedPairs(matches);
+  const box = document.getElementById("rating-chart");
+  if (!done.length) { box.replaceChildren(el("span", "no finished two-seat match yet", "muted")); return; }
+  const elo = {}, series = {};
+  const get = a => (elo[a] === undefined ? (elo[a] = 1500, series[a] = [[0, 1500]]) : 0, elo[a]);
+  done.forEach((m, i) => {
+    const [a, b] = m.seats, ea = get(a), eb = get(b);
+    const sa = m.returns[0] > m.returns[1] ? 1 : m.returns[0] < m.returns[1] ? 0 : 0.5;
+    const exp = 1 / (1 + Math.pow(10, (eb - ea) / 400));
+    elo[a] = ea + 32 * (sa - exp); elo[b] = eb - 32 * (sa - exp);
+    series[a].push([i + 1, elo[a]]); series[b].push([i + 1, elo[b]]);
+  });
+  const all = Object.values(series).flat().map(p => p[1]);
+  const lo = Math.min(...all) - 10, hi = Math.max(...all) + 10, n = done.length;
+  const W = 560, H = 220, L = 44, B = 22, T = 8, R = 12;
+  const x = i => L + (W - L - R) * i / Math.max(1, n), y = v => T + (H - T - B) * (hi - v) / (hi - lo);
+  const root = svg("svg", { viewBox: "0 0 " + W + " " + H, "data-game": "ratings", role: "img" });
+  root.appendChild(svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#999" }));
+  root.appendChild(svg("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "#999" }));
+  for (const v of [lo + 10, (lo + hi) / 2, hi - 10]) {
+    root.appendChild(svg("text", { x: L - 4, y: y(v) + 4, "text-anchor": "end", "font-size": 10,
+      fill: "#555" }, v.toFixed(0)));
+  }
+  root.appendChild(svg("text", { x: (L + W - R) / 2, y: H - 4, "text-anchor": "middle", "font-size": 10,
+    fill: "#555" }, "finished matches"));
+  const legend = [];
+  Object.keys(series).sort().forEach((a, k) => {
+    const color = PALETTE[k % PALETTE.length];
+    root.appendChild(svg("polyline", { points: series[a].map(p => x(p[0]) + "," + y(p[1])).join(" "),
+      fill: "none", stroke: color, "stroke-width": 2, class: "series", "data-agent": a }));
+    const item = el("div", "\u25A0 " + a + " " + elo[a].toFixed(0), "legend");
+    item.style.color = color;
+    legend.push(item);
+  });
+  box.replaceChildren(root, ...legend);
+}
+
+
+async function refreshList() {
+  const q = tournament ? "?tournament=" + encodeURIComponent(tournament) : "";
+  const data = await getJSON("/api/matches" + q);
+  const sel = document.getElementById("tournament");
+  const opts = ["", ...data.tournaments];
+  if (sel.options.length !== opts.length || [...sel.options].some((o, i) => o.value !== opts[i])) {
+    sel.replaceChildren(...opts.map(t => {
+      const o = el("option", t || "all tournaments"); o.value = t; return o;
+    }));
+    sel.value = tournament;
+  }
+  const rows = data.matches.map(m => {
+    const tr = row([
+      [m.status, m.status === "playing" ? "playing" : ""],
+      [m.game],
+      [m.seats.join(" vs ")],
+      [m.moves, "num"],
+      [m.outcome ? m.outcome + (m.returns.length ? " " + m.returns.join(":") : "") : ""],
+    ], "match" + (m.match_id === selected ? " selected" : ""));
+    tr.dataset.id = m.match_id;
+    tr.title = m.match_id;
+    tr.addEventListener("click", () => select(m.match_id));
+    return tr;
+  });
+  fill(document.querySelector("#matches tbody"), rows);
+  drawH2H(data.matches);
+  drawRatings(data.matches);
+  const playing = data.matches.filter(m => m.status === "playing").length;
+  document.getElementById("status").textContent =
+    playing + " playing, " + (data.matches.length - playing) + " finished";
+}
+
+async function refreshStandings() {
+  const q = tournament ? "?tournament=" + encodeURIComponent(tournament) : "";
+  const t = await getJSON("/api/standings" + q);
+  const rating = {};
+  for (const r of t.ratings || []) rating[r.agent] = r;
+  fill(document.querySelector("#standings tbody"), (t.standings || []).map(s => row([
+    [s.agent], [s.played, "num"], [s.wins, "num"], [s.losses, "num"], [s.draws, "num"],
+    [s.faults_per_100_moves !== undefined ? s.faults_per_100_moves.toFixed(2) : "", "num"],
+    [rating[s.agent] ? rating[s.agent].bt.toFixed(0) : "", "num"],
+    [rating[s.agent] ? rating[s.agent].elo.toFixed(1) : "", "num"],
+  ])));
+  document.getElementById("standings-note").textContent =
+    t.tournament ? "(" + t.tournament + ", " + t.matches + " finished)" : "";
+}
+
+// The timer and a click can both refresh the match; an older answer that arrives last must not
+// overwrite a newer one (the board would step back a move).
+let matchRequests = 0;
+async function refreshMatch() {
+  if (!selected) return;
+  const mine = ++matchRequests;
+  let m;
+  try { m = await getJSON("/api/matches/" + selected); } catch (e) { return; }
+  if (mine !== matchRequests) return;
+  document.getElementById("match-title").textContent = m.game + ": " + m.seats.join(" vs ");
+  document.getElementById("match-meta").textContent = m.match_id + " · " +
+    (m.status === "playing" ? "in progress" : "ended: " + m.outcome +
+     (m.returns.length ? " (" + m.returns.join(", ") + ")" : "")) + (m.error ? " · " + m.error : "");
+  document.getElementById("board").textContent = m.observation || "(no public board)";
+  const pic = picture(m);
+  document.getElementById("picture").replaceChildren(...(pic ? [pic] : []));
+  const last = m.last;
+  document.getElementById("last-move").textContent = last
+    ? (last.player >= 0 ? m.seats[last.player] : "chance") + ": " + last.text : "–";
+  fill(document.querySelector("#clocks tbody"), m.clocks.map(c => row([
+    [c.seat], [c.agent], [c.moves, "num"],
+    [c.last_ms !== null ? c.last_ms.toFixed(1) : "", "num"], [(c.total_ms / 1000).toFixed(2), "num"],
+  ])));
+  document.getElementById("faults").replaceChildren(...m.faults.map(f =>
+    el("li", "turn " + f.turn + ", " + f.agent + ": " + f.reason +
+       (f.detail ? " (" + f.detail + ")" : ""), "fault")));
+  const box = document.getElementById("moves-box");
+  const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
+  fill(document.querySelector("#moves tbody"), m.steps.map(s => row([
+    [s.turn, "num"],
+    [s.player >= 0 ? s.player + " " + (s.agent || m.seats[s.player]) : "chance"],
+    [s.text + (s.forced ? " (forced)" : ""), s.hidden ? "hidden" : (s.forced ? "forced" : "")],
+    [s.latency_ms !== null ? s.latency_ms.toFixed(1) : "", "num"],
+    [s.tokens !== null ? s.tokens : "", "num"],
+  ], "move" + (s.hidden ? " hidden" : ""))));
+  if (atBottom) box.scrollTop = box.scrollHeight;
+}
+
+async function tick() {
+  try {
+    await Promise.all([refreshList(), refreshStandings(), refreshMatch()]);
+  } catch (e) {
+    document.getElementById("status").textContent = "disconnected: " + e.message;
+  }
+}
+document.getElementById("tournament").addEventListener("change", e => {
+  tournament = e.target.value; tick();
+});
+window.addEventListener("hashchange", () => { readHash(); tick(); });
+readHash();
+tick();
+setInterval(tick, 1000);
+</script>
+</body>
+</html>
+"""

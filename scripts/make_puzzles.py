@@ -1,0 +1,280 @@
+"""Make the mate-in-N puzzle suite offline from Stockfish self-play (games/data/mate_in_n.jsonl.gz).
+
+    python scripts/make_puzzles.py [--per-depth 100] [--depths 3-8] [--out FILE] [--minutes M]
+    python scripts/make_puzzles.py --check FILE      # validate a file; exit 2 naming a bad line
+    python scripts/make_puzzles.py --reverify        # re-check every puzzle with Stockfish (resumable)
+
+How a puzzle is made: self-play games from the standard position (a few random
+opening plies, then a strong side against a weak one, the colours chosen per game,
+so that mates happen). At each of the strong side's moves its own search (depth
+12) looks for a `mate N` score with N in the wanted depths. A candidate is then
+verified from its FEN alone (no move history) by two mate searches (UCI `go mate`,
+hash cleared before each): one must find mate in exactly N (10 s at most), the
+other must find no mate in N-1 or fewer in 4 s while searching at least 2N+8 plies
+deep. (A plain search's mate distance proved unreliable: Stockfish reports the
+first mate it sees, which may be longer than the shortest, or miss a shorter one.) When a mate is
+found, the same side's earlier positions of the game are searched deeper too,
+since the quick search misses long mates. The solution line is the engine's
+principal variation,
+extended by new searches where the PV is cut short, and must end in checkmate
+after exactly 2N-1 plies; games/chess/puzzles.py then checks the line again
+(legality, length, checkmate, no mate in one) before it is written.
+
+At most one puzzle per depth per game, so the suite is not one game's mating
+sequence many times. Resumable: puzzles are appended as they are found (a gzip
+member each; gzip reads the members as one file), and a rerun continues with the
+next game number and stops when every depth has its count. Deterministic for a
+seed, except for Stockfish's own timing-dependent search (movetime).
+
+Limits: "forced" means Stockfish's search says so; the search is not an
+exhaustive proof, which for mates in 8 would be out of reach here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import random
+import sys
+import time
+from pathlib import Path
+
+import chess
+import chess.engine
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agents.stockfish_agent import INSTALL_HINT, find_stockfish
+from games.chess.puzzles import DEFAULT_PATH, Puzzle, PuzzleError, check_puzzle, load_puzzles
+
+
+def _mate_for_mover(info: chess.engine.InfoDict, board: chess.Board) -> int | None:
+    score = info.get("score")
+    if score is None:
+        return None
+    return score.pov(board.turn).mate()
+
+
+def verify(engine: chess.engine.SimpleEngine, position: chess.Board, n: int) -> list[str] | None:
+    """The 2n-1 ply solution if Stockfish shows mate in exactly n for the side to move, else None.
+
+    Two mate searches (UCI `go mate`) from the FEN alone (no move history: the puzzle is played
+    from its FEN), each with a cleared hash: one must find mate in n (a mate found is a mate), the
+    other must not find one in n-1 or fewer although it searches deep (at least 2n+8 plies)."""
+    board = chess.Board(position.fen())
+    engine.configure({"Clear Hash": None})
+    last = engine.analyse(board, chess.engine.Limit(mate=n, time=FIND_SECONDS))
+    if _mate_for_mover(last, board) != n:
+        return None
+    if n > 1:
+        engine.configure({"Clear Hash": None})
+        shorter = engine.analyse(board, chess.engine.Limit(mate=n - 1, time=SHORTER_SECONDS))
+        found = _mate_for_mover(shorter, board)
+        if (found is not None and found < n) or shorter.get("depth", 0) < 2 * n + 8:
+            return None
+    want_depth = max(2 * n + 8, 18)
+    line = list(last.get("pv", []))
+    work = board.copy()
+    for move in line[: 2 * n - 1]:
+        work.push(move)
+    line = line[: 2 * n - 1]
+    while len(line) < 2 * n - 1 and not work.is_game_over():
+        # The PV was cut short: search on from where it ends.
+        info = engine.analyse(work, chess.engine.Limit(depth=want_depth, time=10.0))
+        pv = info.get("pv", [])
+        if not pv:
+            return None
+        work.push(pv[0])
+        line.append(pv[0])
+    if len(line) != 2 * n - 1 or not work.is_checkmate():
+        return None
+    return [m.uci() for m in line]
+
+
+FIND_SECONDS = 10.0
+SHORTER_SECONDS = 4.0
+
+
+def reverify(args: argparse.Namespace, path: str) -> int:
+    """Check every puzzle of `--out` again with `verify`; keep those that pass (with the new line).
+
+    Resumable: passing puzzles go to `<out>.reverify.gz` as they are checked, and a rerun skips the
+    ids already there (and those that failed, listed in `<out>.reverify.failed`); when all are
+    done the file replaces `--out`."""
+    out = Path(args.out)
+    tmp = out.with_name(out.name.removesuffix(".gz") + ".reverify.gz")  # gzip, like `out`
+    failed_path = out.with_name(out.name + ".reverify.failed")
+    puzzles = load_puzzles(out)
+    done = {p.id for p in load_puzzles(tmp)} if tmp.exists() else set()
+    failed = set(failed_path.read_text().split()) if failed_path.exists() else set()
+    engine = chess.engine.SimpleEngine.popen_uci(path)
+    engine.configure({"Threads": 1, "Hash": 32})
+    try:
+        for p in puzzles:
+            if p.id in done or p.id in failed:
+                continue
+            solution = verify(engine, chess.Board(p.fen), p.depth)
+            if solution is None:
+                failed.add(p.id)
+                with failed_path.open("a") as fh:
+                    fh.write(p.id + "\n")
+                print(f"{p.id}: not confirmed, dropped", flush=True)
+                continue
+            fresh = p.model_copy(update={"solution": solution})
+            check_puzzle(fresh)
+            _append(tmp, fresh)
+            done.add(p.id)
+    finally:
+        engine.quit()
+    tmp.replace(out)
+    failed_path.unlink(missing_ok=True)
+    print(f"make_puzzles: {len(done)} confirmed, {len(failed)} dropped")
+    return 0
+
+
+def _existing(out: Path) -> tuple[list[Puzzle], int]:
+    if not out.exists():
+        return [], 0
+    puzzles = load_puzzles(out)
+    games = [int(p.source.split("game ")[1].split()[0]) for p in puzzles if "game " in p.source]
+    return puzzles, (max(games) + 1 if games else 0)
+
+
+def _append(out: Path, puzzle: Puzzle) -> None:
+    with gzip.open(out, "at", encoding="utf-8") as fh:
+        fh.write(puzzle.model_dump_json() + "\n")
+
+
+def generate(args: argparse.Namespace) -> int:
+    path = find_stockfish(args.stockfish)
+    if path is None:
+        print(f"make_puzzles: Stockfish not found: {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        have, game_no = _existing(out)
+    except PuzzleError as exc:
+        print(f"make_puzzles: refusing to extend a bad file: {exc}", file=sys.stderr)
+        return 2
+    depths = list(range(args.depths[0], args.depths[1] + 1))
+    counts = {d: sum(p.depth == d for p in have) for d in depths}
+    fens = {p.fen for p in have}
+    deadline = time.monotonic() + args.minutes * 60 if args.minutes else None
+    engine = chess.engine.SimpleEngine.popen_uci(path)
+    engine.configure({"Threads": 1, "Hash": 32})
+    try:
+        while any(c < args.per_depth for c in counts.values()):
+            if deadline is not None and time.monotonic() > deadline:
+                print("make_puzzles: time is up; rerun to continue", file=sys.stderr)
+                break
+            rng = random.Random(f"{args.seed}:{game_no}")
+            board = chess.Board()
+            for _ in range(rng.randint(2, 8)):
+                if board.is_game_over():
+                    break
+                board.push(rng.choice(list(board.legal_moves)))
+            strong = rng.choice([chess.WHITE, chess.BLACK])
+            weak_skill = rng.randint(0, 5)
+            found_here: set[int] = set()
+            tried: set[tuple[str, int]] = set()
+            while not board.is_game_over() and board.ply() < 300:
+                if board.turn != strong:
+                    engine.configure({"Skill Level": weak_skill})
+                    move = engine.play(board, chess.engine.Limit(time=0.01)).move
+                    if move is None:
+                        break
+                    board.push(move)
+                    continue
+                # The strong side's own search says whether it has a mate: no second search needed.
+                engine.configure({"Skill Level": 20})
+                played = engine.play(
+                    board, chess.engine.Limit(depth=12, time=0.05), info=chess.engine.INFO_SCORE
+                )
+                mate = _mate_for_mover(played.info, board)
+                if mate is not None and 1 <= mate <= max(depths):
+                    # Walk back over the same side's earlier moves: a longer mate may have been there.
+                    back = board.copy()
+                    for k in range(0, 9):
+                        if k > 0:
+                            if len(back.move_stack) < 2:
+                                break
+                            back.pop()
+                            back.pop()
+                        want = mate
+                        if k > 0:
+                            if (back.fen(), 0) in tried:
+                                continue
+                            tried.add((back.fen(), 0))
+                            pre = engine.analyse(back, chess.engine.Limit(depth=16, time=0.3))
+                            want = _mate_for_mover(pre, back) or 0
+                        if want not in counts or counts[want] >= args.per_depth or want in found_here:
+                            continue
+                        if back.fen() in fens or (back.fen(), want) in tried:
+                            continue
+                        tried.add((back.fen(), want))
+                        solution = verify(engine, back, want)
+                        if solution is None:
+                            continue
+                        puzzle = Puzzle(
+                            id=f"m{want}-{game_no:05d}-{back.ply():03d}",
+                            depth=want,
+                            fen=back.fen(),
+                            solution=solution,
+                            source=f"stockfish self-play game {game_no} ply {back.ply()} (seed {args.seed})",
+                        )
+                        check_puzzle(puzzle)
+                        _append(out, puzzle)
+                        fens.add(puzzle.fen)
+                        found_here.add(want)
+                        counts[want] += 1
+                        print(f"game {game_no}: mate in {want}  ({dict(counts)})", flush=True)
+                if played.move is None:
+                    break
+                board.push(played.move)
+            game_no += 1
+    finally:
+        engine.quit()
+    print(f"make_puzzles: {out}: {dict(counts)}")
+    return 0
+
+
+def _depth_range(text: str) -> tuple[int, int]:
+    lo, _, hi = text.partition("-")
+    a, b = int(lo), int(hi or lo)
+    if not 1 <= a <= b <= 20:
+        raise argparse.ArgumentTypeError(f"bad depth range {text!r}")
+    return a, b
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--per-depth", type=int, default=100)
+    ap.add_argument("--depths", type=_depth_range, default=(3, 8), help="e.g. 3-8")
+    ap.add_argument("--out", default=str(DEFAULT_PATH))
+    ap.add_argument("--seed", type=int, default=14)
+    ap.add_argument("--minutes", type=float, default=None, help="stop after this long (rerun to resume)")
+    ap.add_argument("--stockfish", default=None, help="the stockfish binary")
+    ap.add_argument("--check", metavar="FILE", help="only validate FILE")
+    ap.add_argument("--reverify", action="store_true", help="re-check every puzzle of --out with Stockfish")
+    args = ap.parse_args(argv)
+    if args.check:
+        try:
+            puzzles = load_puzzles(args.check)
+        except PuzzleError as exc:
+            print(f"make_puzzles: {exc}", file=sys.stderr)
+            return 2
+        by = {d: sum(p.depth == d for p in puzzles) for d in sorted({p.depth for p in puzzles})}
+        print(f"{args.check}: {len(puzzles)} puzzles, by depth {by}")
+        return 0
+    if args.reverify:
+        path = find_stockfish(args.stockfish)
+        if path is None:
+            print(f"make_puzzles: Stockfish not found: {INSTALL_HINT}", file=sys.stderr)
+            return 2
+        return reverify(args, path)
+    return generate(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

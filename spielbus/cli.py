@@ -1,0 +1,622 @@
+"""The `spielbus` command.
+
+    spielbus run FILE.toml          a whole tournament on one machine (embedded nats-server unless --nats)
+    spielbus submit FILE.toml       a tournament for the referees and agents already on --nats
+    spielbus referee                a referee worker: pulls match specs and plays them
+    spielbus agent KIND --name N    an agent service (`spielbus agent KIND --help` for its options)
+    spielbus llm serve              the embedded LLM server (llama.cpp on SmolLM2-135M)
+    spielbus selfplay COMMAND       self-play datasets, CFVFP, the LLM Coach, RL export
+    spielbus games                  the games that can be played
+    spielbus protocol schema        the JSON Schema of every protocol v1 message
+    spielbus bot-check NAME         a conformance run against a bot on the bus (pass/fail table)
+    spielbus auth init              nats-server users and permissions: one per agent, referee, spectator
+    spielbus collect TOURNAMENT_ID  rebuild a run folder from the match stream
+
+Exit codes: 0 success, 1 runtime failure, 2 bad input (arguments or tournament file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import importlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from rich.console import Console
+
+from bus.auth import AuthError
+from observability.web import port_arg
+from referee.config import ConfigError, load_config
+
+EPILOG = (
+    "Environment: NATS_URL (default NATS server; several servers of one cluster comma-separated), "
+    "NATS_CREDS / NATS_USER / NATS_PASSWORD (credentials; an explicit --auth DIR wins over them), "
+    "SPIELBUS_STREAM_REPLICAS (replicas of new streams, default 1)."
+)
+NATS_HELP = "NATS URL, or several servers of one cluster comma-separated (default $NATS_URL)"
+
+
+def _add_nats_flags(p: argparse.ArgumentParser, nats_help: str = NATS_HELP, replicas: bool = True) -> None:
+    from bus.connect import nats_url_arg
+    from bus.streams import replicas_arg
+
+    p.add_argument("--nats", default=None, type=nats_url_arg, metavar="URL[,URL...]", help=nats_help)
+    if replicas:
+        p.add_argument(
+            "--stream-replicas",
+            type=replicas_arg,
+            default=None,
+            metavar="N",
+            help="replicas of the streams when this process creates them: 3 on a NATS cluster of 3 "
+            "or more (default $SPIELBUS_STREAM_REPLICAS or 1)",
+        )
+
+
+HOST_HELP = (
+    "address the live page and metrics listen on (default 127.0.0.1: this machine only; "
+    "0.0.0.0: every interface, e.g. in a container; the page serves ended matches' full records "
+    "without a login)"
+)
+
+
+def _add_wait_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop collecting after this long and report the matches without a record (default: none)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="stop collecting when no match has made progress for this long (default 600)",
+    )
+
+
+def _add_auth_flag(p: argparse.ArgumentParser, who: str) -> None:
+    p.add_argument(
+        "--auth",
+        default=None,
+        metavar="DIR",
+        help=f"log in as {who} of this `spielbus auth init` folder (wins over NATS_USER/NATS_CREDS)",
+    )
+
+
+def _positive_int(value: str) -> int:
+    """argparse type: a whole number of at least 1 (0 would play nothing, forever)."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="spielbus",
+        description="Spielbus: game-playing agents under one referee over NATS.",
+        epilog=EPILOG,
+    )
+    p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run a tournament (embedded nats-server unless --nats)")
+    run.add_argument("file", help="tournament TOML file")
+    _add_nats_flags(run, "use this NATS server (or cluster: URLs comma-separated) instead of an embedded one")
+    run.add_argument("--no-referee", action="store_true", help="do not start referee workers here")
+    run.add_argument("--workers", type=int, default=1, help="referee workers in this process (default 1)")
+    run.add_argument(
+        "--run-dir", default=None, help="parent folder of the run folder (default: the file's run_dir)"
+    )
+    run.add_argument("--prefix", default="spielbus", help="subject prefix")
+    run.add_argument("--agent-wait", type=float, default=120.0, help="seconds to wait for agents to join")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    run.add_argument(
+        "--metrics-port",
+        type=port_arg,
+        default=9400,
+        metavar="PORT",
+        help="Prometheus metrics of the whole run (referee and agents) on this port; a busy port "
+        "falls back to a free one; 0: any free port; off: none (default 9400)",
+    )
+    run.add_argument(
+        "--web-port",
+        type=port_arg,
+        default=8400,
+        metavar="PORT",
+        help="live match page on this port, same rules (default 8400)",
+    )
+    run.add_argument(
+        "--keep-serving",
+        action="store_true",
+        help="after the report, keep the live page and metrics up until Ctrl-C",
+    )
+    run.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
+    run.add_argument(
+        "--auth", default=None, metavar="DIR", help="enforce the users of this `spielbus auth init` folder"
+    )
+    _add_wait_flags(run)
+    run.add_argument(
+        "--absent-limit",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long matches wait for an agent that does not answer before its turns are "
+        "recorded as no_responder (default 60; 0: never wait)",
+    )
+
+    submit = sub.add_parser("submit", help="submit a tournament to the referees and agents on --nats")
+    submit.add_argument("file")
+    _add_nats_flags(submit)
+    submit.add_argument("--run-dir", default=None)
+    submit.add_argument("--prefix", default="spielbus")
+    submit.add_argument("--agent-wait", type=float, default=60.0)
+    submit.add_argument("--quiet", action="store_true")
+    _add_auth_flag(submit, "the referee user")
+    _add_wait_flags(submit)
+
+    ref = sub.add_parser("referee", help="run a referee worker until SIGTERM")
+    _add_nats_flags(ref)
+    ref.add_argument(
+        "--concurrency", type=_positive_int, default=8, help="matches played at once (1 or more, default 8)"
+    )
+    ref.add_argument(
+        "--absent-limit",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long matches wait for an agent that does not answer (default 60; 0: never)",
+    )
+    ref.add_argument(
+        "--drain-grace",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="on SIGTERM, matches in flight get this long to finish before they are handed back "
+        "to the work queue for another referee (default 10)",
+    )
+    ref.add_argument("--prefix", default="spielbus")
+    ref.add_argument(
+        "--metrics-port",
+        type=port_arg,
+        default=None,
+        metavar="PORT",
+        help="serve Prometheus metrics on this fixed port (0: any free port; default: off)",
+    )
+    ref.add_argument(
+        "--web-port",
+        type=port_arg,
+        default=None,
+        metavar="PORT",
+        help="serve the live match page (default: off)",
+    )
+    ref.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
+    _add_auth_flag(ref, "the referee user")
+
+    sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
+    sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
+    sub.add_parser(
+        "cwm", help="code world models: `spielbus cwm synthesize GAME ...`, `cwm eval DIR`", add_help=False
+    )
+    sub.add_parser(
+        "selfplay",
+        help="self-play datasets, CFVFP and the LLM Coach (spielbus selfplay --help)",
+        add_help=False,
+    )
+
+    for name, (_, what) in _MODULE_COMMANDS.items():
+        sub.add_parser(name, help=what, add_help=False)
+    games = sub.add_parser("games", help="list the games that can be played")
+    games.add_argument("--json", action="store_true", help="as JSON with type details")
+    games.add_argument("filter", nargs="?", default="", help="only names containing this")
+
+    proto = sub.add_parser("protocol", help="protocol tools")
+    proto_sub = proto.add_subparsers(dest="proto_command", required=True, metavar="SUBCOMMAND")
+    schema = proto_sub.add_parser("schema", help="print the JSON Schema of every message")
+    schema.add_argument("--message", default=None, help="only this message (e.g. turn, move)")
+
+    check = sub.add_parser("bot-check", help="conformance run against a bot on the bus")
+    check.add_argument("name", help="the bot's agent name")
+    _add_nats_flags(check, replicas=False)
+    check.add_argument("--prefix", default="spielbus")
+    check.add_argument("--deadline-ms", type=int, default=5000, help="turn deadline (default 5000)")
+    check.add_argument("--games", default=None, help="comma-separated games for the full-match checks")
+    check.add_argument("--concurrency", type=int, default=10, help="concurrent matches (default 10)")
+    _add_auth_flag(check, "the bot's own bot-check user (botcheck-NAME)")
+
+    auth = sub.add_parser("auth", help="accounts and permissions")
+    auth_sub = auth.add_subparsers(dest="auth_command", required=True, metavar="SUBCOMMAND")
+    init = auth_sub.add_parser("init", help="write a nats-server config and credentials per agent")
+    init.add_argument("tournament", nargs="?", default=None, help="take the agents from this tournament file")
+    init.add_argument("--agents", default=None, help="comma-separated agent names")
+    init.add_argument("--out", required=True, help="folder to write (config, auth.json, *.env)")
+    init.add_argument("--prefix", default="spielbus")
+    existing = init.add_mutually_exclusive_group()
+    existing.add_argument("--force", action="store_true", help="replace an existing folder's passwords")
+    existing.add_argument(
+        "--if-missing",
+        action="store_true",
+        help="keep an existing folder that has every agent (exit 0); for one-shot deploy steps",
+    )
+    return p
+
+
+# Commands whose parser lives in their own module (`main(argv)`, run in this process):
+# name -> (module, help).
+_MODULE_COMMANDS = {
+    "collect": ("spielbus.collect", "rebuild a run folder from the match stream (spielbus collect --help)"),
+    "puzzles": ("spielbus.puzzles", "mate-in-N chess puzzles through the referee (spielbus puzzles --help)"),
+    "export": ("referee.pgn", "export a run folder: `spielbus export pgn RUN_DIR`"),
+}
+
+
+def _hand_over(module_args: list[str], module: str = "agents") -> int:
+    """`spielbus agent` / `llm` / `cwm` / `selfplay` run a package of agents in its own process image,
+    so this process never imports agent code."""
+    os.execv(sys.executable, [sys.executable, "-m", module, *module_args])
+    return 0  # not reached
+
+
+def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
+    from spielbus.run import RunOptions, run_tournament
+
+    console = Console()
+    try:
+        config = load_config(args.file)
+        from referee.config import RECORD_BYTES, match_count
+        from referee.schedule import check_games
+        from spielbus.launch import check_agent_options
+
+        n = match_count(config, check_games(config))
+        if n >= 10_000:
+            console.print(
+                f"Schedule: {n:,} matches (about {n * RECORD_BYTES / 1e9:,.1f} GB of records in the run)",
+                highlight=False,
+            )
+        if not submit_only:
+            to_start = {
+                n: (a.kind, config.agent_options(n)) for n, a in config.agents.items() if not a.external
+            }
+            with console.status("Checking the agents' options..."):
+                problems = check_agent_options(to_start)
+            if problems:
+                raise ConfigError(f"{args.file}: bad agent options:\n  " + "\n  ".join(problems))
+    except ConfigError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    if submit_only and not (args.nats or os.environ.get("NATS_URL")):
+        console.print("[red]error:[/red] submit needs --nats or NATS_URL (the bus the referees are on)")
+        return 2
+    opts = RunOptions(
+        nats=args.nats,
+        referee=not (submit_only or getattr(args, "no_referee", False)),
+        workers=getattr(args, "workers", 1),
+        prefix=args.prefix,
+        run_dir=args.run_dir,
+        agent_wait_s=args.agent_wait,
+        config_path=args.file,
+        quiet=args.quiet,
+        metrics_port=getattr(args, "metrics_port", None),
+        web_port=getattr(args, "web_port", None),
+        host=getattr(args, "host", "127.0.0.1"),
+        keep_serving=getattr(args, "keep_serving", False),
+        auth_dir=getattr(args, "auth", None),
+        deadline_s=args.deadline,
+        idle_s=args.idle_timeout,
+        absent_limit_s=getattr(args, "absent_limit", 60.0),
+    )
+    if submit_only:
+        config = config.model_copy(
+            update={"agents": {k: v.model_copy(update={"external": True}) for k, v in config.agents.items()}}
+        )
+    from spielbus.run import Interrupted
+
+    try:
+        result = asyncio.run(run_tournament(config, opts, console))
+    except (ConfigError, AuthError) as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    except (ConnectionError, RuntimeError) as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 1
+    except Interrupted as exc:
+        kept = (
+            f"the run folder keeps every finished match: {exc.path}" if exc.finished else "no run folder kept"
+        )
+        console.print(f"[yellow]{exc}: {kept}[/yellow]", highlight=False)
+        return 143 if exc.signame == "SIGTERM" else 130
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted: the run folder keeps every finished match[/yellow]")
+        return 130
+    return 1 if result.failed else 0
+
+
+def _referee_login(args: argparse.Namespace) -> dict[str, str]:
+    """`--auth DIR`: the referee user's keyword arguments for `bus.connect`; none: the environment's."""
+    if not args.auth:
+        return {}
+    from bus.auth import login_for
+
+    user = login_for(args.auth, "referee", prefix=args.prefix)
+    return {"user": user.user, "password": user.password}
+
+
+def _botcheck_login(args: argparse.Namespace) -> dict[str, str]:
+    """`bot-check --auth DIR`: the narrow `botcheck-NAME` user (never the referee's), with its inbox."""
+    if not args.auth:
+        return {}
+    from bus.auth import login_for
+
+    user = login_for(args.auth, "botcheck", agent=args.name, prefix=args.prefix)
+    return {"user": user.user, "password": user.password, "inbox_prefix": user.inbox_prefix() or ""}
+
+
+def _cmd_referee(args: argparse.Namespace) -> int:
+    from bus.connect import connect, nats_url, redact
+    from bus.streams import StreamError
+    from bus.subjects import Subjects
+    from observability.web.serve import start_observability
+    from referee.worker import RefereeWorker
+
+    try:
+        login = _referee_login(args)
+    except AuthError as exc:
+        print(f"spielbus referee: {exc}", file=sys.stderr)
+        return 2
+
+    async def main() -> None:
+        nc = await connect(nats_url(args.nats), name="spielbus-referee", service=True, **login)
+        subjects = Subjects(args.prefix)
+        worker = RefereeWorker(
+            nc,
+            subjects=subjects,
+            concurrency=args.concurrency,
+            absent_limit_s=args.absent_limit,
+            drain_grace_s=args.drain_grace,
+        )
+        try:
+            obs = await start_observability(
+                nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port, host=args.host
+            )
+        except OSError as exc:
+            from observability.metrics import port_free
+
+            await nc.close()
+            # The metrics bind first: if the web port is busy the page failed, else the metrics did.
+            flag, port = "--metrics-port", args.metrics_port
+            if args.web_port and not port_free(args.web_port, args.host):
+                flag, port = "--web-port", args.web_port
+            raise _PortBusy(f"cannot serve {flag} {port}: {exc.strerror or exc}") from exc
+        if obs.metrics is not None:
+            worker.publisher.listeners.append(obs.metrics.on_event)
+        for line in obs.where():
+            print(line, flush=True)
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, worker.stop)
+        print(
+            f"referee worker on {redact(nats_url(args.nats))}, up to {args.concurrency} matches at once",
+            flush=True,
+        )
+        await worker.run()
+        # The bus may be down (SIGTERM during an outage): nothing below may hang or raise.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(obs.stop(), 10)
+        try:
+            if nc.is_connected:
+                await asyncio.wait_for(nc.drain(), 10)
+        except Exception:
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
+
+    try:
+        asyncio.run(main())
+    except _PortBusy as exc:
+        print(f"spielbus referee: {exc}", file=sys.stderr)
+        return 2
+    except (ConnectionError, StreamError) as exc:
+        print(f"spielbus referee: {exc}", file=sys.stderr)
+        return 1
+    except ValueError as exc:  # e.g. --concurrency 0, refused by RefereeWorker
+        print(f"spielbus referee: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+class _PortBusy(Exception):
+    """A `--metrics-port` / `--web-port` that cannot be bound."""
+
+
+def _cmd_games(args: argparse.Namespace) -> int:
+    import pyspiel
+
+    from games.loader import game_names
+
+    names = [n for n in game_names() if args.filter in n]
+    if args.json:
+        out = []
+        types = {g.short_name: g for g in pyspiel.registered_games()}
+        for n in names:
+            t = types.get(n)
+            out.append(
+                {
+                    "name": n,
+                    "long_name": t.long_name if t else n,
+                    "players": [t.min_num_players, t.max_num_players] if t else None,
+                    "information": str(t.information).split(".")[-1] if t else None,
+                    "dynamics": str(t.dynamics).split(".")[-1] if t else None,
+                }
+            )
+        print(json.dumps(out, indent=2))
+    else:
+        print("\n".join(names))
+    return 0
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from bus.protocol import MESSAGES, json_schemas
+
+    schemas = json_schemas()
+    if args.message:
+        if args.message not in MESSAGES:
+            print(
+                f"spielbus protocol schema: unknown message {args.message!r}; known: {', '.join(MESSAGES)}",
+                file=sys.stderr,
+            )
+            return 2
+        schemas = schemas[args.message]
+    print(json.dumps(schemas, indent=2))
+    return 0
+
+
+def _cmd_bot_check(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from bus.connect import connect, nats_url
+    from bus.subjects import Subjects, check_token
+    from games.loader import load_game
+    from referee.botcheck import DEFAULT_GAMES, BotChecker, BotCheckOptions, CheckResult
+
+    console = Console()
+    try:
+        check_token(args.name, "agent name")
+        games = [g.strip() for g in args.games.split(",") if g.strip()] if args.games else list(DEFAULT_GAMES)
+        opts = BotCheckOptions(deadline_ms=args.deadline_ms, games=games, concurrency=args.concurrency)
+        for g in games:
+            load_game(g)  # an unknown game is a usage error, not a failed check
+        login = _botcheck_login(args)
+    except ValueError as exc:  # AuthError included
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+
+    async def main() -> list[CheckResult]:
+        nc = await connect(nats_url(args.nats), name=f"spielbus-bot-check-{args.name}", **login)
+        try:
+            with console.status(f"checking {args.name}..."):
+                return await BotChecker(nc, args.name, subjects=Subjects(args.prefix), options=opts).run()
+        finally:
+            await nc.drain()
+
+    try:
+        results = asyncio.run(main())
+    except ConnectionError as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 1
+    table = Table(title=f"bot-check {args.name}")
+    table.add_column("check")
+    table.add_column("result")
+    table.add_column("detail")
+    for r in results:
+        table.add_row(r.name, "PASS" if r.ok else "FAIL", r.detail)
+    console.print(table)
+    failed = [r for r in results if not r.ok]
+    console.print(
+        f"{len(results) - len(failed)} of {len(results)} checks passed"
+        + (f"; failed: {', '.join(r.name for r in failed)}" if failed else ""),
+        highlight=False,
+    )
+    return 1 if failed else 0
+
+
+def _cmd_auth(args: argparse.Namespace) -> int:
+    from bus.auth import ensure_auth, write_auth
+
+    console = Console()
+    try:
+        agents: list[str] = []
+        if args.tournament:
+            agents += list(load_config(args.tournament).agents)
+        if args.agents:
+            agents += [a.strip() for a in args.agents.split(",") if a.strip()]
+        if not agents:
+            raise AuthError("name the agents: --agents a,b,... or a tournament file")
+        if args.if_missing:
+            bundle, written = ensure_auth(agents, args.out, prefix=args.prefix)
+        else:
+            bundle, written = write_auth(agents, args.out, prefix=args.prefix, force=args.force), True
+    except (ConfigError, AuthError, ValueError) as exc:
+        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        return 2
+    if not written:
+        console.print(f"kept {args.out}: it has a user for every agent (--if-missing)", highlight=False)
+        return 0
+    names = [u.agent for u in bundle.users if u.role == "agent"]
+    console.print(
+        f"wrote {args.out}/nats-server.conf with users referee, spectator and {len(names)} agents "
+        f"({', '.join(n for n in names if n)}), each with a bot-check user;\n"
+        f"credentials: {args.out}/agents/<name>.env, {args.out}/botcheck/<name>.env (for the bot's "
+        f"author: `spielbus bot-check <name>`), {args.out}/referee.env, {args.out}/spectator.env "
+        "(keep them private).\n"
+        f"Start with: spielbus run FILE.toml --auth {args.out}\n"
+        f"        or: nats-server -js -c {args.out}/nats-server.conf",
+        highlight=False,
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Hand-overs first: their flags belong to their own parsers. Global flags before the command
+    # (`spielbus --log-level DEBUG agent ...`) are skipped here and passed on.
+    i, level = 0, None
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] == "--log-level" and i + 1 < len(argv):
+            level, i = argv[i + 1], i + 2
+            continue
+        if argv[i].startswith("--log-level="):
+            level = argv[i].split("=", 1)[1]
+        i += 1
+    if i < len(argv) and "-h" not in argv[:i] and "--help" not in argv[:i]:
+        command, rest = argv[i], argv[i + 1 :]
+        if command in _MODULE_COMMANDS:
+            logging.basicConfig(level=(level or "WARNING").upper())
+            return int(importlib.import_module(_MODULE_COMMANDS[command][0]).main(rest))
+        if command == "agent":
+            if level is not None and rest and not rest[0].startswith("-"):
+                rest = [rest[0], "--log-level", level, *rest[1:]]  # after the kind; a later flag wins
+            return _hand_over(rest)
+        if command == "llm":
+            return _hand_over(["llm", *rest])  # the LLM server logs as llama.cpp does
+        if command == "cwm":
+            # `cwm-cli`, not `cwm`: `python -m agents cwm ...` is the agent kind cwm.
+            return _hand_over(["cwm-cli", *rest])
+        if command == "selfplay":
+            return _hand_over(rest, "agents.coach")
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if getattr(args, "stream_replicas", None) is not None:
+        from bus.streams import set_stream_replicas
+
+        set_stream_replicas(args.stream_replicas)
+    if args.command == "run":
+        return _cmd_run(args, submit_only=False)
+    if args.command == "submit":
+        return _cmd_run(args, submit_only=True)
+    if args.command == "referee":
+        return _cmd_referee(args)
+    if args.command == "games":
+        return _cmd_games(args)
+    if args.command == "protocol":
+        return _cmd_schema(args)
+    if args.command == "bot-check":
+        return _cmd_bot_check(args)
+    if args.command == "auth":
+        return _cmd_auth(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,57 @@
+"""Opening sets: FENs and move sequences in the tournament file become per-match `fen`
+parameters, each opening with both colour assignments; a bad one names its line."""
+
+from __future__ import annotations
+
+import pytest
+
+from games.chess.openings import opening_fen
+from games.loader import initial_state, load_game
+from referee.config import ConfigError, parse_config
+from referee.schedule import build_schedule
+
+BASE = """
+name = "open"
+games_per_pairing = 1
+openings = [
+  "1. e4 e5 2. Nf3 Nc6",
+  "d2d4 g8f6",
+  "rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1",
+]
+[[games]]
+name = "chess"
+[[games]]
+name = "tic_tac_toe"
+[agents.a]
+kind = "random"
+[agents.b]
+kind = "first"
+"""
+
+
+def test_openings_scheduled_with_both_colours() -> None:
+    config = parse_config(BASE)
+    specs = build_schedule(config, "t")
+    chess_specs = [s for s in specs if s.game.name == "chess"]
+    assert len(chess_specs) == 6 and len(specs) == 8  # tic-tac-toe: no openings, 2 orders
+    fens = [s.game.params["fen"] for s in chess_specs]
+    assert fens[0] == opening_fen("e4 e5 Nf3 Nc6")
+    for fen in set(fens):
+        assert sorted(tuple(s.seats) for s in chess_specs if s.game.params["fen"] == fen) == [
+            ("a", "b"),
+            ("b", "a"),
+        ]
+        state = initial_state(load_game(chess_specs[0].game.model_copy(update={"params": {"fen": fen}})))
+        assert str(state).split()[:2] == fen.split()[:2]
+    assert "fen" not in next(s for s in specs if s.game.name == "tic_tac_toe").game.params
+
+
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [("e4 e5 Ke3", "move 3 'Ke3' is not legal"), ("8/8/8/8/8/8/8/8 w - - 0 1", "illegal position")],
+)
+def test_bad_opening_names_the_line(bad: str, words: str) -> None:
+    text = BASE.replace('"d2d4 g8f6"', f'"{bad}"')
+    with pytest.raises(ConfigError) as err:
+        parse_config(text, "t.toml")
+    assert "t.toml:4: openings.1" in str(err.value) and words in str(err.value)

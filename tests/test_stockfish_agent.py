@@ -1,0 +1,74 @@
+"""The `stockfish` agent through the real referee and bus: it plays legal chess (from a FEN too),
+a missing binary is exit 2 with the install hint, and an engine killed mid-game costs one
+recorded `error` while the next match gets a fresh engine."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from agents.cli import main as agent_main
+from agents.random_agent import FirstLegalStrategy
+from agents.stockfish_agent import StockfishOptions, StockfishStrategy, find_stockfish
+from bus.protocol import GameSpec, MatchEvent
+from referee.match import MatchRunner
+from tests.helpers import play, serving, spec, uid
+
+pytestmark = pytest.mark.skipif(find_stockfish() is None, reason="stockfish not installed (make system-deps)")
+
+
+def _sf(**kw: object) -> StockfishStrategy:
+    return StockfishStrategy(StockfishOptions(movetime_ms=20, **kw))  # type: ignore[arg-type]
+
+
+def _first() -> FirstLegalStrategy:
+    return FirstLegalStrategy(FirstLegalStrategy.Options())
+
+
+def test_missing_binary_is_exit_2_with_install_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    code = agent_main(["stockfish", "--name", "sf", "--path", "/nonexistent/stockfish", "--check"])
+    assert code == 2
+    assert "apt-get install stockfish" in capsys.readouterr().err
+
+
+async def test_mates_from_fen(nc) -> None:  # type: ignore[no-untyped-def]
+    sf, first = uid("sf"), uid("first")
+    game = GameSpec(name="chess", params={"fen": "6k1/5ppp/8/8/8/8/5PPP/3R2K1 w - - 0 1"})
+    strategy = _sf()
+    async with serving(nc, strategy, sf), serving(nc, _first(), first):
+        # OpenSpiel's chess seats black first: seat 0 is black, seat 1 white (to move here).
+        rec = await play(nc, spec(game, [first, sf]))
+    await strategy.close()
+    assert [(m.agent, m.text) for m in rec.moves] == [(sf, "Rd8#")]
+    assert rec.returns == [-1.0, 1.0] and not rec.faults
+
+
+async def test_engine_killed_mid_game_is_an_error_then_restarts(nc) -> None:  # type: ignore[no-untyped-def]
+    sf, first = uid("sf"), uid("first")
+    strategy = _sf(skill_level=1)
+    killed: list[int] = []
+
+    async def sink(ev: MatchEvent) -> None:
+        # After stockfish's first move, kill its engine: its next turn must fail.
+        if ev.type == "moved" and ev.move and ev.move.agent == sf and not killed:
+            pid = strategy.engine_pid
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            await asyncio.sleep(0.2)
+
+    async with serving(nc, strategy, sf), serving(nc, _first(), first):
+        rec = await MatchRunner(nc, spec("chess", [sf, first]), publish_event=sink).run()
+        assert killed
+        assert [f.reason for f in rec.faults] == ["error"] and rec.faults[0].agent == sf
+        assert "stockfish engine failed" in rec.faults[0].detail
+        assert rec.outcome == "forfeit" and rec.forfeited == [0]
+        # The next match: a new engine, full game, no fault.
+        rec2 = await play(nc, spec("chess", [first, sf], max_turns=120))
+    await strategy.close()
+    assert strategy.restarts >= 1 and strategy.engine_pid is None
+    assert not rec2.faults and sum(m.agent == sf for m in rec2.moves) >= 2
+    assert rec2.outcome == "decisive" and rec2.returns == [-1.0, 1.0]  # it mates `first`
