@@ -196,6 +196,15 @@ class MatchRunner:
                 epoch = self._bus_epoch()
                 t0 = loop.time()
                 timeout = max(end - t0, 0.001)
+                if asked and turn.sent_at is not None:
+                    # Asked again: `sent_at + deadline_ms` must still name the referee's own end
+                    # (later than the first ask's while a known-absent agent is waited for).
+                    sent_at = time.time() + timeout - deadline_s
+                    payload = (
+                        turn.model_copy(update={"sent_at": sent_at})
+                        .model_dump_json(exclude_none=True)
+                        .encode()
+                    )
                 try:
                     msg = await self.nc.request(subject, payload, timeout=timeout)
                 except nats.errors.NoRespondersError:

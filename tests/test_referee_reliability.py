@@ -19,6 +19,8 @@ from pathlib import Path
 import nats.errors
 import pytest
 
+from agents.base import StrategyOptions
+from agents.random_agent import FirstLegalStrategy
 from bus.connect import connect
 from bus.protocol import FaultPolicy, GameSpec, MatchEvent, MatchRecord, Turn
 from bus.subjects import Subjects
@@ -28,7 +30,7 @@ from referee.match import chance_rng
 from referee.schedule import build_schedule
 from referee.tournament import Collector, RunFolder, RunFolderError, submit_and_collect
 from referee.worker import EventPublisher, RefereeWorker
-from tests.helpers import uid
+from tests.helpers import serving, uid
 from tests.reliability_helpers import (
     RestartableNats,
     bot,
@@ -481,7 +483,9 @@ async def test_matches_wait_for_an_agent_that_is_briefly_absent(nc, caplog) -> N
         while not w.presence.waiters[late]:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         await asyncio.sleep(1.0)
-        async with bot(nc, subjects, late):
+        # A real agent service: it refuses turns whose `sent_at + deadline_ms` has passed, so the
+        # turns asked again after the wait must carry a fresh `sent_at`.
+        async with serving(nc, FirstLegalStrategy(StrategyOptions()), late, subjects=subjects):
             records, _ = await task
     assert len(records) == 4
     assert all(r.faults == [] and r.outcome in ("decisive", "draw") for r in records), [
