@@ -380,7 +380,8 @@ async def test_a_nats_restart_aborts_and_replays_never_forfeits() -> None:
         subjects = Subjects()
         ref = await connect(srv.url, name="ref", service=True)
         agents_nc = await connect(srv.url, name="agents", service=True)
-        sub_nc = await connect(srv.url, name="submit", service=True)
+        # As `spielbus run`/`submit` connect: an outage longer than a few reconnect attempts.
+        sub_nc = await connect(srv.url, name="submit")
         a, b = uid("a"), uid("b")
         moved = asyncio.Event()
 
@@ -395,7 +396,7 @@ async def test_a_nats_restart_aborts_and_replays_never_forfeits() -> None:
                 task = asyncio.create_task(collect(sub_nc, subjects, specs, idle_s=120))
                 await asyncio.wait_for(moved.wait(), 30)
                 srv.kill()
-                await asyncio.sleep(2.5)
+                await asyncio.sleep(4)  # longer than the 1.5 s that used to hang `submit` for good
                 srv.start()
                 records, collector = await task
         assert len(records) == len(specs) and not collector.failed
