@@ -595,3 +595,34 @@ def test_chance_rng_depends_on_secret_and_attempt() -> None:
     assert len(set(draws.values())) == 4
     assert chance_rng("x", 1).random() == draws[("x", 1)]
     assert GameSpec(name="leduc_poker").label() == "leduc_poker"
+
+
+async def test_under_accounts_the_referee_hears_failed_specs_and_checks_stored_records(
+    tmp_path: Path,
+) -> None:
+    """With `spielbus auth init`'s permissions, the referee user may read the consumer advisories
+    (max deliveries) and look up a stored `ended` record; a bot may read neither."""
+    from bus.auth import config_path, load_auth, write_auth
+    from bus.server import EmbeddedNats
+
+    write_auth(["alice", "bob"], tmp_path / "auth")
+    bundle = load_auth(tmp_path / "auth")
+    with EmbeddedNats(config=config_path(tmp_path / "auth")) as srv:
+        ref_user = bundle.referee()
+        ref = await connect(srv.url, name="ref", user=ref_user.user, password=ref_user.password)
+        bots = {}
+        for name in ("alice", "bob"):
+            u = bundle.agent(name)
+            bots[name] = await connect(srv.url, name=name, user=u.user, password=u.password)
+        subjects = Subjects()
+        specs = make_specs(uid("acct"), "tic_tac_toe", [["alice", "bob"], ["bob", "alice"]])
+        async with bot(bots["alice"], subjects, "alice"), bot(bots["bob"], subjects, "bob"):
+            async with workers(ref, subjects) as (w,):
+                w.publisher = _LosingPublisher(ref, subjects, lose=5, only=specs[0].match_id)
+                records, collector = await collect(ref, subjects, specs, idle_s=120)
+            assert [r.match_id for r in records] == [specs[1].match_id]
+            assert "deliveries" in collector.failed[specs[0].match_id]
+            assert await RefereeWorker(ref, subjects=subjects)._already_ended(specs[1].match_id)
+            assert not await RefereeWorker(bots["alice"], subjects=subjects)._already_ended(specs[1].match_id)
+        for c in (ref, *bots.values()):
+            await c.close()
