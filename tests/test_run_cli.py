@@ -148,3 +148,11 @@ async def test_a_referee_stops_promptly_on_sigterm_even_with_nats_down() -> None
     err = proc.stderr.read() if proc.stderr else ""
     assert code == 0, err
     assert "Traceback" not in err
+
+
+def test_wait_flags_take_finite_non_negative_seconds(tmp_path: Path) -> None:
+    for flag, value in (("--deadline", "-1"), ("--idle-timeout", "nan"), ("--absent-limit", "inf")):
+        out = _run(["run", str(_cfg(tmp_path)), flag, value, "--run-dir", str(tmp_path / "runs")])
+        assert out.returncode == 2 and flag in out.stderr, out.stderr
+    out = _run(["referee", "--drain-grace", "-5"])
+    assert out.returncode == 2 and "--drain-grace" in out.stderr
