@@ -190,49 +190,68 @@ class MatchRunner:
         end = loop.time() + deadline_s
         backoff, cap = NO_RESPONDER_BACKOFF_S
         asked = 0
-        while True:
-            epoch = self._bus_epoch()
-            t0 = loop.time()
-            timeout = max(end - t0, 0.001)
-            try:
-                msg = await self.nc.request(subject, payload, timeout=timeout)
-            except nats.errors.NoRespondersError:
-                asked += 1
-                if self._bus_failed_since(epoch):
-                    raise MatchAborted(f"NATS connection lost while asking {agent}") from None
-                now = loop.time()
-                if now + backoff >= end:
-                    if self.presence is None or not self.presence.wait_for(agent):
-                        return (
-                            None,
-                            "no_responder",
-                            f"no agent listens on {subject} "
-                            f"(asked {asked} times over {self.spec.deadline_ms} ms)",
-                            0.0,
-                        )
-                    # A known-absent agent within the presence limit: wait for it, not for its deadline.
-                    end = now + backoff + deadline_s
-                    self.presence.waiters[agent] += 1
-                    try:
+        waiting = False
+        try:
+            while True:
+                epoch = self._bus_epoch()
+                t0 = loop.time()
+                timeout = max(end - t0, 0.001)
+                if asked and turn.sent_at is not None:
+                    # Asked again: `sent_at + deadline_ms` must still name the referee's own end
+                    # (later than the first ask's while a known-absent agent is waited for).
+                    sent_at = time.time() + timeout - deadline_s
+                    payload = (
+                        turn.model_copy(update={"sent_at": sent_at})
+                        .model_dump_json(exclude_none=True)
+                        .encode()
+                    )
+                try:
+                    msg = await self.nc.request(subject, payload, timeout=timeout)
+                except nats.errors.NoRespondersError:
+                    asked += 1
+                    if self._bus_failed_since(epoch):
+                        raise MatchAborted(f"NATS connection lost while asking {agent}") from None
+                    now = loop.time()
+                    if now + backoff >= end:
+                        if self.presence is None or not self.presence.wait_for(agent):
+                            return (
+                                None,
+                                "no_responder",
+                                f"no agent listens on {subject} "
+                                f"(asked {asked} times over {self.spec.deadline_ms} ms)",
+                                0.0,
+                            )
+                        # A known-absent agent within the presence limit: wait for it, not for its deadline.
+                        end = now + backoff + deadline_s
+                        if not waiting:
+                            # Counted for the whole wait, so the worker parks the agent's other matches.
+                            waiting = True
+                            self.presence.waiters[agent] += 1
                         await asyncio.sleep(backoff)
-                    finally:
-                        self.presence.waiters[agent] -= 1
-                else:
-                    await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, cap)
-                continue
-            except (nats.errors.TimeoutError, TimeoutError):
-                if self._bus_failed_since(epoch):
-                    raise MatchAborted(f"NATS connection lost while waiting for {agent}") from None
-                late = loop.time() - t0 - timeout
-                if late > LAG_TOLERANCE_S:
-                    raise _RefereeLag(late) from None
-                return None, "timeout", f"no reply within {self.spec.deadline_ms} ms", self.spec.deadline_ms
-            except nats.errors.MaxPayloadError as exc:
-                return None, "error", f"request too large for the server: {exc}", 0.0
-            except BUS_ERRORS as exc:
-                raise MatchAborted(f"NATS connection failed while asking {agent}: {exc!r}") from exc
-            break
+                    else:
+                        await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, cap)
+                    continue
+                except (nats.errors.TimeoutError, TimeoutError):
+                    if self._bus_failed_since(epoch):
+                        raise MatchAborted(f"NATS connection lost while waiting for {agent}") from None
+                    late = loop.time() - t0 - timeout
+                    if late > LAG_TOLERANCE_S:
+                        raise _RefereeLag(late) from None
+                    return (
+                        None,
+                        "timeout",
+                        f"no reply within {self.spec.deadline_ms} ms",
+                        self.spec.deadline_ms,
+                    )
+                except nats.errors.MaxPayloadError as exc:
+                    return None, "error", f"request too large for the server: {exc}", 0.0
+                except BUS_ERRORS as exc:
+                    raise MatchAborted(f"NATS connection failed while asking {agent}: {exc!r}") from exc
+                break
+        finally:
+            if waiting and self.presence is not None:
+                self.presence.waiters[agent] -= 1
         if self.presence is not None:
             self.presence.mark_present(agent)
         latency = (loop.time() - t0) * 1000

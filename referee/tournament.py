@@ -19,7 +19,8 @@ The collector never waits silently:
 - A lost bus connection is caught up: after a reconnect it re-reads the stream from the
   last sequence it saw, so no record is missed and none counted twice.
 - It gives up after an overall deadline (`deadline_s`) or when no match of the tournament
-  has made progress for `idle_s`, and reports the matches without a record.
+  has made progress (no event at all: started, moved, forfeit, ended) for `idle_s`, and
+  reports the matches without a record.
 - A run folder it cannot write to (full disk, read-only) stops the run with `RunFolderError`;
   the stream keeps every record.
 """
@@ -220,6 +221,13 @@ class Collector:
             seq = int(msg.metadata.sequence.stream)
         self.on_event(event, seq)
 
+    async def on_activity(self, msg: Msg) -> None:
+        """Any event of one of our matches (`moved`, `forfeit`) is progress; read from the subject
+        alone, so the collector does not parse every event on the bus."""
+        parts = msg.subject.split(".")
+        if len(parts) >= 2 and parts[-2] in self.by_id:
+            self.progress()
+
     async def on_advisory(self, msg: Msg) -> None:
         """JetStream's MAX_DELIVERIES / MSG_TERMINATED advisory for the schedule's consumer."""
         try:
@@ -286,6 +294,9 @@ async def submit_and_collect(
     collector.last_seq = start - 1
     sub_end = await _subscribe_ended(nc, subjects, collector, start)
     sub_start = await nc.subscribe(subjects.match_all("started"), cb=collector.on_msg)
+    activity = [
+        await nc.subscribe(subjects.match_all(e), cb=collector.on_activity) for e in ("moved", "forfeit")
+    ]
     advisories = [
         await nc.subscribe(
             f"$JS.EVENT.ADVISORY.CONSUMER.{kind}.{subjects.schedule_stream}.{DURABLE}",
@@ -343,7 +354,7 @@ async def submit_and_collect(
                 stall_warning()
                 warned = True
     finally:
-        for sub in (sub_end, sub_start, *advisories):
+        for sub in (sub_end, sub_start, *activity, *advisories):
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
     if collector.error is not None:

@@ -202,6 +202,10 @@ class RefereeWorker:
                 return
             heartbeat = asyncio.create_task(self._keep_alive(msg))
             await self._park(spec, slots)
+            if self._stop.is_set() and self.presence.parked_by(spec.seats):
+                # Stopping while parked: hand the spec back untouched rather than start it now.
+                await msg.nak()
+                return
             try:
                 await self.play(spec, attempt)
             except MatchAborted as exc:

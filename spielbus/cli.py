@@ -65,17 +65,28 @@ HOST_HELP = (
 )
 
 
+def _seconds(value: str) -> float:
+    """A finite, non-negative number of seconds (argparse type)."""
+    try:
+        out = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not (out >= 0 and out != float("inf")):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds, 0 or more: {value!r}")
+    return out
+
+
 def _add_wait_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--deadline",
-        type=float,
+        type=_seconds,
         default=None,
         metavar="SECONDS",
         help="stop collecting after this long and report the matches without a record (default: none)",
     )
     p.add_argument(
         "--idle-timeout",
-        type=float,
+        type=_seconds,
         default=600.0,
         metavar="SECONDS",
         help="stop collecting when no match has made progress for this long (default 600)",
@@ -149,7 +160,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_wait_flags(run)
     run.add_argument(
         "--absent-limit",
-        type=float,
+        type=_seconds,
         default=60.0,
         metavar="SECONDS",
         help="how long matches wait for an agent that does not answer before its turns are "
@@ -173,14 +184,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     ref.add_argument(
         "--absent-limit",
-        type=float,
+        type=_seconds,
         default=60.0,
         metavar="SECONDS",
         help="how long matches wait for an agent that does not answer (default 60; 0: never)",
     )
     ref.add_argument(
         "--drain-grace",
-        type=float,
+        type=_seconds,
         default=10.0,
         metavar="SECONDS",
         help="on SIGTERM, matches in flight get this long to finish before they are handed back "
@@ -331,9 +342,10 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 1
     except Interrupted as exc:
-        console.print(
-            f"[yellow]{exc}: the run folder keeps every finished match: {exc.path}[/yellow]", highlight=False
+        kept = (
+            f"the run folder keeps every finished match: {exc.path}" if exc.finished else "no run folder kept"
         )
+        console.print(f"[yellow]{exc}: {kept}[/yellow]", highlight=False)
         return 143 if exc.signame == "SIGTERM" else 130
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: the run folder keeps every finished match[/yellow]")
@@ -429,6 +441,9 @@ def _cmd_referee(args: argparse.Namespace) -> int:
     except (ConnectionError, StreamError) as exc:
         print(f"spielbus referee: {exc}", file=sys.stderr)
         return 1
+    except ValueError as exc:  # e.g. --concurrency 0, refused by RefereeWorker
+        print(f"spielbus referee: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

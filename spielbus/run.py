@@ -171,7 +171,10 @@ async def run_tournament(
     except (asyncio.CancelledError, CollectStopped):
         if not signalled:
             raise
-        if collected:
+        if not collected:
+            folder.close()
+            shutil.rmtree(folder.path, ignore_errors=True)
+        else:
             with contextlib.suppress(Exception):
                 table, rates = summarize(collected, config)
                 folder.write_summary(

@@ -71,6 +71,9 @@ def spec(
         game=g,
         seats=seats,
         seed=seed,
+        # Fixed per seed, so a test's chance outcomes are the same on every run (a real schedule
+        # draws each match's secret at random; docs/referee.md).
+        secret=f"test-secret-{seed}",
         deadline_ms=deadline_ms,
         policy=policy or FaultPolicy(),
         max_turns=max_turns,

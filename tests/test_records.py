@@ -67,3 +67,26 @@ def test_run_folder_appends_one_line_per_record(tmp_path) -> None:
     folder.close()
     lines = (tmp_path / "t-1" / "matches.jsonl").read_text().splitlines()
     assert [MatchRecord.model_validate_json(x).match_id for x in lines] == ["m0", "m1", "m2"]
+
+
+def test_an_unstorable_record_is_repaired_not_dropped() -> None:
+    from bus.protocol import MoveStats
+    from referee.records import repair_record, storable
+
+    good = _big_record("ok", moves=2, note_bytes=1)
+    assert repair_record(good) is good
+    bad = _big_record("bad", moves=3, note_bytes=1)
+    # The models refuse such values at the door; a record can still come to hold them (built
+    # without validation, or by a future path), so the repair must not depend on the door.
+    m = bad.moves
+    m[0] = m[0].model_copy(update={"policy": {"0": float("nan"), "1": 0.5}})
+    m[1] = m[1].model_copy(update={"stats": MoveStats.model_construct(nodes=3, q=float("inf"))})
+    m[2] = m[2].model_copy(update={"note": "lone \udc80 surrogate"})
+    assert not storable(bad)
+    fixed = repair_record(bad)
+    assert storable(fixed) and fixed.outcome == bad.outcome and len(fixed.moves) == 3
+    assert fixed.moves[0].policy == {"1": 0.5} and fixed.moves[1].stats is not None
+    assert fixed.moves[1].stats.nodes == 3
+    assert fixed.repaired and "moves[0].policy" in fixed.repaired and "moves[2].note" in fixed.repaired
+    # What reads back is the repaired record, exactly.
+    assert MatchRecord.model_validate_json(fixed.model_dump_json()) == fixed

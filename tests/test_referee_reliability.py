@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import math
 import random
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -17,8 +19,10 @@ from pathlib import Path
 import nats.errors
 import pytest
 
+from agents.base import StrategyOptions
+from agents.random_agent import FirstLegalStrategy
 from bus.connect import connect
-from bus.protocol import GameSpec, MatchEvent, MatchRecord, Turn
+from bus.protocol import FaultPolicy, GameSpec, MatchEvent, MatchRecord, Turn
 from bus.subjects import Subjects
 from games.loader import load_game
 from referee.config import TournamentConfig
@@ -26,7 +30,7 @@ from referee.match import chance_rng
 from referee.schedule import build_schedule
 from referee.tournament import Collector, RunFolder, RunFolderError, submit_and_collect
 from referee.worker import EventPublisher, RefereeWorker
-from tests.helpers import uid
+from tests.helpers import serving, uid
 from tests.reliability_helpers import (
     RestartableNats,
     bot,
@@ -91,6 +95,51 @@ async def test_non_finite_numbers_in_a_reply_do_not_cost_the_record(nc) -> None:
         assert _finite(rec.model_dump(mode="python")), rec
         # Either refused at the door (a fault) or repaired in the record; never lost.
         assert rec.faults or rec.repaired, rec
+
+
+async def test_a_hostile_bot_cannot_cost_a_record(nc) -> None:
+    """Every kind of bad reply, turn after turn (random policy, so matches go on): every match is
+    recorded exactly once, in the collector and in the stream."""
+    subjects = new_prefix()
+    evil, good = uid("evil"), uid("good")
+
+    def envelope(turn: Turn, extra: str) -> bytes:
+        return f'{{"v":1,"type":"move","match_id":"{turn.match_id}","turn":{turn.turn},{extra}}}'.encode()
+
+    modes = [
+        lambda t, a: envelope(t, f'"action":{a},"policy":{{"{a}":NaN}}'),
+        lambda t, a: envelope(t, f'"action":{a},"stats":{{"nodes":1e400,"x":-Infinity}}'),
+        lambda t, a: envelope(t, f'"action":{a},"note":"\\udc80 x"'),
+        lambda t, a: envelope(t, f'"action":{a},"note":"{"x" * 70_000}"'),
+        lambda t, a: envelope(t, f'"action":"{a}"'),
+        lambda t, a: envelope(t, '"action":true'),
+        lambda t, a: envelope(t, f'"action":{a},"stats":' + "[" * 500 + "]" * 500),
+        lambda t, a: b"\xff\xfe not utf-8",
+        lambda t, a: envelope(t, f'"action":{a},"usage":{{"llm_calls":1e30}}'),
+        lambda t, a: None,  # silence: a timeout
+    ]
+
+    async def hostile(turn: Turn) -> bytes | None:
+        return modes[turn.turn % len(modes)](turn, turn.legal_actions[0].id)
+
+    specs = make_specs(
+        uid("hostile"),
+        "tic_tac_toe",
+        [[evil, good], [good, evil]] * 3,
+        deadline_ms=300,
+        policy=FaultPolicy(kind="random"),
+    )
+    async with (
+        bot(nc, subjects, evil, hostile),
+        bot(nc, subjects, good),
+        workers(nc, subjects, concurrency=6),
+    ):
+        records, collector = await collect(nc, subjects, specs, idle_s=60)
+    assert sorted(r.match_id for r in records) == sorted(s.match_id for s in specs) and not collector.failed
+    assert all(r.outcome in ("decisive", "draw") for r in records)
+    assert any(r.faults for r in records)
+    for spec in specs:
+        assert len(await stored_events(nc, subjects, spec.match_id, "ended")) == 1
 
 
 # -- issue 9.1: acked only after the ended record is stored; failed-for-good specs are reported --------
@@ -331,7 +380,8 @@ async def test_a_nats_restart_aborts_and_replays_never_forfeits() -> None:
         subjects = Subjects()
         ref = await connect(srv.url, name="ref", service=True)
         agents_nc = await connect(srv.url, name="agents", service=True)
-        sub_nc = await connect(srv.url, name="submit", service=True)
+        # As `spielbus run`/`submit` connect: an outage longer than a few reconnect attempts.
+        sub_nc = await connect(srv.url, name="submit")
         a, b = uid("a"), uid("b")
         moved = asyncio.Event()
 
@@ -346,7 +396,7 @@ async def test_a_nats_restart_aborts_and_replays_never_forfeits() -> None:
                 task = asyncio.create_task(collect(sub_nc, subjects, specs, idle_s=120))
                 await asyncio.wait_for(moved.wait(), 30)
                 srv.kill()
-                await asyncio.sleep(2.5)
+                await asyncio.sleep(4)  # longer than the 1.5 s that used to hang `submit` for good
                 srv.start()
                 records, collector = await task
         assert len(records) == len(specs) and not collector.failed
@@ -415,7 +465,7 @@ async def test_the_referees_own_stall_is_not_an_agents_timeout(nats_url: str, nc
 # -- issue 10.6: an absent agent's matches wait for it ----------------------------------------------------
 
 
-async def test_matches_wait_for_an_agent_that_is_briefly_absent(nc) -> None:
+async def test_matches_wait_for_an_agent_that_is_briefly_absent(nc, caplog) -> None:
     subjects = new_prefix()
     late, good, good2 = uid("late"), uid("good"), uid("good2")
     specs = make_specs(
@@ -434,12 +484,16 @@ async def test_matches_wait_for_an_agent_that_is_briefly_absent(nc) -> None:
         while not w.presence.waiters[late]:  # noqa: ASYNC110
             await asyncio.sleep(0.05)
         await asyncio.sleep(1.0)
-        async with bot(nc, subjects, late):
+        # A real agent service: it refuses turns whose `sent_at + deadline_ms` has passed, so the
+        # turns asked again after the wait must carry a fresh `sent_at`.
+        async with serving(nc, FirstLegalStrategy(StrategyOptions()), late, subjects=subjects):
             records, _ = await task
     assert len(records) == 4
     assert all(r.faults == [] and r.outcome in ("decisive", "draw") for r in records), [
         r.faults for r in records
     ]
+    # The pause is visible: a warning when the agent goes missing, another when it is back.
+    assert f"agent {late} does not answer" in caplog.text and f"agent {late} answers again" in caplog.text
 
 
 async def test_an_absent_agent_is_given_up_after_the_limit(nc) -> None:
@@ -455,8 +509,11 @@ async def test_an_absent_agent_is_given_up_after_the_limit(nc) -> None:
 # -- issue 10.7: full disk; `spielbus collect` ---------------------------------------------------------
 
 
+COLLECT = [sys.executable, "-m", "spielbus.cli", "collect"]
+
+
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
-async def test_a_full_disk_stops_the_run_and_collect_rebuilds_it(nc, tmp_path: Path) -> None:
+async def test_a_full_disk_stops_the_run_and_collect_rebuilds_it(nc, nats_url: str, tmp_path: Path) -> None:
     from spielbus.collect import collect as collect_folder
 
     subjects = new_prefix()
@@ -481,6 +538,18 @@ async def test_a_full_disk_stops_the_run_and_collect_rebuilds_it(nc, tmp_path: P
     assert missing == [] and [r.match_id for r in records] == [s.match_id for s in specs]
     lines = (tmp_path / "ok" / tid / "matches.jsonl").read_text().splitlines()
     assert [MatchRecord.model_validate_json(x).match_id for x in lines] == [s.match_id for s in specs]
+    # The command itself, into a folder without schedule.jsonl (a run from another machine).
+    out = await asyncio.to_thread(
+        subprocess.run,
+        [*COLLECT, tid, "--nats", nats_url, "--prefix", subjects.prefix, "--run-dir", str(tmp_path / "cli")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "collected 2 records" in " ".join(out.stdout.split())
+    lines = (tmp_path / "cli" / tid / "matches.jsonl").read_text().splitlines()
+    assert sorted(MatchRecord.model_validate_json(x).match_id for x in lines) == [s.match_id for s in specs]
 
 
 # -- issue 10.9: concurrency holds -------------------------------------------------------------------------
@@ -526,3 +595,34 @@ def test_chance_rng_depends_on_secret_and_attempt() -> None:
     assert len(set(draws.values())) == 4
     assert chance_rng("x", 1).random() == draws[("x", 1)]
     assert GameSpec(name="leduc_poker").label() == "leduc_poker"
+
+
+async def test_under_accounts_the_referee_hears_failed_specs_and_checks_stored_records(
+    tmp_path: Path,
+) -> None:
+    """With `spielbus auth init`'s permissions, the referee user may read the consumer advisories
+    (max deliveries) and look up a stored `ended` record; a bot may read neither."""
+    from bus.auth import config_path, load_auth, write_auth
+    from bus.server import EmbeddedNats
+
+    write_auth(["alice", "bob"], tmp_path / "auth")
+    bundle = load_auth(tmp_path / "auth")
+    with EmbeddedNats(config=config_path(tmp_path / "auth")) as srv:
+        ref_user = bundle.referee()
+        ref = await connect(srv.url, name="ref", user=ref_user.user, password=ref_user.password)
+        bots = {}
+        for name in ("alice", "bob"):
+            u = bundle.agent(name)
+            bots[name] = await connect(srv.url, name=name, user=u.user, password=u.password)
+        subjects = Subjects()
+        specs = make_specs(uid("acct"), "tic_tac_toe", [["alice", "bob"], ["bob", "alice"]])
+        async with bot(bots["alice"], subjects, "alice"), bot(bots["bob"], subjects, "bob"):
+            async with workers(ref, subjects) as (w,):
+                w.publisher = _LosingPublisher(ref, subjects, lose=5, only=specs[0].match_id)
+                records, collector = await collect(ref, subjects, specs, idle_s=120)
+            assert [r.match_id for r in records] == [specs[1].match_id]
+            assert "deliveries" in collector.failed[specs[0].match_id]
+            assert await RefereeWorker(ref, subjects=subjects)._already_ended(specs[1].match_id)
+            assert not await RefereeWorker(bots["alice"], subjects=subjects)._already_ended(specs[1].match_id)
+        for c in (ref, *bots.values()):
+            await c.close()

@@ -97,3 +97,62 @@ def test_sigterm_stops_a_run_like_ctrl_c_and_an_empty_nats_url_means_embedded(tm
     lines = (folder / "matches.jsonl").read_text().splitlines()
     assert len(lines) >= summary["matches"]
     assert not Path(store).exists(), "the embedded server's temporary store was left behind"
+
+
+@pytest.mark.slow
+async def test_a_referee_stops_promptly_on_sigterm_even_with_nats_down() -> None:
+    """A match stuck on a slow agent (two-minute deadline) and NATS gone: SIGTERM still ends the
+    referee within its drain grace, cleanly and without a traceback."""
+    import asyncio
+
+    from bus.connect import connect
+    from bus.streams import ensure_streams
+    from bus.subjects import Subjects
+    from tests.helpers import uid
+    from tests.reliability_helpers import RestartableNats, bot, make_specs
+
+    srv = RestartableNats().start()
+    proc = subprocess.Popen(
+        [*SPIELBUS, "referee", "--nats", srv.url, "--drain-grace", "1"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = await asyncio.wait_for(asyncio.to_thread(proc.stdout.readline), 60)
+        assert "referee worker on" in line, line
+        nc = await connect(srv.url, name="sigterm-test")
+        subjects = Subjects()
+        await ensure_streams(nc.jetstream(), subjects)
+        asked = asyncio.Event()
+
+        async def never(turn):  # type: ignore[no-untyped-def]
+            asked.set()
+            return None
+
+        slow, other = uid("slow"), uid("other")
+        (match,) = make_specs(uid("stuck"), "tic_tac_toe", [[slow, other]], deadline_ms=120_000)
+        async with bot(nc, subjects, slow, never):
+            await nc.jetstream().publish(subjects.schedule, match.model_dump_json().encode())
+            await asyncio.wait_for(asked.wait(), 60)
+            srv.kill()
+            proc.send_signal(signal.SIGTERM)
+            code = await asyncio.to_thread(proc.wait, 60)
+        await nc.close()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        srv.close()
+    err = proc.stderr.read() if proc.stderr else ""
+    assert code == 0, err
+    assert "Traceback" not in err
+
+
+def test_wait_flags_take_finite_non_negative_seconds(tmp_path: Path) -> None:
+    for flag, value in (("--deadline", "-1"), ("--idle-timeout", "nan"), ("--absent-limit", "inf")):
+        out = _run(["run", str(_cfg(tmp_path)), flag, value, "--run-dir", str(tmp_path / "runs")])
+        assert out.returncode == 2 and flag in out.stderr, out.stderr
+    out = _run(["referee", "--drain-grace", "-5"])
+    assert out.returncode == 2 and "--drain-grace" in out.stderr
