@@ -38,7 +38,8 @@ import pytest
 
 from tests.docker_host import DockerDaemon, NetNS, Unavailable, install
 
-pytestmark = pytest.mark.slow
+# Minutes: the first run on a machine builds the images from cold, and the stack plays a tournament.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_SH = ROOT / "deploy" / "offline" / "compose.sh"
