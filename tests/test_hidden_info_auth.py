@@ -118,7 +118,7 @@ def _replay_turn(record: MatchRecord, upto: int, seat: int, received: Turn, swap
         hist.record(state, m.player, action)
         state.apply_action(action)
     assert state.current_player() == seat
-    return build_turn(
+    turn = build_turn(
         state=state,
         spec=record.game,
         match_id=record.match_id,
@@ -130,6 +130,8 @@ def _replay_turn(record: MatchRecord, upto: int, seat: int, received: Turn, swap
         rules=received.rules,
         retry=received.retry,
     )
+    # The send time is the referee's clock at that moment, not game information: taken as received.
+    return turn.model_copy(update={"sent_at": received.sent_at})
 
 
 def _alternatives(record: MatchRecord, upto: int, hidden: list[int]) -> Iterator[dict[int, int]]:

@@ -228,7 +228,8 @@ async def test_plays_complete_match_against_random(
     strat = cls(cls.Options.model_validate({"seed": 3, "llm": llm_config(llm_server), **SMALL[kind]}))
     me, rnd = uid(kind.replace("_", "-")), uid("rnd")
     async with serving(nc, strat, me), serving(nc, RandomStrategy(StrategyOptions(seed=2)), rnd):
-        rec = await play(nc, spec(game, [me, rnd], seed=7, deadline_ms=6000))
+        # A clock a loaded two-core machine can meet: the test asserts that the model answered.
+        rec = await play(nc, spec(game, [me, rnd], seed=7, deadline_ms=60_000))
     assert rec.outcome != "pending" and rec.error is None
     assert not [f for f in rec.faults if f.agent == me], rec.faults  # constrained: legal moves only
     mine = [m for m in rec.moves if m.agent == me]
