@@ -40,7 +40,7 @@ from agents.base import Decision, MatchContext
 from agents.llm.base import LLMError
 from agents.llm.strategy import Budget, LLMStrategy, LLMStrategyOptions
 from agents.llm.usage import UsageMeter
-from agents.minimax_tot import rebuild
+from agents.search import rebuild
 from bus.protocol import MoveStats, Turn
 
 PIECE_CENTIPAWNS = {"p": 100, "n": 325, "b": 325, "r": 500, "q": 900}

@@ -7,7 +7,8 @@ Two sources feed them:
   whose `usage` the agent reports to the referee. Turn counts, decision time,
   LLM calls, prompt and completion tokens and cache hits come from there, so
   they are the same numbers the match record keeps;
-- `record_llm_call(...)`, called by the LLM layer once per backend request:
+- `agents.llm.hooks.record_llm_call(...)`, called by the LLM layer once per backend request
+  (this module installs itself as its listener, so the LLM layer never imports the runtime):
   request latency, errors, and tokens per request. It does not count tokens
   into the totals above (that would count them twice).
 
@@ -25,6 +26,7 @@ from collections.abc import Sequence
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, disable_created_metrics
 
+from agents.llm.hooks import set_listener
 from agents.runtime import TurnObserver
 from bus.observability import LATENCY_BUCKETS
 from bus.protocol import Move, Turn
@@ -168,33 +170,10 @@ def current() -> AgentMetrics | None:
 
 
 def install(metrics: AgentMetrics | None) -> None:
-    """Make `metrics` the target of `record_llm_call` (None: stop recording)."""
+    """Make `metrics` hear every LLM call of this process (`agents.llm.hooks`; None: stop)."""
     global _current
     _current = metrics
-
-
-def record_llm_call(
-    agent: str | None,
-    model: str,
-    seconds: float,
-    prompt_tokens: int = 0,
-    completion_tokens: int = 0,
-    cached: bool = False,
-    error: bool = False,
-) -> None:
-    """One LLM backend request completed (or failed, or came from the cache).
-
-    For the LLM layer: cheap, thread-safe, never raises, and a no-op when this
-    process serves no metrics (tests, library use). `agent=None` means this
-    process's agent.
-    """
-    m = _current
-    if m is None:
-        return
-    try:
-        m.llm_call(agent, model, seconds, prompt_tokens, completion_tokens, cached, error)
-    except Exception:
-        log.warning("metrics: could not record an LLM call", exc_info=True)
+    set_listener(metrics)
 
 
 def start_agent_metrics(

@@ -29,25 +29,11 @@ from pydantic import Field
 
 from agents.base import Decision, MatchContext
 from agents.llm.base import LLMError
-from agents.llm.proposers import Proposer, ProposerSettings, make_proposer
-from agents.llm.strategy import Budget, LLMStrategy, LLMStrategyOptions
+from agents.llm.proposers import Proposer, make_proposer
+from agents.llm.strategy import Budget, LLMStrategy
 from agents.llm.usage import UsageMeter
+from agents.search import SearchOptions, rebuild, settings_from
 from bus.protocol import MoveStats, Turn
-from games.loader import load_game, replay
-
-
-class SearchOptions(LLMStrategyOptions):
-    """Options shared by the LLM tree searches (minimax_tot, tot)."""
-
-    n: int = Field(default=3, ge=1, description="Actions generated per state, at most.")
-    temperature: float = Field(
-        default=0.5, ge=0.0, description="Generation temperature (Minimax-ToT paper: 0.5)."
-    )
-    constrain: bool = Field(default=True, description="Decode under a schema (prefix, legal texts).")
-    llm_check: bool = Field(default=True, description="The appendix B validity prompt on each proposal.")
-    max_attempts: int = Field(default=6, ge=1, description="Generation calls per state, at most.")
-    max_tokens: int = Field(default=24, ge=4)
-    constrain_words: bool = Field(default=False, description="Ghost: words under a regex schema (slow).")
 
 
 class MinimaxTotOptions(SearchOptions):
@@ -63,24 +49,6 @@ class SearchStats:
     nodes: int = 0
     rollouts: int = 0
     max_depth: int = 0
-
-
-def rebuild(turn: Turn) -> pyspiel.State:
-    if turn.state is None:
-        raise LLMError(f"{turn.game.name} is not a perfect-information game: no state to search")
-    return replay(load_game(turn.game), turn.state)
-
-
-def settings_from(o: SearchOptions) -> ProposerSettings:
-    return ProposerSettings(
-        temperature=o.temperature,
-        constrain=o.constrain,
-        llm_check=o.llm_check,
-        max_attempts=o.max_attempts,
-        seed=o.seed or 0,
-        max_tokens=o.max_tokens,
-        constrain_words=o.constrain_words,
-    )
 
 
 class MinimaxTotStrategy(LLMStrategy):

@@ -24,7 +24,7 @@ from agents.llm.base import LLMError
 from agents.llm.proposers import Proposer, make_proposer
 from agents.llm.strategy import Budget, LLMStrategy
 from agents.llm.usage import UsageMeter
-from agents.minimax_tot import SearchOptions, rebuild, settings_from
+from agents.search import SearchOptions, rebuild, settings_from
 from bus.protocol import MoveStats, Turn
 
 

@@ -16,7 +16,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions
-from agents.metrics import AGENT_METRICS, AgentMetrics, install, record_llm_call
+from agents.llm.hooks import record_llm_call
+from agents.metrics import AGENT_METRICS, AgentMetrics, install
 from agents.random_agent import FirstLegalStrategy, RandomStrategy
 from bus.process import free_port
 from bus.protocol import FaultPolicy, MatchEvent, MatchRecord, Turn, Usage

@@ -25,8 +25,8 @@ from typing import Any
 from agents.llm.base import Backend, BackendReply, BackendRequest, LLMError, LLMTimeout, LLMUnavailable
 from agents.llm.cache import ResponseCache, SharedCallCancelled, request_key
 from agents.llm.config import LLMConfig
+from agents.llm.hooks import record_llm_call
 from agents.llm.usage import UsageMeter, current_meter
-from agents.metrics import record_llm_call
 
 Message = tuple[str, str] | dict[str, str]
 
