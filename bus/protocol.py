@@ -19,11 +19,11 @@ omit `v` and `type` (they default), only JSON input must name them.
 from __future__ import annotations
 
 import math
-from typing import Annotated, Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from bus.subjects import check_token
+from bus.subjects import MatchEventType, check_token
 
 PROTOCOL_VERSION = 1
 # Versions this side accepts on receipt. Negotiation is by refusal: a peer that sends
@@ -48,7 +48,7 @@ def check_finite(value: Any, where: str = "value", depth: int = 0) -> Any:
     return value
 
 FaultReason = Literal["timeout", "illegal", "malformed", "no_responder", "error"]
-FAULT_REASONS: tuple[str, ...] = ("timeout", "illegal", "malformed", "no_responder", "error")
+FAULT_REASONS: tuple[str, ...] = get_args(FaultReason)  # one list: the Literal is the source
 
 
 def _require_v_and_type(schema: dict[str, Any]) -> None:
@@ -313,7 +313,7 @@ def trim_record(record: MatchRecord, limit: int) -> MatchRecord:
 class MatchEvent(Message):
     """Referee to everyone, on `spielbus.match.<match_id>.<event>`, kept in `SPIELBUS_MATCHES`."""
 
-    type: Literal["started", "moved", "forfeit", "ended"]
+    type: MatchEventType
     match_id: str
     tournament: str
     game: GameSpec
@@ -369,10 +369,6 @@ class MatchSpec(Message):
         # Seat names become subject tokens (`<prefix>.turn.<seat>`): refuse them here, not mid-match.
         return [check_token(s, "seat name") for s in v]
 
-
-AnyMessage = Annotated[
-    Turn | Move | MatchStarted | MatchEnded | MatchEvent | MatchSpec, Field(discriminator="type")
-]
 
 MESSAGES: dict[str, type[BaseModel]] = {
     "turn": Turn,

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Literal, get_args
 
 MATCHES_STREAM = "SPIELBUS_MATCHES"
 SCHEDULE_STREAM = "SPIELBUS_SCHEDULE"
-MATCH_EVENTS = ("started", "moved", "forfeit", "ended")
+MatchEventType = Literal["started", "moved", "forfeit", "ended"]
+MATCH_EVENTS: tuple[str, ...] = get_args(MatchEventType)  # one list: the Literal is the source
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 # Tokens become subjects, service names, file and folder names: keep them well under every limit

@@ -88,12 +88,6 @@ class _Pair:
 
 
 @dataclass
-class Summary:
-    standings: list[Standing] = field(default_factory=list)
-    ratings: list[Rating] = field(default_factory=list)
-
-
-@dataclass
 class _Sums:
     """Running sums behind one `Standing` (means and rates are derived when asked)."""
 
