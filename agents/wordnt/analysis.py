@@ -1,6 +1,6 @@
 """The Wordn't bot's reasoning (the Wordn't paper), independent of how basis words are found.
 
-`analyse` computes, for the current string, the seed's scenario and a score per
+`analyse` computes, for the current string, the paper's scenario and a score per
 candidate action: BWR for the 52 proposals (sure win, imminent loss with the
 stalling rule, challenge, inconclusive) and, for careful opponents, the
 average NIR over the next player's proposals S' (assumption 1: the next
@@ -8,10 +8,10 @@ player's sure-win proposals; else assumption 2: their proposals with BWR > 0).
 `choose` applies the proposal windows (all sure wins; else within t of the best).
 
 Two providers compute the same numbers: `IndexProvider` (agents/wordnt/index.py,
-fast) and `ScanProvider` (agents/wordnt/scan.py, a naive scan of the word list
+fast) and `ScanProvider` (agents/wordnt/providers.py, a naive scan of the word list
 per proposal: the benchmark's baseline and the tests' cross-check).
 
-Choices made where the seed is silent (limits):
+Choices made where the paper is silent (limits):
 - a proposal that is itself a word counts as all-halting (the next player would
   challenge it at once), even when longer words contain it in the middle;
 - when S' is empty because every proposal of the next player has BWR 0 (they
