@@ -100,8 +100,6 @@ async def start_web(
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
-    server = site._server  # aiohttp keeps the bound socket here; the public API has no port getter
-    actual = port
-    if server is not None and server.sockets:  # type: ignore[union-attr]
-        actual = int(server.sockets[0].getsockname()[1])  # type: ignore[union-attr]
+    # AppRunner.addresses: the bound (host, port, ...) of every site, so port 0 reports the real one.
+    actual = int(runner.addresses[0][1]) if runner.addresses else port
     return WebServer(runner=runner, port=actual, host=host)
