@@ -202,7 +202,11 @@ def test_stack_plays_the_default_tournament_through_restarts(stack: Stack) -> No
     by_model = [
         m
         for m in llm_moves
-        if (m.get("usage") or {}).get("llm_calls", 0) > 0 and not (m.get("stats") or {}).get("fallback")
+        if not (m.get("stats") or {}).get("fallback")
+        # answered by the model now, or earlier through the agent's response cache
+        and (
+            (m.get("usage") or {}).get("llm_calls", 0) > 0 or (m.get("usage") or {}).get("cache_hits", 0) > 0
+        )
     ]
     assert len(by_model) > len(llm_moves) / 2, (
         f"only {len(by_model)} of {len(llm_moves)} LLM moves came from the model"
