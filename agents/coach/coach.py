@@ -211,7 +211,9 @@ def validate_answer(text: str, batch: list[ds.Node]) -> Verdict:
             verdict.reasons[reason] += 1
             continue
         verdict.valid[nid] = (klass.strip(), analysis.strip(), probs)
-    verdict.reasons["missing_node"] += sum(1 for nid in by_id if nid not in seen)
+    missing = sum(1 for nid in by_id if nid not in seen)
+    if missing:
+        verdict.reasons["missing_node"] += missing
     return verdict
 
 
