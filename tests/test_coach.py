@@ -133,11 +133,13 @@ def test_prompt_is_the_papers_with_the_games_background(source: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 async def test_embedded_smollm2_as_coach(data: Path, llm_server) -> None:  # noqa: F811
-    config = llm_config(llm_server, max_tokens=400, temperature=0.0)
+    # A generous timeout: the machine may be busy, and a batch's prompt is long for a 135M model.
+    config = llm_config(llm_server, max_tokens=300, temperature=0.0).model_copy(update={"timeout_s": 900.0})
     client = LLMClient(config)
     try:
-        report = await coach_dataset(data, client, batch_size=2, max_tokens=400, limit=4)
+        report = await coach_dataset(data, client, batch_size=2, max_tokens=300, limit=4)
     finally:
         await client.aclose()
     out = report.to_json()
