@@ -164,17 +164,8 @@ async def test_bot_plays_full_match_against_itself(tmp_path: Path) -> None:
         else:
             p = state.current_player()
             legal = [LegalAction(id=x, text=state.action_to_string(p, x)) for x in state.legal_actions()]
-            turn = Turn(
-                match_id="m",
-                game=spec,
-                seat=p,
-                seats=["a", "b", "c"],
-                turn=len(actions),
-                deadline_ms=10_000,
-                observation="",
-                legal_actions=legal,
-                state=list(actions),
-            )
+            turn = Turn(match_id="m", game=spec, seat=p, seats=["a", "b", "c"], turn=len(actions),
+                        deadline_ms=10_000, observation="", legal_actions=legal, state=list(actions))
             d = await bots[p].decide(turn, ctxs[p])
             assert d.action in state.legal_actions()
             a = d.action
