@@ -152,3 +152,19 @@ async def test_embedded_smollm2_as_coach(data: Path, llm_server) -> None:  # noq
     assert len(coached) == report.valid
     assert out["valid_share"] == report.valid / 4
     print("SmolLM2 coach report:", json.dumps(out))
+
+
+def test_coach_command_refuses_bad_input_before_any_server_starts(
+    data: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agents.coach.cli import main as selfplay
+
+    lines = (data / ds.NODES).read_text().splitlines(keepends=True)
+    lines[1] = lines[1].replace('"game":"kuhn_poker"', '"game":"simplified_holdem"')
+    (data / ds.NODES).write_text("".join(lines))
+    assert selfplay(["coach", str(data), "--llm", "embedded"]) == 2
+    assert "nodes.jsonl:2: a node of game 'simplified_holdem'" in capsys.readouterr().err
+    lines[1] = lines[1].replace('"game":"simplified_holdem"', '"game":"kuhn_poker"')
+    (data / ds.NODES).write_text("".join(lines))
+    assert selfplay(["coach", str(data), "--llm", '{"backend": "nope"}']) == 2
+    assert "not a valid LLM config" in capsys.readouterr().err
