@@ -139,18 +139,18 @@ async def test_embedded_smollm2_as_coach(data: Path, llm_server) -> None:  # noq
     config = llm_config(llm_server, max_tokens=300, temperature=0.0).model_copy(update={"timeout_s": 900.0})
     client = LLMClient(config)
     try:
-        report = await coach_dataset(data, client, batch_size=2, max_tokens=300, limit=4)
+        report = await coach_dataset(data, client, batch_size=2, max_tokens=300, limit=2)
     finally:
         await client.aclose()
     out = report.to_json()
-    assert report.nodes == 4 and report.batches == 2
-    assert report.usage["llm_calls"] == 2
+    assert report.nodes == 2 and report.batches == 1
+    assert report.usage["llm_calls"] == 1
     invalid = sum(report.invalid.values())
     # Each node is either written or refused with a reason (unknown/duplicate entries may add more).
-    assert report.valid + invalid >= 4 and report.valid <= 4
+    assert report.valid + invalid >= 2 and report.valid <= 2
     coached = ds.read_coached(data) if (data / ds.COACHED).exists() else []
     assert len(coached) == report.valid
-    assert out["valid_share"] == report.valid / 4
+    assert out["valid_share"] == report.valid / 2
     print("SmolLM2 coach report:", json.dumps(out))
 
 
@@ -168,3 +168,21 @@ def test_coach_command_refuses_bad_input_before_any_server_starts(
     (data / ds.NODES).write_text("".join(lines))
     assert selfplay(["coach", str(data), "--llm", '{"backend": "nope"}']) == 2
     assert "not a valid LLM config" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_collect_with_an_llm_policy_goes_through_the_llm_layer(tmp_path: Path, llm_server) -> None:  # noqa: F811
+    llm = {
+        "base_url": llm_server.base_url,
+        "model": "smollm2",
+        "options": {"max_tokens": 16, "seed": 7},
+        "timeout_s": 600,
+    }
+    spec = "llm_policy:" + json.dumps({"llm": llm, "seed": 1})
+    result = collect("kuhn_poker", spec, tmp_path / "llm", nodes=1, rollouts=2, seed=2, sample=1.0, workers=4)
+    _, nodes = ds.read_nodes(tmp_path / "llm")
+    assert len(nodes) == 1 and abs(sum(nodes[0].behaviour) - 1) < 1e-6
+    # Every decision went through the LLM layer: answered by the server or by its response cache.
+    assert result.llm["llm_calls"] >= 1 and result.llm["cache_hits"] >= 1
+    assert result.llm["decisions"] <= result.llm["llm_calls"] + result.llm["cache_hits"]

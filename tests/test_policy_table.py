@@ -82,7 +82,7 @@ def test_bad_options_are_refused(tmp_path: Path, table: Path) -> None:
         cls.from_options({"table": str(table), "source": "nonsense"})
     broken = tmp_path / "broken.jsonl"
     broken.write_text(table.read_text().splitlines()[0][:30] + "\n")
-    with pytest.raises(ValueError, match=r"broken\.jsonl:1"):
+    with pytest.raises(ValidationError, match=r"broken\.jsonl:1"):
         cls.from_options({"table": str(broken), "source": "policy"})
 
 
