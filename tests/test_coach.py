@@ -101,11 +101,12 @@ async def test_scripted_stand_in_run_writes_only_valid_answers(data: Path) -> No
     assert all(c.coach == pytest.approx(c.reference) for c in coached)
     assert report.to_json()["mean_abs_distance_cfvfp_coach"] == pytest.approx(0.0)
     assert report.usage["llm_calls"] == 3
-    # The structured-output schema went with each request, naming exactly the batch's ids.
+    # The structured-output schema went with each request: the batch's ids in order, one number per action.
     schema = stand_in.requests[0].schema
-    assert schema is not None and schema["properties"]["nodes"]["items"]["properties"]["id"]["enum"] == [
-        n.id for n in batches[0]
-    ]
+    assert schema is not None
+    entries = schema["properties"]["nodes"]["prefixItems"]
+    assert [e["properties"]["id"]["const"] for e in entries] == [n.id for n in batches[0]]
+    assert entries[0]["properties"]["policy"]["maxItems"] == len(batches[0][0].legal)
     # A rerun coaches only what is not there yet.
     again = ScriptedBackend(script=[answer(*(entry(n) for n in nodes[3:7])), answer(entry(nodes[7]))])
     report2 = await coach_dataset(data, LLMClient(LLMConfig(), backend=again), batch_size=4)
@@ -129,7 +130,7 @@ def test_prompt_is_the_papers_with_the_games_background(source: Path) -> None:
     nodes = ds.read_nodes(source)[1]
     user = user_prompt(nodes[:2])
     assert nodes[0].id in user and "Simulation EV (95% CI)" in user and "Opponent clues" in user
-    assert answer_schema(["a"])["properties"]["nodes"]["maxItems"] == 1
+    assert answer_schema(nodes[:1])["properties"]["nodes"]["maxItems"] == 1
 
 
 @pytest.mark.slow
