@@ -38,10 +38,26 @@ class PolicyTableOptions(LLMPolicyOptions):
     mode: Literal["direct", "vote", "distribution"] = "distribution"
 
     @model_validator(mode="after")
-    def _table_exists(self) -> PolicyTableOptions:
+    def _table_loads(self) -> PolicyTableOptions:
+        # Loaded (and kept) here, so that a bad table is a bad option: `--check` names its line.
         if not Path(self.table).exists():
             raise ValueError(f"table {self.table!r} does not exist")
+        cached_table(self.table, self.source)
         return self
+
+
+_TABLES: dict[tuple[str, str, float], dict[str, dict[int, float]]] = {}
+
+
+def cached_table(path: str, source: Source) -> dict[str, dict[int, float]]:
+    """`load_table`, once per (file, source, modification time) in this process."""
+    p = Path(path)
+    target = p / ("coached.jsonl" if source == "coach" else "nodes.jsonl") if p.is_dir() else p
+    stamp = target.stat().st_mtime if target.exists() else 0.0
+    key = (str(p.resolve()), source, stamp)
+    if key not in _TABLES:
+        _TABLES[key] = load_table(p, source)
+    return _TABLES[key]
 
 
 def load_table(path: str | Path, source: Source) -> dict[str, dict[int, float]]:
@@ -52,6 +68,8 @@ def load_table(path: str | Path, source: Source) -> dict[str, dict[int, float]]:
     if path.is_dir():
         meta = ds.read_meta(path)
         file = path / (ds.COACHED if source == "coach" else ds.NODES)
+        if not file.exists():
+            raise ValueError(f"{file} is missing (source {source!r}): run `spielbus selfplay` first")
         game: str | None = meta.game
     else:
         file, game = path, None
@@ -73,7 +91,7 @@ class PolicyTableStrategy(LLMPolicyStrategy):
     def __init__(self, options: PolicyTableOptions, client: object = None) -> None:
         super().__init__(options, client)
         self.opts: PolicyTableOptions = options
-        self.table = load_table(options.table, options.source)
+        self.table = cached_table(options.table, options.source)
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         legal = [a.id for a in turn.legal_actions]

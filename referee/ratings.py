@@ -34,10 +34,11 @@ INVALID_ADJUSTMENT: dict[str, float] = {
     "leduc_poker": 1.0,
     "liars_dice": 1.0,
     "universal_poker": 0.7,
+    "simplified_holdem": 0.7,
     "goofspiel": 0.7,
     "chess": 0.3,
 }
-PAYOFF_GAMES = ("leduc_poker", "kuhn_poker", "universal_poker")
+PAYOFF_GAMES = ("leduc_poker", "kuhn_poker", "universal_poker", "simplified_holdem")
 INVALID_REASONS = ("illegal", "malformed")
 
 

@@ -127,7 +127,7 @@ def test_check_down_showdown_agrees_with_phevaluator() -> None:
 
 
 def _engine_spent(state: pyspiel.State) -> list[int]:
-    m = re.search(r"Spent: \[(.*?)\]", str(state._e.state))
+    m = re.search(r"Spent: \[(.*?)\]", str(state._h.engine))
     assert m
     return [int(x) for x in re.findall(r"P\d+: (\d+)", m.group(1))]
 
@@ -146,7 +146,7 @@ def test_random_play_stays_in_step_with_the_engine(spec: str) -> None:
             else:
                 s.apply_action(rng.choice(s.legal_actions()))
             assert s.spent == _engine_spent(s)
-            acpc = str(s._e.state).split("ACPC State: ")[1].split(":")[2]
+            acpc = str(s._h.engine).split("ACPC State: ")[1].split(":")[2]
             assert s.sequence_text().replace(",", "").rstrip("/") == acpc.rstrip("/")
         assert sum(s.returns()) == pytest.approx(0.0)
         assert all(-game.stack <= r <= game.stack * (game.n - 1) for r in s.returns())

@@ -195,3 +195,15 @@ def test_cfvfp_and_table_policies_collect(tmp_path: Path) -> None:
     solved = load_table(table, "policy")
     for n in nodes:  # the behaviour policy is the solver's table, not uniform play
         assert n.behaviour == pytest.approx([solved[n.infoset][a.id] for a in n.legal])
+
+
+def test_spielbus_selfplay_hands_over_to_the_coach_package(kuhn_data: Path, tmp_path: Path) -> None:
+    folder = _copy(kuhn_data, tmp_path / "d")
+    with open(folder / ds.NODES, "a") as fh:
+        fh.write('{"id": "cut')
+    proc = subprocess.run(
+        [sys.executable, "-m", "spielbus.cli", "selfplay", "export", str(folder), "--source", "reference"],
+        env=_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "nodes.jsonl:13: truncated" in proc.stderr

@@ -212,6 +212,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DatasetError, CollectError, GameSpecError, CoachError) as exc:
         print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
         return 2
+    except RuntimeError as exc:  # the embedded LLM server would not start (ServerError)
+        print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print(f"{PROG} {args.command}: interrupted; run the same command again to resume", file=sys.stderr)
         return 130

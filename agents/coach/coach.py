@@ -118,25 +118,37 @@ def user_prompt(batch: list[ds.Node]) -> str:
     return "Hands:\n\n" + "\n\n".join(node_block(n) for n in batch)
 
 
-def answer_schema(ids: list[str]) -> dict[str, Any]:
-    entry = {
-        "type": "object",
-        "properties": {
-            "id": {"type": "string", "enum": ids},
-            "class": {"type": "string", "minLength": 1, "maxLength": 40},
-            "analysis": {"type": "string", "minLength": 1, "maxLength": 300},
-            "policy": {"type": "array", "items": {"type": "number", "minimum": 0, "maximum": 1}},
-        },
-        "required": ["id", "class", "analysis", "policy"],
-    }
+def answer_schema(batch: list[ds.Node]) -> dict[str, Any]:
+    """One entry per node, in the batch's order, with its id and one probability per legal action:
+    all a grammar can enforce (the sum to 1 cannot be; validation checks it)."""
+
+    def entry(node: ds.Node) -> dict[str, Any]:
+        k = len(node.legal)
+        return {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string", "const": node.id},
+                "class": {"type": "string", "minLength": 1, "maxLength": 30},
+                "analysis": {"type": "string", "minLength": 1, "maxLength": 100},
+                "policy": {
+                    "type": "array",
+                    "items": {"type": "number", "minimum": 0, "maximum": 1},
+                    "minItems": k,
+                    "maxItems": k,
+                },
+            },
+            "required": ["id", "class", "analysis", "policy"],
+        }
+
     return {
         "type": "object",
         "properties": {
-            "diagnosis": {"type": "string", "maxLength": 600},
-            "nodes": {"type": "array", "items": entry, "minItems": len(ids), "maxItems": len(ids)},
+            "diagnosis": {"type": "string", "maxLength": 150},
+            "nodes": {"type": "array", "prefixItems": [entry(n) for n in batch], "minItems": len(batch),
+                      "maxItems": len(batch)},
         },
         "required": ["diagnosis", "nodes"],
-    }
+    }  # fmt: skip
 
 
 # --- validation -------------------------------------------------------------------------------------
@@ -211,7 +223,9 @@ def validate_answer(text: str, batch: list[ds.Node]) -> Verdict:
             verdict.reasons[reason] += 1
             continue
         verdict.valid[nid] = (klass.strip(), analysis.strip(), probs)
-    verdict.reasons["missing_node"] += sum(1 for nid in by_id if nid not in seen)
+    missing = sum(1 for nid in by_id if nid not in seen)
+    if missing:
+        verdict.reasons["missing_node"] += missing
     return verdict
 
 
@@ -273,7 +287,7 @@ async def coach_dataset(
             try:
                 result = await client.chat(
                     [("system", system), ("user", user_prompt(batch))],
-                    schema=answer_schema([n.id for n in batch]),
+                    schema=answer_schema(batch),
                     max_tokens=max_tokens,
                     temperature=0.0,
                 )

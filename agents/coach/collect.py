@@ -330,8 +330,16 @@ def _collect_local(
     workers: int | None,
 ) -> int:
     workers = max(1, workers or os.cpu_count() or 1)
-    todo = _todo(game, lambda s, p, r: policy.distribution(s, p), meta, done, target)
+    dist: Dist = lambda s, p, r: policy.distribution(s, p)  # noqa: E731
+    todo = _todo(game, dist, meta, done, target)
     written = 0
+    if workers == 1:  # no pool: the same nodes (each is seeded by its id), without starting a process
+        for cand in todo:
+            ds.append_row(fh, evaluate(game, spec, cand, dist, meta.rollouts, meta.seed, meta.alpha))
+            written += 1
+            if progress:
+                progress(len(done) + written, total)
+        return written
     ctx = multiprocessing.get_context("spawn")
     pool = ProcessPoolExecutor(
         workers, mp_context=ctx, initializer=_init_worker, initargs=(meta.game, policy)
