@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import tempfile
@@ -116,6 +117,18 @@ class Watcher:
         self.web_url: str | None = None
         self.scrapes = 0
         self.page_polls = 0
+        # Full (generation 2) garbage collections of the run process: (wall time, pause in ms).
+        self.gc2: list[tuple[float, float]] = []
+        self._gc_t0 = 0.0
+        gc.callbacks.append(self._gc)
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._gc_t0 = time.perf_counter()
+        else:
+            self.gc2.append((time.time(), (time.perf_counter() - self._gc_t0) * 1000))
 
     async def lag(self, period: float = 0.02) -> None:
         loop = asyncio.get_running_loop()
@@ -233,6 +246,11 @@ async def soak(args: argparse.Namespace) -> int:
             "p999": round(_pct(lags, 0.999), 2),
             "max": round(max(lags), 2) if lags else None,
             "ticks": len(lags),
+        },
+        "gc_full_collections": {
+            "count": len(gc2 := [ms for t, ms in watcher.gc2 if ends and ends[0] <= t <= ends[-1]]),
+            "max_ms": round(max(gc2), 1) if gc2 else None,
+            "total_ms": round(sum(gc2), 1),
         },
         "rss_kb_start": start,
         "rss_kb_end": end,
