@@ -10,7 +10,7 @@ standings asked for every two seconds as an open browser tab does). It prints:
   referee's end times) and their ratio (the goal: last >= 0.9 of first);
 - forfeits and faults by reason (the goal: none);
 - the referee's event-loop lag (a 20 ms ticker in the run's own loop: how late it
-  wakes), percentiles over the whole run;
+  wakes), percentiles from the first match's end to the last one's;
 - the resident memory (RSS) of every process (this one, nats-server, each agent)
   when the first match ends and when the last one does, and the run process's
   growth per match.
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import tempfile
@@ -110,19 +111,31 @@ class Watcher:
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
-        self.lags: list[float] = []
+        self.lags: list[tuple[float, float]] = []  # (wall time, lag in ms)
         self.samples: list[tuple[float, dict[str, int]]] = []
         self.metrics_url: str | None = None
         self.web_url: str | None = None
         self.scrapes = 0
         self.page_polls = 0
+        # Full (generation 2) garbage collections of the run process: (wall time, pause in ms).
+        self.gc2: list[tuple[float, float]] = []
+        self._gc_t0 = 0.0
+        gc.callbacks.append(self._gc)
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if info.get("generation") != 2:
+            return
+        if phase == "start":
+            self._gc_t0 = time.perf_counter()
+        else:
+            self.gc2.append((time.time(), (time.perf_counter() - self._gc_t0) * 1000))
 
     async def lag(self, period: float = 0.02) -> None:
         loop = asyncio.get_running_loop()
         while True:
             t = loop.time()
             await asyncio.sleep(period)
-            self.lags.append((loop.time() - t - period) * 1000)
+            self.lags.append((time.time(), (loop.time() - t - period) * 1000))
 
     async def sample(self) -> None:
         while True:
@@ -214,6 +227,8 @@ async def soak(args: argparse.Namespace) -> int:
     outcomes = Counter(r.outcome for r in records)
     faults = Counter(f.reason for r in records for f in r.faults)
     start, end = watcher.near(ends[0]) if ends else {}, watcher.near(ends[-1]) if ends else {}
+    # While matches were being played (not the start-up, nor the final report's computation).
+    lags = [ms for t, ms in watcher.lags if ends and ends[0] <= t <= ends[-1]]
     out = {
         "matches": n,
         "wall_s": round(wall, 1),
@@ -225,11 +240,17 @@ async def soak(args: argparse.Namespace) -> int:
         "forfeits": outcomes.get("forfeit", 0),
         "faults": dict(faults),
         "loop_lag_ms": {
-            "p50": round(_pct(watcher.lags, 0.50), 2),
-            "p90": round(_pct(watcher.lags, 0.90), 2),
-            "p99": round(_pct(watcher.lags, 0.99), 2),
-            "max": round(max(watcher.lags), 2) if watcher.lags else None,
-            "ticks": len(watcher.lags),
+            "p50": round(_pct(lags, 0.50), 2),
+            "p90": round(_pct(lags, 0.90), 2),
+            "p99": round(_pct(lags, 0.99), 2),
+            "p999": round(_pct(lags, 0.999), 2),
+            "max": round(max(lags), 2) if lags else None,
+            "ticks": len(lags),
+        },
+        "gc_full_collections": {
+            "count": len(gc2 := [ms for t, ms in watcher.gc2 if ends and ends[0] <= t <= ends[-1]]),
+            "max_ms": round(max(gc2), 1) if gc2 else None,
+            "total_ms": round(sum(gc2), 1),
         },
         "rss_kb_start": start,
         "rss_kb_end": end,

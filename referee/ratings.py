@@ -76,7 +76,7 @@ class Rating(BaseModel):
     bt_high: float
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pair:
     """One pairwise comparison derived from a match: score of a against b."""
 
@@ -291,27 +291,100 @@ def bradley_terry(
     return {a: float(_elo_scale(s[idx[a]])) for a in agents}
 
 
-def _bootstrap(
-    pairs: list[_Pair], agents: list[str], samples: int, seed: int, prior: float = 0.1
+Comparison = tuple[str, str, float]
+
+
+class PairTally:
+    """What the ratings need, folded one match at a time, so that computing them costs the number
+    of agents and of distinct match results, not the number of matches:
+
+    - the win matrix (a draw is half a win each way), for the Bradley-Terry point estimate;
+    - each distinct set of comparisons a match produced, with its count, for the bootstrap
+      (resampling matches = drawing counts of these types from a multinomial);
+    - Elo, updated match by match in the order played. Payoff games' Brownian win probability
+      depends on the whole tournament's payoffs of a pairing, so once one is seen Elo is replayed
+      from the kept comparisons (`pairs`, compact) when asked.
+    """
+
+    def __init__(self, cfg: RatingsConfig) -> None:
+        self.cfg = cfg
+        self.agents: set[str] = set()
+        self.wins: dict[tuple[str, str], float] = defaultdict(float)
+        self.types: dict[tuple[Comparison, ...], int] = defaultdict(int)
+        self.elo: dict[str, float] = {}
+        self.pairs: list[_Pair] = []
+        self.has_payoffs = False
+        self.matches = 0
+
+    def add_match(self, pairs: list[_Pair], seats: list[str] | None = None) -> None:
+        self.matches += 1
+        self.agents.update(seats or ())
+        comps: list[Comparison] = []
+        for p in pairs:
+            self.agents.update((p.a, p.b))
+            self.wins[(p.a, p.b)] += p.score
+            self.wins[(p.b, p.a)] += 1.0 - p.score
+            comps.append((p.a, p.b, p.score))
+            if p.game in PAYOFF_GAMES and p.payoff is not None:
+                self.has_payoffs = True
+            elif not self.has_payoffs:
+                ra = self.elo.setdefault(p.a, self.cfg.elo_initial)
+                rb = self.elo.setdefault(p.b, self.cfg.elo_initial)
+                delta = self.cfg.elo_k * (p.score - 1.0 / (1.0 + 10 ** (-(ra - rb) / 400.0)))
+                self.elo[p.a], self.elo[p.b] = ra + delta, rb - delta
+        self.pairs.extend(pairs)
+        if comps:
+            self.types[tuple(sorted(comps))] += 1
+
+    def ratings(self, seed: int = 0, agents: list[str] | None = None) -> list[Rating]:
+        """Safe to call from another thread while `add_match` runs on the loop: it reads copies."""
+        wins, types, elo = dict(self.wins), dict(self.types), dict(self.elo)
+        names = agents if agents is not None else sorted(self.agents)
+        if not names:
+            return []
+        idx = {a: i for i, a in enumerate(names)}
+        n = len(names)
+        matrix = np.zeros((n, n))
+        for (a, b), w in wins.items():
+            matrix[idx[a], idx[b]] = w
+        point = _elo_scale(_mm(matrix[None], 0.1, 200)[0])
+        boot = _bootstrap_types(types, idx, self.cfg.bootstrap, seed)
+        if self.has_payoffs:
+            e = elo_from_pairs(list(self.pairs), self.cfg, names)
+        else:
+            e = {a: elo.get(a, self.cfg.elo_initial) for a in names}
+        out = []
+        for k, a in enumerate(names):
+            xs = np.sort(boot[:, k]) if boot is not None else np.array([point[k]])
+            lo = float(xs[int(0.025 * (len(xs) - 1))])
+            hi = float(xs[math.ceil(0.975 * (len(xs) - 1))])
+            out.append(
+                Rating(
+                    agent=a,
+                    elo=round(e[a], 2),
+                    bt=round(float(point[k]), 1),
+                    bt_low=round(lo, 1),
+                    bt_high=round(hi, 1),
+                )
+            )
+        return sorted(out, key=lambda r: -r.bt)
+
+
+def _bootstrap_types(
+    types: dict[tuple[Comparison, ...], int], idx: dict[str, int], samples: int, seed: int, prior: float = 0.1
 ) -> np.ndarray | None:
     """Bradley-Terry on `samples` resamplings of the matches (with replacement): (samples, n).
 
     Matches that contribute the same comparisons are one type; a resampling draws the count of
     each type from the multinomial over types, the same distribution as drawing matches one by one.
     """
-    idx = {a: i for i, a in enumerate(agents)}
-    by_match: dict[int, list[tuple[int, int, float]]] = defaultdict(list)
-    for p in pairs:
-        by_match[p.match].append((idx[p.a], idx[p.b], p.score))
-    if not by_match or samples <= 0:
+    if not types or samples <= 0:
         return None
-    types: dict[tuple[tuple[int, int, float], ...], int] = defaultdict(int)
-    for comps in by_match.values():
-        types[tuple(sorted(comps))] += 1
-    n = len(agents)
+    n = len(idx)
     contrib = np.zeros((len(types), n * n))
     for t, comps in enumerate(types):
-        for i, j, score in comps:
+        for a, b, score in comps:
+            i, j = idx[a], idx[b]
             contrib[t, i * n + j] += score
             contrib[t, j * n + i] += 1.0 - score
     mult = np.fromiter(types.values(), dtype=float, count=len(types))
@@ -324,22 +397,13 @@ def _bootstrap(
 def ratings_from_pairs(
     pairs: list[_Pair], agents: list[str], cfg: RatingsConfig, seed: int = 0
 ) -> list[Rating]:
-    if not agents:
-        return []
-    point = bradley_terry(pairs, agents)
-    boot = _bootstrap(pairs, agents, cfg.bootstrap, seed)
-    e = elo_from_pairs(pairs, cfg, agents)
-    out = []
-    for k, a in enumerate(agents):
-        xs = np.sort(boot[:, k]) if boot is not None else np.array([point[a]])
-        lo = float(xs[int(0.025 * (len(xs) - 1))])
-        hi = float(xs[math.ceil(0.975 * (len(xs) - 1))])
-        out.append(
-            Rating(
-                agent=a, elo=round(e[a], 2), bt=round(point[a], 1), bt_low=round(lo, 1), bt_high=round(hi, 1)
-            )
-        )
-    return sorted(out, key=lambda r: -r.bt)
+    by_match: dict[int, list[_Pair]] = defaultdict(list)
+    for p in pairs:
+        by_match[p.match].append(p)
+    tally = PairTally(cfg)
+    for group in by_match.values():
+        tally.add_match(group)
+    return tally.ratings(seed, agents)
 
 
 def ratings(records: list[MatchRecord], cfg: RatingsConfig, seed: int = 0) -> list[Rating]:

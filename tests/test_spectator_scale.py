@@ -86,18 +86,18 @@ def _ended(rec: MatchRecord) -> MatchEvent:
 async def test_feed_folds_each_record_once_and_rates_only_on_demand(monkeypatch: pytest.MonkeyPatch) -> None:
     folded: list[str] = []
     rated: list[int] = []
-    real_add, real_rate = ratings_mod.StandingsTable.add, ratings_mod.ratings_from_pairs
+    real_add, real_rate = ratings_mod.StandingsTable.add, ratings_mod.PairTally.ratings
 
     def add(self: ratings_mod.StandingsTable, rec: MatchRecord) -> None:
         folded.append(rec.match_id)
         real_add(self, rec)
 
-    def rate(pairs: list, agents: list[str], cfg: RatingsConfig, seed: int = 0) -> list:
-        rated.append(len(pairs))
-        return real_rate(pairs, agents, cfg, seed)
+    def rate(self: ratings_mod.PairTally, seed: int = 0, agents: list[str] | None = None) -> list:
+        rated.append(self.matches)
+        return real_rate(self, seed, agents)
 
     monkeypatch.setattr(ratings_mod.StandingsTable, "add", add)
-    monkeypatch.setattr("observability.web.feed.ratings_from_pairs", rate)
+    monkeypatch.setattr(ratings_mod.PairTally, "ratings", rate)
     feed = MatchFeed(ratings_every=3600)
     recs = fixed_records(300)
     for rec in recs:
@@ -121,6 +121,27 @@ async def test_feed_folds_each_record_once_and_rates_only_on_demand(monkeypatch:
     await asyncio.sleep(0.05)
     assert len(rated) == 1
     await feed.close()
+
+
+def test_live_ratings_cost_does_not_grow_with_the_matches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without payoff games nothing is replayed: the win matrix, the result types and Elo are
+    folded per match, and equal the batch computation over all records."""
+    recs = [r for r in fixed_records(600) if r.game.name not in ratings_mod.PAYOFF_GAMES]
+    cfg = RatingsConfig(bootstrap=50)
+    tally = ratings_mod.PairTally(cfg)
+    for i, rec in enumerate(recs):
+        tally.add_match(ratings_mod.record_pairs(rec, cfg, i), rec.seats)
+    assert len(tally.types) < 60  # distinct results, not matches
+    batch = {r.agent: r for r in ratings(recs, cfg, seed=0)}
+    replayed = elo(recs, cfg, sorted(tally.agents))  # the match-by-match replay over every record
+
+    def no_replay(*_a: object) -> dict:
+        raise AssertionError("live Elo replayed every match")
+
+    monkeypatch.setattr(ratings_mod, "elo_from_pairs", no_replay)
+    for r in tally.ratings(0):
+        assert r == batch[r.agent]
+        assert r.elo == round(replayed[r.agent], 2)
 
 
 def test_metrics_scrape_computes_the_live_ratings() -> None:

@@ -43,7 +43,7 @@ from bus.protocol import FaultRecord, MatchEvent, MatchRecord, MoveRecord
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from referee.config import RatingsConfig
-from referee.ratings import Rating, Standing, StandingsTable, _Pair, ratings_from_pairs, record_pairs
+from referee.ratings import PairTally, Rating, Standing, StandingsTable, record_pairs
 
 log = logging.getLogger(__name__)
 
@@ -137,11 +137,10 @@ RatingsListener = Callable[[str, list[Rating]], None]
 class _Tally:
     """What the feed keeps of one tournament: folded standings and the comparisons ratings need."""
 
-    def __init__(self, tournament: str) -> None:
+    def __init__(self, tournament: str, cfg: RatingsConfig) -> None:
         self.tournament = tournament
         self.standings = StandingsTable()
-        self.pairs: list[_Pair] = []
-        self.agents: set[str] = set()
+        self.pairs = PairTally(cfg)
         self.matches = 0
         self.updated = 0.0
         self.rows: list[Standing] | None = None  # standings rows, rebuilt when asked after a change
@@ -262,13 +261,12 @@ class MatchFeed:
         """Constant work per record (its own size): fold standings, keep its comparisons."""
         tally = self.tallies.get(rec.tournament)
         if tally is None:
-            tally = self.tallies[rec.tournament] = _Tally(rec.tournament)
+            tally = self.tallies[rec.tournament] = _Tally(rec.tournament, self.ratings_config)
         self.tallies.move_to_end(rec.tournament)
         while len(self.tallies) > self.max_tournaments:
             self.tallies.popitem(last=False)
         tally.standings.add(rec)
-        tally.pairs.extend(record_pairs(rec, self.ratings_config, tally.matches))
-        tally.agents.update(rec.seats)
+        tally.pairs.add_match(record_pairs(rec, self.ratings_config, tally.matches), rec.seats)
         tally.matches += 1
         tally.updated = time.time()
         tally.rows = None
@@ -289,10 +287,11 @@ class MatchFeed:
         with tally.lock:
             if not self._stale(tally, force):
                 return tally.ratings
-            # Snapshots: the loop may append while this thread computes.
-            matches, pairs, agents = tally.matches, list(tally.pairs), sorted(tally.agents)
+            matches = tally.matches
             try:
-                rates = ratings_from_pairs(pairs, agents, self.ratings_config, 0)
+                # Costs the number of agents and of distinct results, not of matches; reads copies
+                # (the loop may fold a record meanwhile).
+                rates = tally.pairs.ratings(0)
             except Exception:
                 log.warning("live ratings of %s failed", tournament, exc_info=True)
                 return tally.ratings
