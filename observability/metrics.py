@@ -49,7 +49,7 @@ from prometheus_client import (
 from prometheus_client.core import Metric
 
 from bus.observability import LATENCY_BUCKETS
-from bus.protocol import FaultRecord, MatchEvent, MatchRecord, MoveRecord
+from bus.protocol import FAULT_REASONS, FaultRecord, MatchEvent, MatchRecord, MoveRecord
 from referee.ratings import Rating
 
 log = logging.getLogger(__name__)
@@ -162,6 +162,11 @@ class RefereeMetrics:
                 if event.match_id not in self._live:
                     self._live[event.match_id] = _Live(game)
                     self.in_flight.labels(game).inc()
+                    # Every (game, agent, reason) fault series exists from the first match on, at 0:
+                    # a clean run's fault panels show zeros, not "no data" (and rate() has a start).
+                    for agent in dict.fromkeys(event.seats):
+                        for reason in FAULT_REASONS:
+                            self.faults.labels(game, agent, reason)
             elif event.type == "moved":
                 live = self._live.get(event.match_id)
                 if live is not None and event.move is not None and not event.hidden:

@@ -307,3 +307,22 @@ def test_agent_cli_serves_metrics(nats_url: str) -> None:
     finally:
         p.terminate()
         assert p.wait(timeout=30) == 0
+
+
+def test_fault_series_exist_at_zero_from_the_first_match() -> None:
+    """A clean run's fault panels show zeros, not "no data": every reason of every seated agent has
+    a series from the `started` event on."""
+    from bus.protocol import FAULT_REASONS, GameSpec, MatchEvent
+    from observability.metrics import RefereeMetrics
+
+    ref = RefereeMetrics()
+    ref.on_event(
+        MatchEvent(type="started", match_id="m", tournament="t", game=GameSpec(name="g"), seats=["a", "b"])
+    )
+    samples = {
+        (s.labels["agent"], s.labels["reason"]): s.value
+        for fam in text_string_to_metric_families(generate_latest(ref.registry).decode())
+        for s in fam.samples
+        if s.name == "spielbus_faults_total"
+    }
+    assert samples == {(a, r): 0.0 for a in ("a", "b") for r in FAULT_REASONS}
