@@ -38,15 +38,18 @@ $(NODE_STAMP): examples/bots/package-lock.json
 
 # Debian packages the deploy and live-page tests use: promtool and prometheus (tests/test_deploy.py,
 # tests/test_dashboards.py), chromium (tests/test_live_page.py, via Playwright), docker-compose 1.29
-# (validates docker-compose.yml). Installed when root with apt-get; otherwise a note, and those tests
-# skip saying why. stockfish: the `stockfish` agent and the chess puzzle suite (tests/test_stockfish_agent.py).
-SYSTEM_DEPS := prometheus chromium docker-compose stockfish
+# (validates docker-compose.yml), iproute2's `ip` (tests/test_cluster.py: hosts in network namespaces),
+# bubblewrap (the sandbox of LLM-written code, agents/cwm/sandbox.py), stockfish (the `stockfish` agent
+# and the chess puzzle suite). Installed when root with apt-get; otherwise a note, and those tests skip
+# saying why.
+SYSTEM_DEPS := prometheus chromium docker-compose iproute2 bubblewrap stockfish
 system-deps:
 	@if ! command -v apt-get >/dev/null 2>&1; then \
 		echo "apt-get not found: install $(SYSTEM_DEPS) yourself, or their tests will be skipped"; \
 	elif [ "$$(id -u)" != 0 ]; then \
 		echo "not root: run 'sudo apt-get install $(SYSTEM_DEPS)', or their tests will be skipped"; \
 	elif command -v promtool >/dev/null && command -v chromium >/dev/null && command -v docker-compose >/dev/null \
+		&& command -v ip >/dev/null && command -v bwrap >/dev/null \
 		&& { command -v stockfish >/dev/null || [ -x /usr/games/stockfish ]; }; then \
 		true; \
 	else \

@@ -8,14 +8,21 @@ A strategy never touches NATS.
 from __future__ import annotations
 
 import abc
+import asyncio
+import concurrent.futures
 import hashlib
+import os
 import random
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from bus.protocol import MatchEnded, MatchStarted, MoveStats, Turn, Usage
+
+R = TypeVar("R")
 
 
 class StrategyOptions(BaseModel):
@@ -39,10 +46,53 @@ class Decision:
 
 @dataclass
 class MatchContext:
-    """Per-match state kept by the runtime, keyed by match id, dropped on `match_ended`."""
+    """Per-match state kept by the runtime, keyed by match id, dropped on `match_ended`.
+
+    `data` is the match's state, shared by all its turns. `deadline` is per turn: the
+    `time.monotonic()` instant by which `decide` must have returned (the runtime counts it
+    from the turn's arrival or the referee's send time, less a reserve for the reply);
+    None outside the runtime (tests, benchmarks calling `decide` directly).
+    """
 
     match_id: str
     data: dict[str, Any] = field(default_factory=dict)
+    deadline: float | None = None
+
+    def remaining(self, turn: Turn) -> float:
+        """Seconds left to think on `turn`: until `deadline`, or the whole `deadline_ms` without one."""
+        if self.deadline is None:
+            return turn.deadline_ms / 1000
+        return self.deadline - time.monotonic()
+
+
+class TurnExpired(RuntimeError):
+    """The turn's time ran out before the work could start (the runtime refuses the turn)."""
+
+
+_cpu_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def cpu_executor() -> concurrent.futures.ThreadPoolExecutor:
+    """The process's executor for CPU-bound strategy work, one worker per core: more would only
+    slice the same cores thinner and make every queued turn late."""
+    global _cpu_pool
+    if _cpu_pool is None:
+        _cpu_pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=max(1, os.cpu_count() or 1), thread_name_prefix="strategy-cpu"
+        )
+    return _cpu_pool
+
+
+async def run_cpu(deadline: float | None, fn: Callable[..., R], *args: Any) -> R:
+    """Run `fn(*args)` on `cpu_executor()`. Work whose `deadline` (`time.monotonic()`) has passed by
+    the time a worker is free is not started: `TurnExpired` instead."""
+
+    def guarded() -> R:
+        if deadline is not None and time.monotonic() >= deadline:
+            raise TurnExpired("the turn's time ran out while it waited for a CPU")
+        return fn(*args)
+
+    return await asyncio.get_running_loop().run_in_executor(cpu_executor(), guarded)
 
 
 def decision_rng(seed: int | None, turn: Turn) -> random.Random:
@@ -65,6 +115,9 @@ class Strategy(abc.ABC):
     Options: ClassVar[type[StrategyOptions]] = StrategyOptions
     # Games this strategy accepts (names); empty means any game.
     games: ClassVar[tuple[str, ...]] = ()
+    # Whether `decide` reads `turn.rules`: the runtime then fills it in when the referee did not
+    # send it (it sends it on a seat's first turn only, to one replica).
+    wants_rules: ClassVar[bool] = False
 
     def __init__(self, options: StrategyOptions) -> None:
         self.options = options
@@ -75,7 +128,7 @@ class Strategy(abc.ABC):
 
     @abc.abstractmethod
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
-        """Choose an action for `turn`. Must return before `turn.deadline_ms`."""
+        """Choose an action for `turn`. Must return before `ctx.deadline` (see `MatchContext`)."""
 
     async def match_started(self, msg: MatchStarted, ctx: MatchContext) -> None:  # noqa: B027
         """Optional hook: set up per-match state."""

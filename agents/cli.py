@@ -20,7 +20,8 @@ from pydantic import BaseModel, ValidationError
 
 from agents.registry import KINDS, UnknownKind, strategy_class
 from bus.auth import AuthError, login_for
-from bus.connect import nats_url
+from bus.connect import nats_url, nats_url_arg
+from bus.subjects import check_token
 
 
 def _scalar(annotation: Any) -> type | None:
@@ -63,9 +64,22 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
     parser.add_argument(
         "--check", action="store_true", help="only validate the options and exit (0 valid, 2 invalid)"
     )
-    parser.add_argument("--nats", default=None, help="NATS URL (default: $NATS_URL or nats://127.0.0.1:4222)")
+    parser.add_argument(
+        "--nats",
+        default=None,
+        type=nats_url_arg,
+        metavar="URL[,URL...]",
+        help="NATS URL, or several servers of one cluster comma-separated "
+        "(default: $NATS_URL or nats://127.0.0.1:4222)",
+    )
     parser.add_argument("--prefix", default="spielbus", help="subject prefix")
     parser.add_argument("--max-concurrency", type=int, default=16, help="turns handled at once")
+    parser.add_argument(
+        "--max-backlog",
+        type=int,
+        default=64,
+        help="turns that may wait for a slot; beyond that a turn is refused at once (default 64)",
+    )
     parser.add_argument(
         "--auth",
         default=None,
@@ -75,6 +89,11 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
     parser.add_argument("--options", default=None, help="options as JSON (flags override it)")
     parser.add_argument(
         "--metrics-port", type=int, default=None, help="serve Prometheus metrics on this port"
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address the metrics listen on (default 127.0.0.1; 0.0.0.0: every interface)",
     )
     parser.add_argument("--log-level", default="INFO")
     names: list[str] = []
@@ -102,8 +121,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args = parser.parse_args(argv)
     try:
+        check_token(args.name, "agent name")  # it becomes subject tokens: refuse it before anything starts
+        if args.max_concurrency < 1 or args.max_backlog < 0:
+            raise ValueError("--max-concurrency must be at least 1 and --max-backlog at least 0")
         cls = strategy_class(args.kind)
-    except UnknownKind as exc:
+    except (UnknownKind, ValueError) as exc:
         print(f"spielbus agent: {exc}", file=sys.stderr)
         return 2
     raw: dict[str, Any] = {}
@@ -139,7 +161,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.metrics_port is not None:
         from agents.metrics import start_agent_metrics
 
-        on_turn = start_agent_metrics(args.metrics_port, args.name, args.kind, strategy.models())
+        try:
+            on_turn = start_agent_metrics(
+                args.metrics_port, args.name, args.kind, strategy.models(), host=args.host
+            )
+        except OSError as exc:
+            print(
+                f"spielbus agent: cannot serve --metrics-port {args.metrics_port}: {exc.strerror or exc}",
+                file=sys.stderr,
+            )
+            return 2
     try:
         asyncio.run(
             serve(
@@ -148,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 url=nats_url(args.nats),
                 prefix=args.prefix,
                 max_concurrency=args.max_concurrency,
+                max_backlog=args.max_backlog,
                 ready=lambda: print(f"agent {args.name} ({args.kind}) ready", flush=True),
                 on_turn=on_turn,
                 **login,

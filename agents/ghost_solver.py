@@ -24,9 +24,9 @@ import random
 import sys
 import threading
 
-from agents.base import Decision, MatchContext, Strategy, StrategyOptions
+from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng, run_cpu
 from bus.protocol import MoveStats, Turn
-from games.loader import load_game, replay
+from games.loader import load_game_async, replay
 from games.word.common import LETTERS
 from games.word.ghost import CHALLENGE, GhostGame
 from games.word.wordlists import prefix_set, word_set
@@ -102,21 +102,26 @@ class GhostSolverStrategy(Strategy):
 
     def __init__(self, options: StrategyOptions) -> None:
         super().__init__(options)
-        self._rng = random.Random(options.seed)
         # Negamax recursion goes one level per letter (longest words ~30); leave generous room.
         sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         if turn.state is None:
             raise ValueError("ghost_solver needs the full action list (`state`)")
-        game = load_game(turn.game)
+        game = await load_game_async(turn.game)
         if not isinstance(game, GhostGame):
             raise ValueError(f"ghost_solver plays only ghost, not {turn.game.name}")
-        state = replay(game, turn.state)
+        # The solver is CPU work: on the CPU executor, not on the loop that serves every turn.
+        return await run_cpu(ctx.deadline, self._solve, game, turn)
+
+    def _solve(self, game: GhostGame, turn: Turn) -> Decision:
+        state = replay(game, turn.state or [])
         solver = get_solver(game.words_name, game.min_len)
         can_add = any(la.id != CHALLENGE for la in turn.legal_actions)
         with _lock:  # the memo dicts are shared by every match of this process
-            action, reason = solver.best_action(state.fragment, self._rng, can_add)
+            # One RNG per decision, from the seed and the seat's view: reproducible under concurrency.
+            rng = decision_rng(self.options.seed, turn)
+            action, reason = solver.best_action(state.fragment, rng, can_add)
             value = "win" if solver.wins(state.fragment) else "loss"
         stats = MoveStats(nodes=len(solver._value))
         return Decision(action=action, note=f"{reason} (value: {value})", stats=stats)

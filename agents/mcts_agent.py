@@ -10,14 +10,15 @@
   determinization: the seat's history is replayed with hidden steps sampled, and
   kept only when it reproduces the seat's information state.
 - Limits: simultaneous-move nodes are played uniformly at random (noted in the
-  move). ISMCTS stops at 60% of the turn deadline; the C++ MCTS runs exactly
-  `simulations` simulations (it has no cap that keeps the count), so size them
-  to the deadline.
+  move). ISMCTS stops at 60% of the turn deadline (or earlier, at the runtime's
+  per-turn deadline); the C++ MCTS runs exactly `simulations` simulations (it has
+  no cap that keeps the count), so size them to the deadline. Searches run on the
+  process's CPU executor (one worker per core); a turn that expires while waiting
+  for a worker is not searched.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import random
 import time
@@ -29,9 +30,9 @@ import pyspiel
 from open_spiel.python.algorithms import mcts as py_mcts
 from pydantic import Field
 
-from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng
+from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng, run_cpu
 from bus.protocol import HistoryItem, MoveStats, Turn
-from games.loader import load_game, replay
+from games.loader import load_game_async, replay
 from games.view import is_perfect_information, seat_info
 
 
@@ -187,16 +188,16 @@ class MctsStrategy(Strategy):
         self.opts = options
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
-        game = load_game(turn.game)
-        budget = max(0.05, turn.deadline_ms / 1000 * 0.6)
+        game = await load_game_async(turn.game)
+        budget = max(0.05, min(turn.deadline_ms / 1000 * 0.6, 0.9 * ctx.remaining(turn)))
         if game.get_type().dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS:
             return Decision(
                 action=decision_rng(self.opts.seed, turn).choice(turn.legal_actions).id,
                 note="mcts: simultaneous-move node, played at random",
             )
         if is_perfect_information(game) and turn.state is not None:
-            return await asyncio.to_thread(self._perfect, game, turn, budget)
-        return await asyncio.to_thread(self._imperfect, game, turn, budget)
+            return await run_cpu(ctx.deadline, self._perfect, game, turn, budget)
+        return await run_cpu(ctx.deadline, self._imperfect, game, turn, budget)
 
     def _perfect(self, game: pyspiel.Game, turn: Turn, budget: float) -> Decision:
         state = replay(game, turn.state or [])

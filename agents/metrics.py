@@ -198,7 +198,7 @@ def record_llm_call(
 
 
 def start_agent_metrics(
-    port: int, name: str, kind: str, models: Sequence[str] = (), host: str = "0.0.0.0"
+    port: int, name: str, kind: str, models: Sequence[str] = (), host: str = "127.0.0.1"
 ) -> TurnObserver:
     """Serve this agent's metrics on `port` (0: any free port; the chosen one is logged and
     printed) and return the turn observer to pass to the runtime. `kind` is logged only: it is
@@ -210,5 +210,6 @@ def start_agent_metrics(
     install(metrics)
     actual = int(server.server_port)
     log.info("agent %s (%s): metrics on :%s/metrics", name, kind, actual)
-    print(f"agent {name} metrics on http://127.0.0.1:{actual}/metrics", flush=True)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"agent {name} metrics on http://{shown}:{actual}/metrics", flush=True)
     return metrics.observe_turn

@@ -17,6 +17,8 @@ KINDS: dict[str, str] = {
     "tot": "agents.tot:TotStrategy",
     "minimax_tot": "agents.minimax_tot:MinimaxTotStrategy",
     "llm_mcts": "agents.llm_mcts:LlmMctsStrategy",
+    "cwm": "agents.cwm.agent:CwmStrategy",
+    "policy_table": "agents.policy_table:PolicyTableStrategy",
     "stockfish": "agents.stockfish_agent:StockfishStrategy",
 }
 

@@ -4,7 +4,20 @@
   `$SRV.PING` find it, with kind, version and accepted games in its metadata.
 - Answers `turn` requests on `<prefix>.turn.<name>` in queue group `<name>`:
   replicas of one agent share the load. Each request runs in its own task,
-  at most `max_concurrency` at once (the rest wait, on the referee's clock).
+  at most `max_concurrency` at once; up to `max_backlog` more wait their turn.
+- Deadlines: each turn's clock starts when it arrives (or, when the turn carries the
+  referee's `sent_at` and it is not ahead of this host's clock, when the referee
+  sent it, whichever is earlier); the strategy must be done `reserve` before the end
+  (5% of the deadline, at least 20 ms, at most a quarter of it). The strategy gets
+  that instant as `ctx.deadline` (a `time.monotonic()` value). A turn whose time ran
+  out while it waited in the queue, whose strategy overruns, or that finds the
+  backlog full, is refused at once with a service error: the referee records an
+  `error` for that turn at once instead of waiting out its clock, and nothing is
+  computed for a turn that can no longer count.
+- Rules text: the referee sends it on a seat's first turn only, to whichever replica
+  takes that turn. For strategies that read it (`Strategy.wants_rules`), a turn
+  without it gets the text derived here from the game spec (cached per spec), so
+  every replica plays with the rules.
 - Listens to `<prefix>.notify.<name>` (every replica, no queue group) to set up
   and drop per-match state.
 - A strategy that raises, or a malformed request, gets no move: the reply is an
@@ -17,8 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import signal
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -29,15 +44,57 @@ from nats.micro.request import Request
 from nats.micro.service import EndpointConfig, Service, ServiceConfig
 from pydantic import ValidationError
 
-from agents.base import MatchContext, Strategy
+from agents.base import MatchContext, Strategy, TurnExpired
 from bus.connect import connect
 from bus.protocol import MatchEnded, MatchStarted, Move, Turn
 from bus.subjects import Subjects, check_token
+from games.loader import GameSpecError, load_game_async
+from games.rules import rules_text
 
 log = logging.getLogger(__name__)
 
 # Called after each answered turn (for metrics): turn, move or None, seconds spent.
 TurnObserver = Callable[[Turn, Move | None, float], Awaitable[None] | None]
+
+_rules_cache: dict[str, str | None] = {}
+
+
+async def local_rules(turn: Turn) -> str | None:
+    """The rules text the referee would send for `turn.game`, derived here (cached per spec);
+    None for a game this process cannot load."""
+    label = turn.game.label()
+    if label not in _rules_cache:
+        try:
+            _rules_cache[label] = rules_text(await load_game_async(turn.game))
+        except (GameSpecError, ValueError, RuntimeError):
+            _rules_cache[label] = None
+    return _rules_cache[label]
+
+
+def reserve_s(deadline_ms: int) -> float:
+    """How long before the end of a turn's clock the agent stops thinking (room for the reply)."""
+    total = deadline_ms / 1000
+    return min(0.25 * total, max(0.02, 0.05 * total))
+
+
+def turn_deadline(turn: Turn, arrival: float) -> float:
+    """When thinking must stop (a `time.monotonic()` instant): the turn's clock from its arrival,
+    or from the referee's `sent_at` when that is earlier, less the reserve."""
+    total = turn.deadline_ms / 1000
+    end = arrival + total
+    if turn.sent_at is not None:
+        age = time.time() - turn.sent_at
+        if age >= 0:  # a send time ahead of our clock is skew, not information: ignore it
+            end = min(end, time.monotonic() - age + total)
+    return end - reserve_s(turn.deadline_ms)
+
+
+class _Refused(Exception):
+    """A turn the agent will not compute: answered at once with a service error."""
+
+    def __init__(self, code: str, detail: str) -> None:
+        super().__init__(detail)
+        self.code = code
 
 
 class AgentService:
@@ -49,16 +106,21 @@ class AgentService:
         name: str,
         subjects: Subjects | None = None,
         max_concurrency: int = 16,
+        max_backlog: int = 64,
         on_turn: TurnObserver | None = None,
     ) -> None:
+        if max_concurrency < 1 or max_backlog < 0:
+            raise ValueError("max_concurrency must be at least 1 and max_backlog at least 0")
         self.nc = nc
         self.strategy = strategy
         self.name = check_token(name, "agent name")
         self.subjects = subjects or Subjects()
         self.max_concurrency = max_concurrency
+        self.max_backlog = max_backlog
         self.on_turn = on_turn
         self.matches: dict[str, MatchContext] = {}
         self.turns_answered = 0
+        self.turns_refused = 0
         self._sem = asyncio.Semaphore(max_concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
         self._service: Service | None = None
@@ -101,47 +163,92 @@ class AgentService:
         log.info("agent %s (%s) serving %s", self.name, cls.kind, self.subjects.turn(self.name))
 
     async def _on_turn_request(self, req: Request) -> None:
+        arrival = time.monotonic()
         if self._stopping:
             # An answer, not silence: silence would cost the referee the whole turn deadline.
             await req.respond_error("503", f"agent {self.name} is shutting down")
             return
+        if len(self._tasks) >= self.max_concurrency + self.max_backlog:
+            self.turns_refused += 1
+            await req.respond_error(
+                "503", f"agent {self.name} is overloaded: {self.max_backlog} turns already waiting"
+            )
+            return
         # Handle concurrently: the micro endpoint would otherwise serve one turn at a time.
-        task = asyncio.create_task(self._handle_turn(req))
+        task = asyncio.create_task(self._handle_turn(req, arrival))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _handle_turn(self, req: Request) -> None:
-        async with self._sem:
-            loop = asyncio.get_running_loop()
-            t0 = loop.time()
+    async def _acquire(self, until: float) -> None:
+        """A concurrency slot before `until`, or `_Refused`."""
+        wait = until - time.monotonic()
+        if wait <= 0:
+            raise _Refused("504", "the turn's time ran out before it reached the agent")
+        try:
+            await asyncio.wait_for(self._sem.acquire(), wait)
+        except TimeoutError:
+            raise _Refused(
+                "504",
+                f"the turn's time ran out while {len(self._tasks) - 1} others held or awaited the agent",
+            ) from None
+
+    async def _handle_turn(self, req: Request, arrival: float) -> None:
+        try:
+            turn = Turn.model_validate_json(req.data)
+        except ValidationError as exc:
+            await req.respond_error("400", f"malformed turn: {exc.error_count()} errors")
+            return
+        until = turn_deadline(turn, arrival)
+        move: Move | None = None
+        try:
+            await self._acquire(until)
+        except _Refused as refused:
+            self.turns_refused += 1
+            await req.respond_error(refused.code, f"agent {self.name}: {refused}")
+            await self._observe(turn, None, arrival)
+            return
+        try:
+            if self.strategy.wants_rules and turn.rules is None:
+                rules = await local_rules(turn)
+                if rules is not None:
+                    turn = turn.model_copy(update={"rules": rules})
+            # Per turn: the deadline; `data` is the match's shared state.
+            ctx = dataclasses.replace(self.context(turn.match_id), deadline=until)
+            left = until - time.monotonic()
+            if left <= 0:
+                raise _Refused("504", "the turn's time ran out before the strategy could start")
             try:
-                turn = Turn.model_validate_json(req.data)
-            except ValidationError as exc:
-                await req.respond_error("400", f"malformed turn: {exc.error_count()} errors")
-                return
-            move: Move | None = None
-            try:
-                decision = await self.strategy.decide(turn, self.context(turn.match_id))
-                move = Move(
-                    match_id=turn.match_id,
-                    turn=turn.turn,
-                    action=decision.action,
-                    action_text=decision.action_text,
-                    policy=decision.policy,
-                    usage=decision.usage,
-                    stats=decision.stats,
-                    note=decision.note,
-                )
-                await req.respond(move.model_dump_json(exclude_none=True).encode())
-                self.turns_answered += 1
-            except Exception as exc:
-                log.exception("agent %s failed on turn %s of %s", self.name, turn.turn, turn.match_id)
-                await req.respond_error("500", f"{type(exc).__name__}: {exc}"[:500])
-            finally:
-                if self.on_turn is not None:
-                    res = self.on_turn(turn, move, loop.time() - t0)
-                    if asyncio.iscoroutine(res):
-                        await res
+                decision = await asyncio.wait_for(self.strategy.decide(turn, ctx), left)
+            except TimeoutError:
+                raise _Refused("504", "the strategy did not decide before the deadline") from None
+            move = Move(
+                match_id=turn.match_id,
+                turn=turn.turn,
+                action=decision.action,
+                action_text=decision.action_text,
+                policy=decision.policy,
+                usage=decision.usage,
+                stats=decision.stats,
+                note=decision.note,
+            )
+            await req.respond(move.model_dump_json(exclude_none=True).encode())
+            self.turns_answered += 1
+        except (_Refused, TurnExpired) as refused:
+            self.turns_refused += 1
+            code = refused.code if isinstance(refused, _Refused) else "504"
+            await req.respond_error(code, f"agent {self.name}: {refused}")
+        except Exception as exc:
+            log.exception("agent %s failed on turn %s of %s", self.name, turn.turn, turn.match_id)
+            await req.respond_error("500", f"{type(exc).__name__}: {exc}"[:500])
+        finally:
+            self._sem.release()
+            await self._observe(turn, move, arrival)
+
+    async def _observe(self, turn: Turn, move: Move | None, arrival: float) -> None:
+        if self.on_turn is not None:
+            res = self.on_turn(turn, move, time.monotonic() - arrival)
+            if asyncio.iscoroutine(res):
+                await res
 
     async def _on_notify(self, msg: Msg) -> None:
         try:
@@ -169,13 +276,24 @@ class AgentService:
     async def stop(self) -> None:
         """Stop taking turns, finish the ones in flight, then drain the connection."""
         self._stopping = True
-        # Let turns the server has already sent us arrive and be refused before unsubscribing:
-        # unsubscribing drops whatever is still queued in the client, unanswered.
-        with contextlib.suppress(Exception):
-            await self.nc.flush(timeout=2)
-        await asyncio.sleep(0)
         if self._service is not None:
-            await self._service.stop()
+            # Drain the turn endpoint (unsubscribe, round trip, handle what is still queued: those
+            # turns are refused at once) instead of `Service.stop`'s plain unsubscribe, which drops
+            # turns already delivered to this client and leaves them to the referee's clock.
+            # nats.micro has no public drain for endpoints, hence its private fields here.
+            endpoints = list(getattr(self._service, "_endpoints", []))
+            for ep in endpoints:
+                sub = getattr(ep, "_subscription", None)
+                if sub is not None:
+                    with contextlib.suppress(Exception):
+                        await sub.drain()
+            if all(getattr(ep, "_subscription", None) is not None for ep in endpoints):
+                self._service._endpoints = []  # drained above; `stop` would unsubscribe them again
+            else:  # a nats.micro that no longer looks like this: its own stop, with its race
+                with contextlib.suppress(Exception):
+                    await self.nc.flush(timeout=2)
+            with contextlib.suppress(Exception):
+                await self._service.stop()
         if self._notify_sub is not None:
             with contextlib.suppress(Exception):
                 await self._notify_sub.unsubscribe()
@@ -191,6 +309,7 @@ async def serve(
     url: str | None = None,
     prefix: str = "spielbus",
     max_concurrency: int = 16,
+    max_backlog: int = 64,
     ready: Callable[[], None] | None = None,
     on_turn: TurnObserver | None = None,
     user: str | None = None,
@@ -202,7 +321,13 @@ async def serve(
     """
     nc = await connect(url, name=f"agent-{name}", service=True, user=user, password=password)
     service = AgentService(
-        nc, strategy, name=name, subjects=Subjects(prefix), max_concurrency=max_concurrency, on_turn=on_turn
+        nc,
+        strategy,
+        name=name,
+        subjects=Subjects(prefix),
+        max_concurrency=max_concurrency,
+        max_backlog=max_backlog,
+        on_turn=on_turn,
     )
     await service.start()
     stop = asyncio.Event()
@@ -214,5 +339,21 @@ async def serve(
         ready()
     await stop.wait()
     log.info("agent %s: draining", name)
-    await service.stop()
-    await nc.drain()
+    await close_when_stopping(service.stop(), nc)
+
+
+async def close_when_stopping(stopping: Awaitable[None], nc: NATS, grace_s: float = 10.0) -> None:
+    """Finish `stopping`, then drain `nc`; with the bus down (reconnecting) neither may wait
+    forever or raise: a SIGTERM must end the process cleanly whatever the bus is doing."""
+    try:
+        await asyncio.wait_for(stopping, grace_s)
+    except Exception:
+        log.warning("stopping did not finish cleanly", exc_info=True)
+    try:
+        if nc.is_connected:
+            await asyncio.wait_for(nc.drain(), grace_s)
+    except Exception:
+        log.info("could not drain the NATS connection; closing it", exc_info=True)
+    finally:
+        with contextlib.suppress(Exception):
+            await nc.close()

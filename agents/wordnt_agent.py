@@ -18,14 +18,13 @@ thread so the agent stays responsive; only the `wordnt` game is accepted.
 from __future__ import annotations
 
 import asyncio
-import random
 import threading
 from collections import OrderedDict
 from typing import Any
 
 from pydantic import Field
 
-from agents.base import Decision, MatchContext, Strategy, StrategyOptions
+from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng, run_cpu
 from agents.wordnt.analysis import Analysis, analyse, choose
 from agents.wordnt.index import WordntIndex, get_index
 from agents.wordnt.providers import IndexProvider
@@ -93,7 +92,6 @@ class WordntStrategy(Strategy):
     def __init__(self, options: WordntOptions) -> None:
         super().__init__(options)
         self.opts = options
-        self._rng = random.Random(options.seed)
 
     async def match_started(self, msg: MatchStarted, ctx: MatchContext) -> None:
         game = load_game(msg.game)
@@ -109,7 +107,8 @@ class WordntStrategy(Strategy):
         game = state.get_game()
         assert isinstance(game, WordntGame)
         an = cached_analysis(game, state.string, self.opts.naive, self.opts.threshold, self.opts.cache)
-        action, window = choose(an, self._rng)
+        # One RNG per decision, from the seed and the seat's view: reproducible under concurrency.
+        action, window = choose(an, decision_rng(self.opts.seed, turn))
         legal = {la.id for la in turn.legal_actions}
         if action not in legal:  # the string is as long as the longest word: it must be dead
             action = CHALLENGE_DEAD
@@ -120,4 +119,4 @@ class WordntStrategy(Strategy):
         return Decision(action=action, note=note, stats=MoveStats(nodes=len(an.scores)))
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
-        return await asyncio.to_thread(self.decide_sync, turn, ctx)
+        return await run_cpu(ctx.deadline, self.decide_sync, turn, ctx)

@@ -1,10 +1,12 @@
-"""NATS accounts for Spielbus: one user per agent, a referee user, a read-only spectator user.
+"""NATS accounts for Spielbus: one user per agent, a bot-check user per agent, a referee user,
+a read-only spectator user.
 
 `write_auth(agents, out_dir)` (what `spielbus auth init` runs) writes into `out_dir`:
 
 - `nats-server.conf`: an `authorization` block, one user per role with subject permissions;
 - `auth.json`: every user, its role and password (for `spielbus run --auth`), mode 0600;
-- `referee.env`, `spectator.env`, `agents/<name>.env`: `NATS_USER=` / `NATS_PASSWORD=` lines,
+- `referee.env`, `spectator.env`, `agents/<name>.env`, `botcheck/<name>.env`: `NATS_USER=` /
+  `NATS_PASSWORD=` lines (and `NATS_INBOX_PREFIX=` where the user has a private inbox),
   mode 0600, read by `bus.connect` (and by any bot) from the environment.
 
 `login_for(dir, role, agent)` is the user a service logs in as with `--auth DIR`;
@@ -19,8 +21,17 @@ Roles and what each may do (`P` is the subject prefix, `S` a Spielbus stream):
   specs and `$SRV` discovery requests; subscribe to `_INBOX.>` and match events; the
   JetStream API subjects it uses to create and read the two streams, never `$JS.API.>`
   (no stream delete, purge or update).
+- bot-check of agent `N` (user `botcheck-N`, what a bot author runs `spielbus bot-check N`
+  with): publish only turn requests and notifications to `N` and `N`'s `$SRV` discovery
+  requests; subscribe only to its own inbox prefix `_INBOX_botcheck_N.>` (set `inbox_prefix`).
+  It can neither publish match events or specs nor touch JetStream, nor talk to other agents.
 - spectator (user `spectator`): subscribe to match events and its own inbox prefix
-  `_INBOX_spectator.>` (set `inbox_prefix` in the client); read-only consumers on `SPIELBUS_MATCHES`.
+  `_INBOX_spectator.>` (set `inbox_prefix` in the client); read stored events one by one
+  (`STREAM.MSG.GET`, `DIRECT.GET`) and the stream's info. No consumer API at all: a
+  JetStream consumer's delivery subject is in the request body, which subject permissions
+  cannot see, so a spectator allowed to create consumers could make the server deliver
+  stored events into agents' turn and notify subjects (measured: it does). Follow the
+  stream read-only with `bus.follow.follow_stream`.
 
 Limits: user/password authentication in one (global) account, passwords stored in
 plain text in files readable by the owner only; no nkeys, no JWT operator mode. A
@@ -39,7 +50,7 @@ from pydantic import BaseModel, Field
 
 from bus.subjects import Subjects, check_token
 
-Role = Literal["agent", "referee", "spectator"]
+Role = Literal["agent", "referee", "spectator", "botcheck"]
 
 REFEREE_USER = "referee"
 SPECTATOR_USER = "spectator"
@@ -56,7 +67,15 @@ class AuthUser(BaseModel):
     role: Role
     user: str
     password: str
-    agent: str | None = Field(default=None, description="role `agent`: the agent name")
+    agent: str | None = Field(default=None, description="roles `agent`, `botcheck`: the agent name")
+
+    def inbox_prefix(self) -> str | None:
+        """The private inbox prefix this user must set in its client, if any (`_INBOX.>` is not given)."""
+        if self.role == "spectator":
+            return SPECTATOR_INBOX
+        if self.role == "botcheck":
+            return botcheck_inbox(self.agent or "")
+        return None
 
 
 class AuthBundle(BaseModel):
@@ -78,6 +97,15 @@ class AuthBundle(BaseModel):
                 return u
         raise AuthError(f"no {role} user in this auth folder: run `spielbus auth init --force`")
 
+    def botcheck(self, name: str) -> AuthUser:
+        for u in self.users:
+            if u.role == "botcheck" and u.agent == name:
+                return u
+        raise AuthError(
+            f"agent {name!r} has no bot-check user in this auth folder (written before bot-check "
+            "users existed, or without this agent): run `spielbus auth init --force`"
+        )
+
     def agent(self, name: str) -> AuthUser:
         for u in self.users:
             if u.role == "agent" and u.agent == name:
@@ -91,6 +119,14 @@ class AuthBundle(BaseModel):
 def agent_user(name: str) -> str:
     """Agent users are prefixed so that no agent name can collide with `referee` or `spectator`."""
     return f"agent-{check_token(name, 'agent name')}"
+
+
+def botcheck_user(name: str) -> str:
+    return f"botcheck-{check_token(name, 'agent name')}"
+
+
+def botcheck_inbox(name: str) -> str:
+    return f"_INBOX_botcheck_{check_token(name, 'agent name')}"
 
 
 def _streams(subjects: Subjects) -> tuple[str, str]:
@@ -134,6 +170,22 @@ def agent_permissions(name: str, subjects: Subjects) -> dict[str, Any]:
     }
 
 
+def botcheck_permissions(name: str, subjects: Subjects) -> dict[str, Any]:
+    """`spielbus bot-check N` as a bot author runs it: ask `N` and nobody else, publish nothing else."""
+    check_token(name, "agent name")
+    return {
+        "publish": {
+            "allow": [
+                subjects.turn(name),
+                subjects.notify(name),
+                f"$SRV.*.{name}",
+                f"$SRV.*.{name}.*",
+            ]
+        },
+        "subscribe": {"allow": [f"{botcheck_inbox(name)}.>"]},
+    }
+
+
 def referee_permissions(subjects: Subjects) -> dict[str, Any]:
     matches, schedule = _streams(subjects)
     p = subjects.prefix
@@ -148,18 +200,34 @@ def referee_permissions(subjects: Subjects) -> dict[str, Any]:
                 "$JS.API.INFO",
                 f"$JS.API.STREAM.CREATE.{matches}",
                 f"$JS.API.STREAM.CREATE.{schedule}",
+                # A replayed spec first asks whether its match's `ended` record is already stored.
+                f"$JS.API.STREAM.MSG.GET.{matches}",
                 *_read_stream_api(matches),
                 *_read_stream_api(schedule),
             ]
         },
-        "subscribe": {"allow": ["_INBOX.>", f"{p}.match.>"]},
+        "subscribe": {
+            "allow": [
+                "_INBOX.>",
+                f"{p}.match.>",
+                # The collector learns of specs that failed for good (max deliveries, terminated).
+                f"$JS.EVENT.ADVISORY.CONSUMER.*.{schedule}.*",
+            ]
+        },
     }
 
 
 def spectator_permissions(subjects: Subjects) -> dict[str, Any]:
     matches, _ = _streams(subjects)
+    read_only = [
+        "$JS.API.INFO",
+        f"$JS.API.STREAM.INFO.{matches}",
+        f"$JS.API.STREAM.MSG.GET.{matches}",
+        f"$JS.API.DIRECT.GET.{matches}",
+        f"$JS.API.DIRECT.GET.{matches}.>",
+    ]
     return {
-        "publish": {"allow": ["$JS.API.INFO", *_read_stream_api(matches)]},
+        "publish": {"allow": read_only},
         "subscribe": {"allow": [f"{subjects.prefix}.match.>", f"{SPECTATOR_INBOX}.>"]},
     }
 
@@ -168,6 +236,9 @@ def permissions_for(user: AuthUser, subjects: Subjects) -> dict[str, Any]:
     if user.role == "agent":
         assert user.agent is not None
         return agent_permissions(user.agent, subjects)
+    if user.role == "botcheck":
+        assert user.agent is not None
+        return botcheck_permissions(user.agent, subjects)
     if user.role == "referee":
         return referee_permissions(subjects)
     return spectator_permissions(subjects)
@@ -182,15 +253,20 @@ def render_config(bundle: AuthBundle) -> str:
     ]
     body = json.dumps({"authorization": {"users": users}}, indent=2)
     head = (
-        "# nats-server configuration written by `spielbus auth init`: one user per agent,\n"
-        "# a referee and a read-only spectator. Start with `nats-server -js -c nats-server.conf`\n"
-        "# (or `spielbus run --auth <folder>`). Holds passwords: keep it private.\n"
+        "# nats-server configuration written by `spielbus auth init`: one user and one bot-check\n"
+        "# user per agent, a referee and a read-only spectator.\n"
+        "# Start with `nats-server -js -c nats-server.conf` (or `spielbus run --auth <folder>`).\n"
+        "# Holds passwords: keep it private.\n"
     )
     return head + body + "\n"
 
 
 def _env_text(user: AuthUser, what: str) -> str:
-    return f"# spielbus credentials: {what}\nNATS_USER={user.user}\nNATS_PASSWORD={user.password}\n"
+    text = f"# spielbus credentials: {what}\nNATS_USER={user.user}\nNATS_PASSWORD={user.password}\n"
+    inbox = user.inbox_prefix()
+    if inbox:
+        text += f"NATS_INBOX_PREFIX={inbox}\n"
+    return text
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -213,6 +289,7 @@ def make_bundle(agents: list[str], prefix: str = "spielbus") -> AuthBundle:
         AuthUser(role="referee", user=REFEREE_USER, password=pw()),
         AuthUser(role="spectator", user=SPECTATOR_USER, password=pw()),
         *(AuthUser(role="agent", user=agent_user(n), password=pw(), agent=n) for n in names),
+        *(AuthUser(role="botcheck", user=botcheck_user(n), password=pw(), agent=n) for n in names),
     ]
     return AuthBundle(prefix=prefix, users=users)
 
@@ -234,6 +311,9 @@ def write_auth(
     for u in bundle.users:
         if u.role == "agent":
             _write_private(out / "agents" / f"{u.agent}.env", _env_text(u, f"agent {u.agent}"))
+        if u.role == "botcheck":
+            what = f"`spielbus bot-check {u.agent}` (asks only agent {u.agent})"
+            _write_private(out / "botcheck" / f"{u.agent}.env", _env_text(u, what))
     return bundle
 
 
@@ -253,7 +333,11 @@ def config_path(out_dir: str | Path) -> Path:
 
 def user_env(user: AuthUser) -> dict[str, str]:
     """Environment variables that make `bus.connect` (and the example bots) log in as `user`."""
-    return {"NATS_USER": user.user, "NATS_PASSWORD": user.password}
+    env = {"NATS_USER": user.user, "NATS_PASSWORD": user.password}
+    inbox = user.inbox_prefix()
+    if inbox:
+        env["NATS_INBOX_PREFIX"] = inbox
+    return env
 
 
 def login_for(
@@ -270,6 +354,8 @@ def login_for(
     try:
         if role == "agent":
             return bundle.agent(agent or "")
+        if role == "botcheck":
+            return bundle.botcheck(agent or "")
         return bundle.referee() if role == "referee" else bundle.spectator()
     except AuthError as exc:
         raise AuthError(f"{out_dir}: {exc}") from exc

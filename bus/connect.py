@@ -1,27 +1,226 @@
-"""Connecting to NATS: one place for timeouts, reconnect policy and credentials.
+"""Connecting to NATS: one place for server lists, timeouts, reconnect policy and credentials.
 
-Services (referee workers, agents) reconnect forever: a NATS restart must not
-kill a tournament. Short-lived tools (submit, bot-check) give up after a few
-attempts so that a wrong URL fails fast with a clear message.
-nats-py's default request timeout of 0.5 s is far too short for LLM turns, so
-every request in this code base passes its own timeout, derived from the turn deadline.
+Every Spielbus process connects through `connect()` here (agents, referee workers, `run`,
+`submit`, `bot-check`, the live page), so the policy below holds everywhere:
+
+- A URL may name several servers of one NATS cluster, comma-separated
+  (`nats://a:4222,nats://b:4222`, in `--nats` and in `NATS_URL`); the client picks one,
+  learns the rest of the cluster from it, and moves to another when its server goes away.
+- Once connected, every client reconnects without limit: a NATS restart or a lost node must
+  never leave a tournament hanging on a dead client. Attempts go round the server list at
+  once (a cluster usually has a live node), then back off exponentially with jitter up to
+  `RECONNECT_MAX_WAIT_S`, so that a hundred agents do not hammer a restarting server in step.
+- The first connection differs: services (`service=True`: referee workers, agents) wait for
+  the bus forever, since they are often started before it; short-lived tools (submit,
+  bot-check) give up after a few attempts so that a wrong URL fails fast with a clear message.
+- Disconnects and reconnects are logged at WARNING (with the server and the outage's
+  length); the failed attempts in between at DEBUG, so a long outage does not flood the log.
+- Pings every `PING_INTERVAL_S`: a server whose machine vanished without closing the
+  connection is noticed within about `PING_INTERVAL_S * (MAX_OUTSTANDING_PINGS + 1)`.
+
+nats-py's default request timeout of 0.5 s is far too short for LLM turns, so every
+request in this code base passes its own timeout, derived from the turn deadline.
+Limits: plain TCP (`nats://`, `tls://`) or WebSocket (`ws://`, `wss://`) URLs, not both in
+one list; a password inside a URL is accepted but redacted from every message we print.
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
+import random
+import time
+from typing import Any
+from urllib.parse import urlsplit
 
-import nats
+import nats.errors
 from nats.aio.client import Client as NATS
+from nats.aio.client import Server
 
 log = logging.getLogger(__name__)
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
+SCHEMES = ("nats", "tls", "ws", "wss")
+RECONNECT_FIRST_WAIT_S = 0.25
+RECONNECT_MAX_WAIT_S = 5.0
+PING_INTERVAL_S = 10
+MAX_OUTSTANDING_PINGS = 2
+# The first connection of a short-lived tool: attempts per server before giving up.
+FIRST_CONNECT_ATTEMPTS = 3
+
+
+class NatsURLError(ValueError):
+    """A `--nats` / `NATS_URL` value that names no usable server."""
 
 
 def nats_url(explicit: str | None = None) -> str:
+    """The URL (or comma-separated URLs) to use: `explicit`, else `$NATS_URL`, else the local default."""
     return explicit or os.environ.get("NATS_URL") or DEFAULT_URL
+
+
+def nats_servers(url: str | None = None, *, source: str = "NATS URL") -> list[str]:
+    """Split and check a comma-separated server list; each item gets a scheme and a port.
+
+    `host:port` means `nats://host:port`; `nats://host` means port 4222. Raises NatsURLError
+    naming `source` (e.g. `--nats`, `NATS_URL`) and the bad item (its password redacted).
+    """
+    text = nats_url(url)
+    servers: list[str] = []
+    for raw in text.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        full = item if "://" in item else f"nats://{item}"
+        try:
+            parts = urlsplit(full)
+            port = parts.port
+        except ValueError as exc:
+            raise NatsURLError(f"{source}: bad server URL {redact(item)!r}: {exc}") from exc
+        if parts.scheme not in SCHEMES:
+            raise NatsURLError(
+                f"{source}: bad server URL {redact(item)!r}: the scheme must be one of {', '.join(SCHEMES)}"
+            )
+        if not parts.hostname:
+            raise NatsURLError(f"{source}: bad server URL {redact(item)!r}: no host")
+        if parts.path not in ("", "/") or parts.query or parts.fragment:
+            raise NatsURLError(f"{source}: bad server URL {redact(item)!r}: a server URL has no path")
+        if port is None and parts.scheme in ("nats", "tls"):
+            full = f"{full.rstrip('/')}:4222"
+        servers.append(full)
+    if not servers:
+        raise NatsURLError(f"{source}: no server URL in {text!r}")
+    web = {urlsplit(s).scheme in ("ws", "wss") for s in servers}
+    if len(web) > 1:
+        raise NatsURLError(f"{source}: do not mix WebSocket (ws://, wss://) and nats:// servers in one list")
+    return servers
+
+
+def nats_url_arg(text: str) -> str:
+    """argparse `type=` for `--nats`: checks the list now, so a typo is a usage error (exit 2)."""
+    try:
+        return ",".join(nats_servers(text, source="--nats"))
+    except NatsURLError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--nats: ")) from exc
+
+
+def redact(url: str) -> str:
+    """`url` (or a comma-separated list) without any password in it, for messages and logs."""
+    out = []
+    for item in url.split(","):
+        try:
+            parts = urlsplit(item.strip() if "://" in item else f"nats://{item.strip()}")
+            if parts.password is not None:
+                host = parts.netloc.rsplit("@", 1)[1]
+                item = item.replace(parts.netloc, f"{parts.username}:***@{host}")
+        except ValueError:
+            item = "(unparsable)"
+        out.append(item.strip())
+    return ",".join(out)
+
+
+class ReconnectPolicy:
+    """nats-py's `reconnect_to_server_handler`: which server to try next and how long to wait first.
+
+    The least-failed server is tried first (ties broken at random, which spreads the clients
+    of a lost node over the survivors); the first round over the list is immediate, every
+    later round waits twice as long as the one before, from RECONNECT_FIRST_WAIT_S up to
+    RECONNECT_MAX_WAIT_S, times a random factor in [0.5, 1) so that clients do not move in step.
+    """
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self.rng = rng or random.Random()
+
+    def delay(self, rounds_failed: int) -> float:
+        if rounds_failed <= 0:
+            return 0.0
+        wait = min(RECONNECT_MAX_WAIT_S, RECONNECT_FIRST_WAIT_S * 2 ** (rounds_failed - 1))
+        return wait * self.rng.uniform(0.5, 1.0)
+
+    def __call__(self, servers: list[Server], info: dict[str, Any]) -> tuple[Server | None, float]:
+        if not servers:
+            return None, RECONNECT_MAX_WAIT_S
+        fewest = min(s.reconnects for s in servers)
+        pick = self.rng.choice([s for s in servers if s.reconnects == fewest])
+        return pick, self.delay(fewest)
+
+
+_CONNECTION_LOST = (
+    nats.errors.UnexpectedEOF,
+    nats.errors.StaleConnectionError,
+    ConnectionResetError,
+    BrokenPipeError,
+)
+
+
+class _ConnectionLog:
+    """The callbacks that log one connection's life: loud at the edges, quiet in between."""
+
+    STILL_WAITING_EVERY_S = 30.0
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.nc: NATS | None = None
+        self.server = "?"
+        self.connected_once = False
+        self.down_since: float | None = None
+        self.failed_attempts = 0
+        self.last_warned = 0.0
+        self.cause = ""
+
+    def up(self, nc: NATS) -> None:
+        self.nc = nc
+        url = nc.connected_url
+        self.server = redact(url.geturl()) if url is not None else "?"
+        self.connected_once = True
+
+    async def on_error(self, exc: Exception) -> None:
+        if isinstance(exc, (OSError, TimeoutError)) and (
+            self.down_since is not None or not self.connected_once
+        ):
+            # One failed attempt of a (re)connect loop: counted, and told now and then, not each time.
+            self.failed_attempts += 1
+            now = time.monotonic()
+            if self.failed_attempts == 1 or now - self.last_warned > self.STILL_WAITING_EVERY_S:
+                self.last_warned = now
+                log.warning("nats %s: no server reachable yet (%s); still trying", self.name, exc)
+            else:
+                log.debug("nats %s: attempt failed: %s", self.name, exc)
+            return
+        if self.connected_once and isinstance(exc, _CONNECTION_LOST):
+            # The cause of the disconnect that follows: told with it, not as a warning of its own.
+            self.cause = str(exc) or type(exc).__name__
+            log.info("nats %s: connection lost: %s", self.name, self.cause)
+            return
+        log.warning("nats %s: %s", self.name, exc or type(exc).__name__)
+
+    async def on_disconnect(self) -> None:
+        if self.nc is not None and self.nc.is_closed:
+            return  # closed on purpose (drain, close): no reconnect follows
+        if self.down_since is None and self.connected_once:
+            self.down_since = time.monotonic()
+            self.failed_attempts = 0
+            cause, self.cause = (f" ({self.cause})" if self.cause else ""), ""
+            log.warning("nats %s: disconnected from %s%s; reconnecting", self.name, self.server, cause)
+
+    def on_reconnect_for(self, nc: NATS) -> Any:
+        async def on_reconnect() -> None:
+            took = time.monotonic() - self.down_since if self.down_since is not None else 0.0
+            self.up(nc)
+            log.warning(
+                "nats %s: reconnected to %s after %.1f s (%d failed attempts)",
+                self.name,
+                self.server,
+                took,
+                self.failed_attempts,
+            )
+            self.down_since = None
+            self.failed_attempts = 0
+
+        return on_reconnect
+
+    async def on_closed(self) -> None:
+        log.info("nats %s: connection closed", self.name)
 
 
 async def connect(
@@ -32,28 +231,40 @@ async def connect(
     creds: str | None = None,
     user: str | None = None,
     password: str | None = None,
+    inbox_prefix: str | None = None,
+    **extra: Any,
 ) -> NATS:
-    """Connect to NATS. `service=True` reconnects forever; otherwise fail after a few seconds."""
+    """Connect to NATS (one URL or a comma-separated cluster list; default `$NATS_URL`).
 
-    async def on_error(exc: Exception) -> None:
-        log.warning("nats %s: %s", name, exc)
-
-    async def on_disconnect() -> None:
-        log.info("nats %s: disconnected", name)
-
-    async def on_reconnect() -> None:
-        log.info("nats %s: reconnected", name)
-
+    `service=True` waits for the first connection forever; otherwise it fails after a few
+    attempts per server with a ConnectionError. Either way, reconnects never stop.
+    `inbox_prefix`: a private inbox for accounts without `_INBOX.>`; `extra` goes to nats-py.
+    """
+    env = os.environ.get("NATS_URL")
+    source = "--nats" if url and url != env else ("NATS_URL" if env else "NATS URL")
+    try:
+        servers = nats_servers(url, source=source)
+    except NatsURLError as exc:
+        raise ConnectionError(str(exc)) from exc
+    events = _ConnectionLog(name)
+    nc = NATS()
     opts: dict[str, object] = {
         "name": name,
-        "error_cb": on_error,
-        "disconnected_cb": on_disconnect,
-        "reconnected_cb": on_reconnect,
+        "error_cb": events.on_error,
+        "disconnected_cb": events.on_disconnect,
+        "reconnected_cb": events.on_reconnect_for(nc),
+        "closed_cb": events.on_closed,
         "connect_timeout": 5,
-        "max_reconnect_attempts": -1 if service else 3,
+        "allow_reconnect": True,
+        "max_reconnect_attempts": -1 if service else FIRST_CONNECT_ATTEMPTS,
         "reconnect_time_wait": 1 if service else 0.5,
+        "reconnect_to_server_handler": ReconnectPolicy(),
+        "ping_interval": PING_INTERVAL_S,
+        "max_outstanding_pings": MAX_OUTSTANDING_PINGS,
         # Match records can be large (long games with usage per move); the server default caps at 1 MB.
+        # Also what is buffered while reconnecting.
         "pending_size": 64 * 1024 * 1024,
+        **extra,
     }
     if not (creds or user):
         # The environment only when no login was passed: `--auth DIR` must win over a stray
@@ -61,13 +272,21 @@ async def connect(
         creds = os.environ.get("NATS_CREDS")
         user = os.environ.get("NATS_USER")
         password = password or os.environ.get("NATS_PASSWORD")
+        # A user without `_INBOX.>` (spectator, bot-check) has a private inbox; its env file names it.
+        inbox_prefix = inbox_prefix or os.environ.get("NATS_INBOX_PREFIX")
+    if inbox_prefix:
+        opts["inbox_prefix"] = inbox_prefix
     if creds:
         opts["user_credentials"] = creds
     if user:
         opts["user"] = user
         opts["password"] = password or ""
-    target = nats_url(url)
     try:
-        return await nats.connect(target, **opts)  # type: ignore[arg-type]
+        await nc.connect(servers, **opts)  # type: ignore[arg-type]
     except Exception as exc:  # nats-py raises a mix of its own and OS errors here
-        raise ConnectionError(f"cannot connect to NATS at {target}: {exc}") from exc
+        raise ConnectionError(f"cannot connect to NATS at {redact(','.join(servers))}: {exc}") from exc
+    # Connected: from now on reconnect without limit, whatever the first connection allowed.
+    nc.options["max_reconnect_attempts"] = -1
+    events.up(nc)
+    events.failed_attempts = 0
+    return nc

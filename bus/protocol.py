@@ -4,15 +4,48 @@ Pure data: no transport here. Unknown fields are ignored on receipt so that a
 newer peer can add fields; a missing or mistyped required field is a malformed
 message (`pydantic.ValidationError`). `spielbus protocol schema` prints the JSON
 Schema of every model in `MESSAGES`.
+
+Validation is strict (pydantic strict mode, `WIRE`): no coercion, so `"turn": "1"`,
+`"action": "3"` and `"action": true` are refused, and every number must be finite
+(`NaN`, `Infinity` and `1e400` are refused, also inside free-form fields such as
+`stats` extras and `observation_json`). The exceptions, all forced by JSON itself:
+object keys are strings (so `policy` maps ids written as strings), and an integer is
+accepted where a float is expected. Every JSON message must carry `v` and `type`;
+`v` must be a version this side speaks (`SUPPORTED_VERSIONS`, only 1), otherwise the
+message is refused with a detail naming the versions spoken. Python callers may still
+omit `v` and `type` (they default), only JSON input must name them.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from bus.subjects import check_token
 
 PROTOCOL_VERSION = 1
+# Versions this side accepts on receipt. Negotiation is by refusal: a peer that sends
+# another `v` gets a `malformed` fault (or a service error, for a bot) naming these.
+SUPPORTED_VERSIONS: tuple[int, ...] = (1,)
+
+# Every wire model: strict types, finite floats, unknown fields ignored.
+WIRE = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
+
+
+def check_finite(value: Any, where: str = "value", depth: int = 0) -> Any:
+    """Refuse NaN and infinities anywhere inside a free-form JSON value (lists, objects, numbers)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"{where}: numbers must be finite, got {value}")
+    elif depth < 64 and isinstance(value, dict):
+        for k, v in value.items():
+            check_finite(v, f"{where}.{k}", depth + 1)
+    elif depth < 64 and isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            check_finite(v, f"{where}[{i}]", depth + 1)
+    return value
 
 FaultReason = Literal["timeout", "illegal", "malformed", "no_responder", "error"]
 FAULT_REASONS: tuple[str, ...] = ("timeout", "illegal", "malformed", "no_responder", "error")
@@ -21,8 +54,31 @@ FAULT_REASONS: tuple[str, ...] = ("timeout", "illegal", "malformed", "no_respond
 class Message(BaseModel):
     """Base of all wire messages: `v` is the protocol version."""
 
-    model_config = ConfigDict(extra="ignore")
-    v: int = PROTOCOL_VERSION
+    model_config = ConfigDict(
+        **WIRE,
+        # JSON input must name `v` and `type` (see `_wire_names_version_and_type`); say so in the schema.
+        json_schema_extra=lambda schema: schema.__setitem__(
+            "required", sorted({*schema.get("required", []), "v", "type"})
+        ),
+    )
+    v: int = Field(default=PROTOCOL_VERSION, description="Protocol version; only 1 is spoken.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _wire_names_version_and_type(cls, data: Any, info: ValidationInfo) -> Any:
+        if info.mode == "json" and isinstance(data, dict):
+            missing = [k for k in ("v", "type") if k not in data]
+            if missing:
+                raise ValueError(f"a {cls.__name__} message must carry {' and '.join(missing)}")
+        return data
+
+    @field_validator("v")
+    @classmethod
+    def _spoken_version(cls, v: int) -> int:
+        if v not in SUPPORTED_VERSIONS:
+            spoken = ", ".join(str(x) for x in SUPPORTED_VERSIONS)
+            raise ValueError(f"protocol version {v} is not supported (this side speaks v{spoken})")
+        return v
 
 
 class GameSpec(BaseModel):
@@ -30,7 +86,7 @@ class GameSpec(BaseModel):
 
     # Ignore, not forbid: it travels inside `turn` and `match_started`, where unknown fields must be
     # ignored (a newer referee may describe games further). The tournament file checks its own keys.
-    model_config = ConfigDict(extra="ignore")
+    model_config = WIRE
     name: str
     params: dict[str, bool | int | float | str] = Field(default_factory=dict)
 
@@ -42,6 +98,7 @@ class GameSpec(BaseModel):
 
 
 class LegalAction(BaseModel):
+    model_config = WIRE
     id: int
     text: str
 
@@ -53,18 +110,22 @@ class HistoryItem(BaseModel):
     `action` and `text` are null where the step is hidden from this seat.
     """
 
+    model_config = WIRE
     player: int
     action: int | None = None
     text: str | None = None
 
 
 class Usage(BaseModel):
+    model_config = WIRE
     llm_calls: int = Field(
-        default=0, description="LLM requests answered (failed ones are in the move's stats, not here)."
+        default=0,
+        ge=0,
+        description="LLM requests answered (failed ones are in the move's stats, not here).",
     )
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cache_hits: int = 0
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    cache_hits: int = Field(default=0, ge=0)
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -76,10 +137,15 @@ class Usage(BaseModel):
 
 
 class MoveStats(BaseModel):
-    model_config = ConfigDict(extra="allow")
-    nodes: int | None = None
-    depth: int | None = None
-    pruned_illegal: int | None = None
+    model_config = ConfigDict(**{**WIRE, "extra": "allow"})
+    nodes: int | None = Field(default=None, ge=0)
+    depth: int | None = Field(default=None, ge=0)
+    pruned_illegal: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _finite_extras(self) -> MoveStats:
+        check_finite(self.__pydantic_extra__ or {}, "stats")
+        return self
 
 
 class Turn(Message):
@@ -103,6 +169,18 @@ class Turn(Message):
     )
     rules: str | None = None
     retry: str | None = None
+    sent_at: float | None = Field(
+        default=None,
+        allow_inf_nan=False,
+        gt=0,
+        description="When the referee sent this turn (Unix epoch seconds): the deadline ends at "
+        "sent_at + deadline_ms / 1000 on the referee's clock.",
+    )
+
+    @field_validator("observation_json")
+    @classmethod
+    def _finite_observation(cls, value: Any) -> Any:
+        return check_finite(value, "observation_json")
 
 
 class Move(Message):
@@ -142,6 +220,7 @@ class MatchEnded(Message):
 class MoveRecord(BaseModel):
     """One applied step of a match, as kept in the record."""
 
+    model_config = WIRE
     turn: int
     player: int
     action: int
@@ -156,6 +235,7 @@ class MoveRecord(BaseModel):
 
 
 class FaultRecord(BaseModel):
+    model_config = WIRE
     turn: int
     seat: int
     agent: str
@@ -165,17 +245,23 @@ class FaultRecord(BaseModel):
 
 
 class Provenance(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(**{**WIRE, "extra": "allow"})
     agent: str
     kind: str | None = None
     version: str | None = None
     models: list[str] = Field(default_factory=list)
     config_hash: str | None = None
 
+    @model_validator(mode="after")
+    def _finite_extras(self) -> Provenance:
+        check_finite(self.__pydantic_extra__ or {}, "provenance")
+        return self
+
 
 class MatchRecord(BaseModel):
     """The complete record of one match: one line of `matches.jsonl`."""
 
+    model_config = WIRE
     match_id: str
     tournament: str
     game: GameSpec
@@ -193,6 +279,15 @@ class MatchRecord(BaseModel):
     error: str | None = None
     trimmed: str | None = Field(
         default=None, description="What was left out to fit the bus's maximum message size, if anything."
+    )
+    secret: str | None = Field(
+        default=None,
+        description="The match's chance secret, revealed when the match ends: with `attempt` it "
+        "replays every chance outcome (docs/referee.md).",
+    )
+    attempt: int = Field(default=1, description="Which attempt at the match this record ends (1 first).")
+    repaired: str | None = Field(
+        default=None, description="What the referee changed so the record could be stored, if anything."
     )
 
 
@@ -232,10 +327,15 @@ class MatchEvent(Message):
     fault: FaultRecord | None = None
     observation: str | None = Field(default=None, description="Public view of the state after this event.")
     record: MatchRecord | None = Field(default=None, description="`ended` only: the full record.")
+    attempt: int = Field(
+        default=1,
+        description="The attempt at the match this event belongs to; events of a lower attempt than a "
+        "later `started` belong to an aborted attempt and are void.",
+    )
 
 
 class FaultPolicy(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(**{**WIRE, "extra": "forbid"})
     kind: Literal["forfeit", "retry", "random"] = "forfeit"
     retries: int = Field(default=2, ge=0, description="`retry`: extra attempts before forfeiting.")
 
@@ -252,6 +352,22 @@ class MatchSpec(Message):
     deadline_ms: int = 10_000
     policy: FaultPolicy = Field(default_factory=FaultPolicy)
     max_turns: int = Field(default=2_000, description="A match that reaches this many turns ends as a draw.")
+    secret: str | None = Field(
+        default=None,
+        description="Seeds the match's chance outcomes; random per match, known to referees only "
+        "(a referee draws one when absent). `seed` alone never decides chance.",
+    )
+
+    @field_validator("match_id", "tournament")
+    @classmethod
+    def _token(cls, v: str, info: ValidationInfo) -> str:
+        return check_token(v, info.field_name or "name")
+
+    @field_validator("seats")
+    @classmethod
+    def _seat_tokens(cls, v: list[str]) -> list[str]:
+        # Seat names become subject tokens (`<prefix>.turn.<seat>`): refuse them here, not mid-match.
+        return [check_token(s, "seat name") for s in v]
 
 
 AnyMessage = Annotated[

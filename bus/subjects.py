@@ -10,10 +10,15 @@ SCHEDULE_STREAM = "SPIELBUS_SCHEDULE"
 MATCH_EVENTS = ("started", "moved", "forfeit", "ended")
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
+# Tokens become subjects, service names, file and folder names: keep them well under every limit
+# (a 5,000-character agent name used to hang the NATS connection).
+MAX_TOKEN = 128
 
 
-def check_token(value: str, what: str = "name") -> str:
+def check_token(value: str, what: str = "name", max_len: int = MAX_TOKEN) -> str:
     """Agent names and match ids become subject tokens: no dots, spaces or wildcards."""
+    if len(value) > max_len:
+        raise ValueError(f"{what} is {len(value)} characters long; at most {max_len} are allowed")
     if not _TOKEN.match(value):
         raise ValueError(f"{what} {value!r} may hold only letters, digits, '_' and '-'")
     return value

@@ -3,6 +3,9 @@
 Our games register with `pyspiel.register_game` when `games.word` and `games.cwm` are imported;
 `load_game` imports them first so that every caller sees the same catalogue.
 Loaded games are cached per spec: pyspiel games are immutable and shareable.
+A first load can take a while (Ghost reads and indexes a word list: about half a
+second), so async callers use `load_game_async`: a cached game returns at once,
+a first load runs in a worker thread instead of blocking every match on the loop.
 
 Chess takes a `fen` parameter (a start position), which open_spiel 2.0.2's chess
 lacks: the game is loaded without it and `initial_state(game)` (used by `replay`
@@ -11,9 +14,10 @@ and the referee) starts from the FEN; see games/chess/position.py.
 
 from __future__ import annotations
 
-import functools
+import asyncio
 import importlib
 import re
+import threading
 
 import pyspiel
 
@@ -77,8 +81,13 @@ def _to_pyspiel_params(params: dict[str, bool | int | float | str]) -> dict[str,
     return dict(params)
 
 
-@functools.lru_cache(maxsize=256)
-def _load(name: str, frozen_params: tuple[tuple[str, object], ...]) -> pyspiel.Game:
+_Key = tuple[str, tuple[tuple[str, object], ...]]
+_MAX_CACHED = 256
+_cache: dict[_Key, pyspiel.Game] = {}
+_load_lock = threading.Lock()  # one load at a time: loads in worker threads must not race
+
+
+def _load_uncached(name: str, frozen_params: tuple[tuple[str, object], ...]) -> pyspiel.Game:
     register_our_games()
     if name not in pyspiel.registered_names():
         raise GameSpecError(f"unknown game {name!r}; `spielbus games` lists what can be played")
@@ -92,10 +101,35 @@ def _load(name: str, frozen_params: tuple[tuple[str, object], ...]) -> pyspiel.G
         raise GameSpecError(f"cannot load {name} with {dict(frozen_params)}: {exc}") from exc
 
 
+def _key(spec: GameSpec) -> _Key:
+    return spec.name, tuple(sorted(spec.params.items()))
+
+
 def load_game(spec: GameSpec | str) -> pyspiel.Game:
     if isinstance(spec, str):
         spec = parse_spec(spec)
-    return _load(spec.name, tuple(sorted(spec.params.items())))
+    key = _key(spec)
+    game = _cache.get(key)
+    if game is not None:
+        return game
+    with _load_lock:
+        game = _cache.get(key)
+        if game is None:
+            game = _load_uncached(*key)
+            while len(_cache) >= _MAX_CACHED:
+                _cache.pop(next(iter(_cache)))
+            _cache[key] = game
+    return game
+
+
+async def load_game_async(spec: GameSpec | str) -> pyspiel.Game:
+    """`load_game` for the event loop: a cached game at once, a first load in a worker thread."""
+    if isinstance(spec, str):
+        spec = parse_spec(spec)
+    game = _cache.get(_key(spec))
+    if game is not None:
+        return game
+    return await asyncio.to_thread(load_game, spec)
 
 
 def game_names() -> list[str]:

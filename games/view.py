@@ -15,6 +15,7 @@ imperfect-information games it holds every private card.
 from __future__ import annotations
 
 import inspect
+import time
 
 import pyspiel
 
@@ -61,7 +62,17 @@ def action_text(state: pyspiel.State, player: int, action: int) -> str:
 
 
 def legal_actions(state: pyspiel.State, seat: int) -> list[LegalAction]:
-    return [LegalAction(id=a, text=action_text(state, seat, a)) for a in state.legal_actions(seat)]
+    """Every legal action of `seat` with its text. A game may offer `legal_action_texts(seat)`
+    (ids and texts in one call, e.g. Word chain's thousands of words) instead of one
+    `action_to_string` round trip through pyspiel per action. Built unvalidated: ids and texts
+    come from the game itself, not from the wire."""
+    bulk = getattr(state, "legal_action_texts", None)
+    pairs = (
+        bulk(seat)
+        if bulk is not None
+        else [(a, action_text(state, seat, a)) for a in state.legal_actions(seat)]
+    )
+    return [LegalAction.model_construct(id=a, text=t) for a, t in pairs]
 
 
 def _apply(state: pyspiel.State, player: int, action: int, joint: list[int] | None) -> pyspiel.State:
@@ -149,6 +160,8 @@ def build_turn(
         state=list(state.history()) if perfect else None,
         rules=rules,
         retry=retry,
+        # Built right before it is sent: lets an agent count its deadline from the referee's clock.
+        sent_at=time.time(),
     )
 
 

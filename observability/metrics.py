@@ -80,12 +80,35 @@ class _Live:
     counted_faults: int = 0
 
 
+class _ScrapeHook:
+    """A collector with no families: runs `RefereeMetrics.before_scrape` at each scrape."""
+
+    def __init__(self, metrics: RefereeMetrics) -> None:
+        self.metrics = metrics
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> Iterable[Metric]:
+        hook = self.metrics.before_scrape
+        if hook is not None:
+            try:
+                hook()
+            except Exception:
+                log.warning("metrics: the scrape hook failed", exc_info=True)
+        return []
+
+
 class RefereeMetrics:
     """The referee's metric families on one registry (a fresh one unless given)."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        # Called at each scrape before any family is read (registered first: the registry
+        # collects in registration order). Never raises into the scrape.
+        self.before_scrape: Callable[[], None] | None = None
+        r.register(_ScrapeHook(self))  # type: ignore[arg-type]
         self.turn_latency = Histogram(
             "spielbus_turn_latency_seconds",
             "Turn latency as the referee measures it: request sent to reply received.",
@@ -196,7 +219,13 @@ class RefereeMetrics:
 # -- serving ----------------------------------------------------------------------------------
 
 
-def port_free(port: int, host: str = "0.0.0.0") -> bool:
+def url_host(host: str) -> str:
+    """The host part of a URL for a listening address, as bound: `0.0.0.0` stays (every interface)."""
+    host = host or "0.0.0.0"
+    return f"[{host}]" if ":" in host else host
+
+
+def port_free(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -213,10 +242,11 @@ class MetricsServer:
     port: int
     server: WSGIServer
     thread: threading.Thread
+    host: str = "127.0.0.1"
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/metrics"
+        return f"http://{url_host(self.host)}:{self.port}/metrics"
 
     def stop(self) -> None:
         with contextlib.suppress(Exception):
@@ -225,7 +255,7 @@ class MetricsServer:
 
 
 def serve_metrics(
-    registry: CollectorRegistry, port: int, *, host: str = "0.0.0.0", fallback: bool = False
+    registry: CollectorRegistry, port: int, *, host: str = "127.0.0.1", fallback: bool = False
 ) -> MetricsServer:
     """Serve `registry` on `port` (0: any free port). With `fallback`, a busy port falls back to a
     free one instead of failing (what `spielbus run` does; a service keeps its fixed port)."""
@@ -233,7 +263,7 @@ def serve_metrics(
         log.info("metrics port %s is busy; using a free one", port)
         port = 0
     server, thread = start_http_server(port, addr=host, registry=registry)
-    return MetricsServer(port=int(server.server_port), server=server, thread=thread)
+    return MetricsServer(port=int(server.server_port), server=server, thread=thread, host=host)
 
 
 class MergedCollector:

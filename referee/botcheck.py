@@ -1,7 +1,11 @@
 """`spielbus bot-check NAME`: a conformance run against a bot that is already on the bus.
 
-Each check is judged exactly as the referee judges a real match (same `Move` model,
-same legality rule), and each failure names its reason:
+Each check is judged exactly as the referee judges a real match (the same
+`bus.replies.check_reply`, strict validation included, and the same legality rule), and
+each reply and each match record also goes through the collector's path (`record_problem`:
+serialized as the `ended` event and read back with the collector's model), so a bot whose
+replies the collector would refuse (a `NaN` policy, say) fails here rather than hanging a
+tournament. Each failure names its reason:
 
 1. discovery: `$SRV.PING.<name>` and `$SRV.INFO.<name>` answer; an endpoint listens on
    `<prefix>.turn.<name>` in queue group `<name>`;
@@ -12,8 +16,9 @@ same legality rule), and each failure names its reason:
 6. games: one full match per game, the bot in every seat, with no fault;
 7. concurrency: `concurrency` matches at once, the bot in every seat, with no fault.
 
-The bot plays itself, so the check needs no second agent and runs with the referee's
-credentials alone (`--auth` accounts allow the referee to ask any agent). Limits: the
+The bot plays itself, so the check needs no second agent. With accounts it runs as the
+bot's own `botcheck-<name>` user, which may ask and notify that one bot and nothing else
+(never the referee's login: that one can publish match events). Limits: the
 checks probe behaviour, not strength; a bot that answers only some games it does not
 claim (metadata `games`) fails the game checks for those games.
 """
@@ -30,12 +35,23 @@ import nats.errors
 from nats.aio.client import Client as NATS
 from pydantic import BaseModel, ValidationError
 
-from bus.protocol import FaultPolicy, GameSpec, MatchEnded, MatchSpec, MatchStarted, Move, Turn
+from bus.protocol import (
+    FaultPolicy,
+    GameSpec,
+    MatchEnded,
+    MatchEvent,
+    MatchRecord,
+    MatchSpec,
+    MatchStarted,
+    MoveRecord,
+    Turn,
+)
+from bus.replies import check_reply
 from bus.subjects import Subjects
 from games.loader import load_game, parse_spec
 from games.rules import rules_text
 from games.view import SeatHistory, build_turn, match_action
-from referee.match import MAX_REPLY_BYTES, MatchRunner
+from referee.match import MatchRunner
 
 DEFAULT_GAMES = ("tic_tac_toe", "connect_four", "kuhn_poker", "liars_dice")
 TOURNAMENT = "bot-check"
@@ -93,23 +109,69 @@ async def ask(nc: NATS, subject: str, payload: bytes, turn: Turn) -> tuple[bool,
     except (nats.errors.TimeoutError, TimeoutError):
         return False, f"timeout: no reply within {turn.deadline_ms} ms", float(turn.deadline_ms)
     latency = (loop.time() - t0) * 1000
-    headers = msg.headers or {}
-    if "Nats-Service-Error" in headers or "Nats-Service-Error-Code" in headers:
-        return False, f"error: the bot answered a service error: {headers.get('Nats-Service-Error')}", latency
-    if len(msg.data) > MAX_REPLY_BYTES:
-        return False, f"malformed: reply of {len(msg.data)} bytes exceeds {MAX_REPLY_BYTES}", latency
-    try:
-        move = Move.model_validate_json(msg.data)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(p) for p in err.get("loc", ())) or "top level"
-        return False, f"malformed: {err.get('msg')} at {where}"[:300], latency
-    if move.match_id != turn.match_id or move.turn != turn.turn:
-        return False, f"malformed: reply names match {move.match_id!r} turn {move.turn}", latency
+    move, reason, detail = check_reply(turn, msg.data, msg.headers)
+    if move is None:
+        return False, f"{reason}: {detail}", latency
     if match_action(turn.legal_actions, move.action, move.action_text) is None:
         named = f"id {move.action}" if move.action is not None else f"text {move.action_text!r}"
         return False, f"illegal: {named} is not a legal action", latency
+    problem = record_problem(
+        MatchRecord(
+            match_id=turn.match_id,
+            tournament=TOURNAMENT,
+            game=turn.game,
+            seats=turn.seats,
+            seed=0,
+            moves=[
+                MoveRecord(
+                    turn=turn.turn,
+                    player=turn.seat,
+                    action=move.action if move.action is not None else -1,
+                    text=move.action_text or "",
+                    agent=turn.seats[turn.seat],
+                    latency_ms=round(latency, 3),
+                    usage=move.usage,
+                    stats=move.stats,
+                    note=move.note,
+                    policy=move.policy,
+                )
+            ],
+        )
+    )
+    if problem:
+        return False, problem, latency
     return True, f"legal move in {latency:.0f} ms (deadline {turn.deadline_ms} ms)", latency
+
+
+def record_problem(record: MatchRecord) -> str | None:
+    """Why the collector would refuse this record, or None: the record path, end to end.
+
+    The referee publishes `ended` as `MatchEvent.model_dump_json(exclude_none=True)` and the
+    collector reads it back with `MatchEvent.model_validate_json`; a record that does not
+    survive that trip (a non-finite number in a policy, say) would never be stored.
+    """
+    event = MatchEvent(
+        type="ended",
+        match_id=record.match_id,
+        tournament=record.tournament,
+        game=record.game,
+        seats=record.seats,
+        record=record,
+    )
+    try:
+        data = event.model_dump_json(exclude_none=True).encode()
+        back = MatchEvent.model_validate_json(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first.get("loc", ())) or "top level"
+        return f"record refused by the collector: {first.get('msg')} at {where}"[:300]
+    except ValueError as exc:  # serialization refused (e.g. a value JSON cannot hold)
+        return f"record cannot be serialized: {exc}"[:300]
+    if back.record is None or back.record.model_dump(exclude_none=True) != record.model_dump(
+        exclude_none=True
+    ):
+        return "record changed on its way through the collector"
+    return None
 
 
 class BotChecker:
@@ -238,6 +300,9 @@ class BotChecker:
             max_turns=self.opts.max_turns,
         )
         record = await MatchRunner(self.nc, spec, subjects=self.subjects).run()
+        problem = record_problem(record)
+        if problem:
+            return False, problem
         if record.faults:
             f = record.faults[0]
             return False, f"{f.reason} at turn {f.turn}: {f.detail}"

@@ -4,6 +4,7 @@
     openings = ["e4 e5 Nf3", "<FEN>"]   # chess only: each opening with both colour assignments
     format = "round_robin"        # round_robin | gauntlet
     games_per_pairing = 4         # per pairing and per seat order
+    max_matches = 100000          # refuse larger schedules (the error says what they would cost)
     concurrency = 4
     deadline_ms = 5000
     seed = 1
@@ -36,6 +37,7 @@ match (seeded).
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from pathlib import Path
@@ -97,6 +99,12 @@ class TournamentConfig(BaseModel):
     games: list[GameSpec] = Field(min_length=1)
     agents: dict[str, AgentConfig] = Field(min_length=1)
     games_per_pairing: int = Field(default=2, ge=1)
+    max_matches: int = Field(
+        default=100_000,
+        ge=1,
+        description="refuse a schedule of more matches than this (raise it knowingly: every match's spec "
+        "is queued on the bus and its record kept)",
+    )
     both_seat_orders: bool = True
     concurrency: int = Field(default=4, ge=1, le=1024)
     deadline_ms: int = Field(default=10_000, ge=10)
@@ -115,7 +123,8 @@ class TournamentConfig(BaseModel):
     @field_validator("name")
     @classmethod
     def _name(cls, v: str) -> str:
-        return check_token(v, "tournament name")
+        # The match ids (name, start time, number) must stay valid subject tokens.
+        return check_token(v, "tournament name", max_len=64)
 
     @field_validator("games", mode="before")
     @classmethod
@@ -132,7 +141,7 @@ class TournamentConfig(BaseModel):
     @classmethod
     def _agent_names(cls, v: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
         for name in v:
-            check_token(name, "agent name")
+            check_token(name, "agent name", max_len=64)
         return v
 
     @model_validator(mode="after")
@@ -161,6 +170,39 @@ class TournamentConfig(BaseModel):
             if unknown:
                 raise ValueError(f"champions {unknown} are not among the agents {sorted(self.agents)}")
         return self
+
+
+def match_count(config: TournamentConfig, players: list[int]) -> int:
+    """How many matches `config` schedules, given each game's number of players (no list built)."""
+    agents = len(config.agents)
+    total = 0
+    for n in players:
+        if n == 2 and config.format == "gauntlet":
+            champions = len(config.champions)
+            groups = champions * (agents - champions) + math.comb(champions, 2)
+        else:
+            groups = math.comb(agents, n)
+        orders = 2 if n == 2 and config.both_seat_orders else 1
+        total += groups * orders * config.games_per_pairing
+    return total
+
+
+# Rough cost per match of a run: its spec on the work queue and its record kept by the run.
+SPEC_BYTES = 600
+RECORD_BYTES = 40_000
+
+
+def check_schedule_size(config: TournamentConfig, players: list[int]) -> int:
+    """The schedule's size, or a ConfigError when it exceeds `max_matches`, saying what it would cost."""
+    n = match_count(config, players)
+    if n > config.max_matches:
+        raise ConfigError(
+            f"the schedule has {n:,} matches (games_per_pairing = {config.games_per_pairing:,}), more than "
+            f"max_matches = {config.max_matches:,}: about {n * SPEC_BYTES / 1e6:,.0f} MB of match specs "
+            f"before the first match and {n * RECORD_BYTES / 1e9:,.1f} GB of records by the end. "
+            "Lower games_per_pairing, or raise max_matches if you mean it."
+        )
+    return n
 
 
 def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:

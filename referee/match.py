@@ -12,8 +12,23 @@ here, and every way it can be wrong becomes a `FaultRecord`:
 
 The policy then decides: `forfeit` ends the match against the seat, `retry` asks
 again with the reason (up to `retries` times, then forfeits), `random` plays a
-uniformly random legal action for the seat. Whatever happens, `run()` returns a
-complete `MatchRecord`; an internal error becomes outcome `error`, never an exception.
+uniformly random legal action for the seat. An internal error becomes outcome
+`error`, never an exception.
+
+Faults of the referee or the bus are never an agent's: a request that fails
+because this referee lost its NATS connection raises `MatchAborted` (the worker
+hands the spec back to the work queue and another attempt replays the match), and
+a deadline timer that fired late because this referee's event loop stalled asks
+the turn again instead of recording a `timeout`. The rule for lateness is the
+timer's: a reply the referee has received before its timer fired is in time,
+whatever the measured latency (which includes the referee's own lag) says.
+`no_responder` is asked again with backoff until the turn's deadline runs out
+(an agent restarting, or reconnecting after a NATS restart, is not absent).
+
+Chance comes from `random.Random(f"{secret}/{attempt}")`: the secret is drawn with
+`secrets` per match (by the submitter, or here when the spec has none), never sent
+to an agent, and written to the record only when the match ends; a spec carrying a
+record's `secret`, played as its `attempt`, deals the same chance outcomes again.
 """
 
 from __future__ import annotations
@@ -21,13 +36,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 
 import nats.errors
 import pyspiel
 from nats.aio.client import Client as NATS
-from pydantic import ValidationError
 
 from bus.protocol import (
     FaultReason,
@@ -42,23 +57,55 @@ from bus.protocol import (
     Provenance,
     Turn,
 )
+from bus.replies import MAX_REPLY_BYTES as MAX_REPLY_BYTES  # re-exported: tests and tools read it here
+from bus.replies import check_reply
 from bus.subjects import Subjects
-from games.loader import GameSpecError, initial_state, load_game
+from games.loader import GameSpecError, initial_state, load_game_async
 from games.rules import rules_text
 from games.view import SeatHistory, action_text, build_turn, legal_actions, match_action, public_observation
 from referee.outcome import ranks_from_returns
+from referee.presence import Presence
+from referee.records import repair_record
 
 log = logging.getLogger(__name__)
 
-# Replies larger than this are refused unread: no legal move needs more.
-MAX_REPLY_BYTES = 64 * 1024
-
 EventSink = Callable[[MatchEvent], Awaitable[None]]
+
+# A deadline timer that fires this much later than asked means the referee's loop stalled.
+LAG_TOLERANCE_S = 0.25
+# How often one turn is asked again because of the referee's own lag before the attempt is aborted.
+MAX_LAG_REASKS = 2
+# Backoff between `no_responder` retries: from the first to the cap, doubling.
+NO_RESPONDER_BACKOFF_S = (0.05, 1.0)
+
+# Connection-level failures of a request: the bus's fault, never the agent's.
+BUS_ERRORS: tuple[type[BaseException], ...] = (
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.ConnectionDrainingError,
+    nats.errors.StaleConnectionError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.NoServersError,
+)
+
+
+class MatchAborted(Exception):
+    """The referee or the bus failed this attempt: no seat is to blame, the match is to be replayed."""
 
 
 class _Forfeit(Exception):
     def __init__(self, seat: int) -> None:
         self.seat = seat
+
+
+class _RefereeLag(Exception):
+    def __init__(self, late_s: float) -> None:
+        self.late_s = late_s
+
+
+def chance_rng(secret: str, attempt: int) -> random.Random:
+    """The RNG of a match's chance outcomes (and of moves the `random` policy plays for a seat)."""
+    return random.Random(f"{secret}/{attempt}")
 
 
 class MatchRunner:
@@ -70,12 +117,17 @@ class MatchRunner:
         subjects: Subjects | None = None,
         publish_event: EventSink | None = None,
         provenance: list[Provenance] | None = None,
+        attempt: int = 1,
+        presence: Presence | None = None,
     ) -> None:
         self.nc = nc
         self.spec = spec
         self.subjects = subjects or Subjects()
         self.publish_event = publish_event
-        self.rng = random.Random(spec.seed)
+        self.attempt = attempt
+        self.presence = presence
+        self.secret = spec.secret or secrets.token_hex(16)
+        self.rng = chance_rng(self.secret, attempt)
         self.turn_no = 0
         self.record = MatchRecord(
             match_id=spec.match_id,
@@ -84,24 +136,28 @@ class MatchRunner:
             seats=list(spec.seats),
             seed=spec.seed,
             provenance=provenance or [],
+            attempt=attempt,
         )
         self._rules_sent: set[int] = set()
 
     # -- events -------------------------------------------------------------------------------
 
-    async def _emit(self, kind: str, **fields: object) -> None:
-        if self.publish_event is None:
-            return
-        event = MatchEvent(
+    def _event(self, kind: str, **fields: object) -> MatchEvent:
+        return MatchEvent(
             type=kind,  # type: ignore[arg-type]
             match_id=self.spec.match_id,
             tournament=self.spec.tournament,
             game=self.spec.game,
             seats=self.spec.seats,
+            attempt=self.attempt,
             **fields,  # type: ignore[arg-type]
         )
+
+    async def _emit(self, kind: str, **fields: object) -> None:
+        if self.publish_event is None:
+            return
         try:
-            await self.publish_event(event)
+            await self.publish_event(self._event(kind, **fields))
         except Exception:
             # A lost spectator event must not cost the match; the record still has everything.
             log.warning("match %s: could not publish %s event", self.spec.match_id, kind, exc_info=True)
@@ -114,48 +170,74 @@ class MatchRunner:
 
     # -- asking a seat ------------------------------------------------------------------------
 
+    def _bus_epoch(self) -> tuple[int, bool]:
+        return int(self.nc.stats.get("reconnects", 0)), bool(self.nc.is_connected)
+
+    def _bus_failed_since(self, epoch: tuple[int, bool]) -> bool:
+        """The connection dropped (or was replaced) since `epoch` was taken."""
+        now = self._bus_epoch()
+        return now[0] != epoch[0] or not now[1] or self.nc.is_closed
+
     async def _request(self, turn: Turn, agent: str) -> tuple[Move | None, FaultReason | None, str, float]:
-        """One request. Returns (move, fault reason, detail, latency in ms)."""
+        """One decision's request. Returns (move, fault reason, detail, latency in ms).
+
+        Raises `MatchAborted` for the bus's faults and `_RefereeLag` when the deadline timer
+        fired late because this referee stalled."""
         payload = turn.model_dump_json(exclude_none=True).encode()
+        subject = self.subjects.turn(agent)
         loop = asyncio.get_running_loop()
-        t0 = loop.time()
-        try:
-            msg = await self.nc.request(
-                self.subjects.turn(agent), payload, timeout=self.spec.deadline_ms / 1000
-            )
-        except nats.errors.NoRespondersError:
-            return None, "no_responder", f"no agent listens on {self.subjects.turn(agent)}", 0.0
-        except (nats.errors.TimeoutError, TimeoutError):
-            return None, "timeout", f"no reply within {self.spec.deadline_ms} ms", self.spec.deadline_ms
-        except nats.errors.MaxPayloadError as exc:
-            return None, "error", f"request too large for the server: {exc}", 0.0
+        deadline_s = self.spec.deadline_ms / 1000
+        end = loop.time() + deadline_s
+        backoff, cap = NO_RESPONDER_BACKOFF_S
+        asked = 0
+        while True:
+            epoch = self._bus_epoch()
+            t0 = loop.time()
+            timeout = max(end - t0, 0.001)
+            try:
+                msg = await self.nc.request(subject, payload, timeout=timeout)
+            except nats.errors.NoRespondersError:
+                asked += 1
+                if self._bus_failed_since(epoch):
+                    raise MatchAborted(f"NATS connection lost while asking {agent}") from None
+                now = loop.time()
+                if now + backoff >= end:
+                    if self.presence is None or not self.presence.wait_for(agent):
+                        return (
+                            None,
+                            "no_responder",
+                            f"no agent listens on {subject} "
+                            f"(asked {asked} times over {self.spec.deadline_ms} ms)",
+                            0.0,
+                        )
+                    # A known-absent agent within the presence limit: wait for it, not for its deadline.
+                    end = now + backoff + deadline_s
+                    self.presence.waiters[agent] += 1
+                    try:
+                        await asyncio.sleep(backoff)
+                    finally:
+                        self.presence.waiters[agent] -= 1
+                else:
+                    await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, cap)
+                continue
+            except (nats.errors.TimeoutError, TimeoutError):
+                if self._bus_failed_since(epoch):
+                    raise MatchAborted(f"NATS connection lost while waiting for {agent}") from None
+                late = loop.time() - t0 - timeout
+                if late > LAG_TOLERANCE_S:
+                    raise _RefereeLag(late) from None
+                return None, "timeout", f"no reply within {self.spec.deadline_ms} ms", self.spec.deadline_ms
+            except nats.errors.MaxPayloadError as exc:
+                return None, "error", f"request too large for the server: {exc}", 0.0
+            except BUS_ERRORS as exc:
+                raise MatchAborted(f"NATS connection failed while asking {agent}: {exc!r}") from exc
+            break
+        if self.presence is not None:
+            self.presence.mark_present(agent)
         latency = (loop.time() - t0) * 1000
-        headers = msg.headers or {}
-        if "Nats-Service-Error-Code" in headers or "Nats-Service-Error" in headers:
-            detail = headers.get("Nats-Service-Error", "") or headers.get("Nats-Service-Error-Code", "")
-            return None, "error", f"agent error: {detail}"[:300], latency
-        if len(msg.data) > MAX_REPLY_BYTES:
-            return None, "malformed", f"reply of {len(msg.data)} bytes exceeds {MAX_REPLY_BYTES}", latency
-        try:
-            move = Move.model_validate_json(msg.data)
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first.get("loc", ()))
-            return (
-                None,
-                "malformed",
-                f"{first.get('msg', 'invalid')} at {where or 'top level'}"[:300],
-                latency,
-            )
-        if move.match_id != turn.match_id or move.turn != turn.turn:
-            return (
-                None,
-                "malformed",
-                f"reply is for match {move.match_id!r} turn {move.turn}, "
-                f"expected {turn.match_id!r} turn {turn.turn}",
-                latency,
-            )
-        return move, None, "", latency
+        move, reason, detail = check_reply(turn, msg.data, msg.headers)
+        return move, reason, detail, latency
 
     def _move_record(
         self, state: pyspiel.State, seat: int, action: int, latency: float, **fields: object
@@ -176,6 +258,7 @@ class MatchRunner:
         policy = self.spec.policy
         retry_reason: str | None = None
         attempts = 0
+        lag_reasks = 0
         legal = legal_actions(state, seat)
         while True:
             attempts += 1
@@ -196,7 +279,21 @@ class MatchRunner:
                 retry=retry_reason,
                 legal=legal,
             )
-            move, reason, detail, latency = await self._request(turn, agent)
+            try:
+                move, reason, detail, latency = await self._request(turn, agent)
+            except _RefereeLag as lag:
+                # Our own stall, not the agent's slowness: ask the same decision again (new turn counter).
+                lag_reasks += 1
+                log.warning(
+                    "match %s: deadline timer fired %.0f ms late (referee stalled); asking %s again",
+                    self.spec.match_id,
+                    lag.late_s * 1000,
+                    agent,
+                )
+                if lag_reasks > MAX_LAG_REASKS:
+                    raise MatchAborted(f"referee stalled {lag_reasks} times on one turn") from None
+                attempts -= 1
+                continue
             if move is not None:
                 self._rules_sent.add(seat)
                 action = match_action(legal, move.action, move.action_text)
@@ -234,9 +331,13 @@ class MatchRunner:
     # -- the match ----------------------------------------------------------------------------
 
     async def run(self) -> MatchRecord:
+        """Play the match and publish its `ended` event. Raises `MatchAborted` when the bus or the
+        referee failed the attempt, or the `ended` event could not be stored: the caller replays."""
         self.record.started_at = time.time()
         try:
             await self._run()
+        except MatchAborted:
+            raise
         except Exception as exc:
             log.exception("match %s failed inside the referee", self.spec.match_id)
             self.record.outcome = "error"
@@ -245,6 +346,14 @@ class MatchRunner:
             self.record.returns = self.record.returns or [0.0] * n
             self.record.ranks = self.record.ranks or [1] * n
         self.record.ended_at = time.time()
+        # Revealed only now: the match is over, nothing private is left to protect.
+        self.record.secret = self.secret
+        self.record = repair_record(self.record)
+        if self.publish_event is not None:
+            try:
+                await self.publish_event(self._event("ended", record=self.record))
+            except Exception as exc:
+                raise MatchAborted(f"the ended event was not stored: {exc!r}") from exc
         for seat, agent in enumerate(self.spec.seats):
             await self._notify(
                 MatchEnded(
@@ -255,13 +364,12 @@ class MatchRunner:
                 ),
                 agent,
             )
-        await self._emit("ended", record=self.record)
         return self.record
 
     async def _run(self) -> None:
         spec = self.spec
         try:
-            game = load_game(spec.game)
+            game = await load_game_async(spec.game)
         except GameSpecError as exc:
             raise RuntimeError(str(exc)) from exc
         n = game.num_players()
@@ -304,6 +412,9 @@ class MatchRunner:
     async def _simultaneous(self, state: pyspiel.State, n: int) -> None:
         seats = [p for p in range(n) if state.legal_actions(p)]
         results = await asyncio.gather(*(self._ask(state, p) for p in seats), return_exceptions=True)
+        for r in results:
+            if isinstance(r, MatchAborted):
+                raise r
         forfeits = [r for r in results if isinstance(r, _Forfeit)]
         if forfeits:
             raise forfeits[0]

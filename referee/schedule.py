@@ -4,36 +4,41 @@ Two-player games: every pairing (round robin) or every challenger against every
 champion (gauntlet), `games_per_pairing` matches per seat order, both orders by
 default. Games of N > 2 players: every group of N agents (a single group when
 there are exactly N), `games_per_pairing` matches each, seat order shuffled per
-match by the tournament's seeded RNG. Each match gets its own seed. Chess with an
-opening set (`openings`): every opening, both colour assignments, per pairing,
-through the game's `fen` parameter.
+match by the tournament's seeded RNG. Each match gets its own seed, and its own
+chance secret drawn with `secrets` (never from the tournament's seed: anyone who
+knows the file could otherwise predict every hidden card; docs/referee.md). Chess
+with an opening set (`openings`): every opening, both colour assignments, per
+pairing, through the game's `fen` parameter.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+import secrets
 
 from bus.protocol import MatchSpec
-from games.loader import GameSpecError, load_game
-from referee.config import ConfigError, TournamentConfig
+from games.loader import GameSpecError
+from games.probe import check_game
+from referee.config import ConfigError, TournamentConfig, check_schedule_size
 
 
 def check_games(config: TournamentConfig) -> list[int]:
-    """Load every game; return their player counts. A bad game is a ConfigError naming it."""
+    """Start every game once (`games.probe`); return their player counts. A bad game, or a schedule
+    larger than `max_matches`, is a ConfigError naming it."""
     counts = []
     for i, spec in enumerate(config.games):
         try:
-            game = load_game(spec)
+            n = check_game(spec)
         except GameSpecError as exc:
             raise ConfigError(f"games[{i}] ({spec.label()}): {exc}") from exc
-        n = game.num_players()
         if n > len(config.agents):
             raise ConfigError(
                 f"games[{i}] ({spec.label()}) needs {n} players but the tournament has "
                 f"{len(config.agents)} agents"
             )
         counts.append(n)
+    check_schedule_size(config, counts)
     return counts
 
 
@@ -66,6 +71,7 @@ def build_schedule(config: TournamentConfig, tournament_id: str) -> list[MatchSp
                 deadline_ms=config.deadline_ms,
                 policy=config.policy,
                 max_turns=config.max_turns,
+                secret=secrets.token_hex(16),
             )
         )
 

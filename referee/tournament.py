@@ -1,24 +1,45 @@
 """Submitting a tournament to the referee workers and collecting its records.
 
-`submit` publishes every match spec to the `SPIELBUS_SCHEDULE` work queue (with
-the match id as `Nats-Msg-Id`, so a resubmission is deduplicated) after it has
-subscribed to the `ended` events of `SPIELBUS_MATCHES`, so no record can slip by.
-Each record is appended to the run folder's `matches.jsonl` as it arrives and
-flushed, so an interrupted run keeps every match it finished. A record seen
-twice (a redelivered spec replayed by another worker) is kept once.
+`submit_and_collect` subscribes to the `ended` events of `SPIELBUS_MATCHES` (from the
+stream's current end, by sequence number) before it publishes every match spec to the
+`SPIELBUS_SCHEDULE` work queue (with the match id as `Nats-Msg-Id`, so a resubmission is
+deduplicated), so no record can slip by. Each record is appended to the run folder's
+`matches.jsonl` as it arrives and flushed, so an interrupted run keeps every match it
+finished; `spielbus collect` rebuilds the rest from the stream.
+
+The collector never waits silently:
+
+- It keeps the first *valid* `ended` record per match id, in stream order: for a spec it
+  scheduled (the match id, tournament, game and seats agree with the spec) and carrying the
+  spec's chance secret, which only referee accounts can read from the work queue; under
+  accounts only the referee may publish match events at all. Anything else is ignored.
+- It listens to JetStream's advisories for the schedule's consumer: a spec delivered
+  `max_deliver` times without an ack (`MAX_DELIVERIES`), or terminated by a worker
+  (`MSG_TERMINATED`), has failed for good and is reported as failed.
+- A lost bus connection is caught up: after a reconnect it re-reads the stream from the
+  last sequence it saw, so no record is missed and none counted twice.
+- It gives up after an overall deadline (`deadline_s`) or when no match of the tournament
+  has made progress for `idle_s`, and reports the matches without a record.
+- A run folder it cannot write to (full disk, read-only) stops the run with `RunFolderError`;
+  the stream keeps every record.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
+import os
+import secrets
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec
@@ -27,67 +48,220 @@ from bus.subjects import Subjects
 from referee import pgn
 from referee.config import TournamentConfig
 from referee.ratings import Rating, Standing, ratings, standings
+from referee.worker import DURABLE
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IDLE_S = 600.0
+
+
+class RunFolderError(RuntimeError):
+    """The run folder cannot be written (full disk, permissions)."""
+
+
+class CollectStopped(Exception):
+    """`submit_and_collect`'s `stop` event was set (SIGINT/SIGTERM)."""
 
 
 def tournament_id(config: TournamentConfig, now: float | None = None) -> str:
-    return f"{config.name}-{time.strftime('%Y%m%d-%H%M%S', time.localtime(now or time.time()))}"
+    """`<name>-<date>-<time to the millisecond>-<6 random hex>`: two submissions never collide,
+    not even within one millisecond (the id names the run folder and prefixes every match id)."""
+    t = now or time.time()
+    ms = int((t % 1) * 1000)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(t))
+    return f"{config.name}-{stamp}{ms:03d}-{secrets.token_hex(3)}"
 
 
 class RunFolder:
-    """`<run_dir>/<tournament id>/`: matches.jsonl, standings.json, ratings.json, tournament.toml."""
+    """`<run_dir>/<tournament id>/`: matches.jsonl, standings.json, ratings.json, tournament.toml,
+    schedule.jsonl (the specs with their chance secrets: private, mode 0600)."""
 
     def __init__(self, root: str | Path, tid: str) -> None:
         self.path = Path(root) / tid
-        self.path.mkdir(parents=True, exist_ok=True)
         self.matches = self.path / "matches.jsonl"
-        self._fh = self.matches.open("a", encoding="utf-8")
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._fh = self.matches.open("a", encoding="utf-8")
+        except OSError as exc:
+            raise RunFolderError(f"cannot create the run folder {self.path}: {exc.strerror or exc}") from exc
 
     def append(self, record: MatchRecord) -> None:
-        self._fh.write(record.model_dump_json() + "\n")
-        self._fh.flush()
-        pgn.observe(self.path, record)  # chess matches also as pgn/<match id>.pgn
+        try:
+            self._fh.write(record.model_dump_json() + "\n")
+            self._fh.flush()
+            pgn.observe(self.path, record)  # chess matches also as pgn/<match id>.pgn
+        except OSError as exc:
+            raise RunFolderError(f"cannot write {self.matches}: {exc.strerror or exc}") from exc
+
+    def write_schedule(self, specs: list[MatchSpec]) -> None:
+        path = self.path / "schedule.jsonl"
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                for s in specs:
+                    fh.write(s.model_dump_json() + "\n")
+        except OSError as exc:
+            raise RunFolderError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+    def read_schedule(self) -> list[MatchSpec] | None:
+        path = self.path / "schedule.jsonl"
+        if not path.exists():
+            return None
+        return [MatchSpec.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def rewrite(self, records: list[MatchRecord]) -> None:
+        """Replace matches.jsonl with exactly these records (atomically)."""
+        tmp = self.matches.with_suffix(".jsonl.tmp")
+        try:
+            with tmp.open("w", encoding="utf-8") as fh:
+                for r in records:
+                    fh.write(r.model_dump_json() + "\n")
+            os.replace(tmp, self.matches)
+        except OSError as exc:
+            raise RunFolderError(f"cannot write {self.matches}: {exc.strerror or exc}") from exc
 
     def write_summary(self, table: list[Standing], rates: list[Rating], extra: dict[str, object]) -> None:
-        (self.path / "standings.json").write_text(
-            json.dumps([s.model_dump() for s in table], indent=2), encoding="utf-8"
-        )
-        (self.path / "ratings.json").write_text(
-            json.dumps([r.model_dump() for r in rates], indent=2), encoding="utf-8"
-        )
-        (self.path / "summary.json").write_text(json.dumps(extra, indent=2, default=str), encoding="utf-8")
+        try:
+            (self.path / "standings.json").write_text(
+                json.dumps([s.model_dump() for s in table], indent=2), encoding="utf-8"
+            )
+            (self.path / "ratings.json").write_text(
+                json.dumps([r.model_dump() for r in rates], indent=2), encoding="utf-8"
+            )
+            (self.path / "summary.json").write_text(
+                json.dumps(extra, indent=2, default=str), encoding="utf-8"
+            )
+        except OSError as exc:
+            raise RunFolderError(f"cannot write the summary in {self.path}: {exc.strerror or exc}") from exc
 
     def close(self) -> None:
-        self._fh.close()
+        with contextlib.suppress(OSError):
+            self._fh.close()
 
 
+def record_problem(spec: MatchSpec, event: MatchEvent) -> str | None:
+    """Why `event` is not a valid final record of `spec` (None: it is)."""
+    rec = event.record
+    if event.type != "ended" or rec is None:
+        return "not an ended event with a record"
+    if rec.match_id != spec.match_id or event.match_id != spec.match_id:
+        return "match id differs from the spec"
+    if rec.tournament != spec.tournament or list(rec.seats) != list(spec.seats):
+        return "tournament or seats differ from the spec"
+    if rec.game.label() != spec.game.label():
+        return "game differs from the spec"
+    if spec.secret is not None and rec.secret != spec.secret:
+        return "chance secret differs from the spec (not played by a referee of this schedule)"
+    return None
+
+
+@dataclass
 class Collector:
-    """Receives the `ended` events of one tournament."""
+    """Receives the `ended` events of one tournament; see the module docstring."""
 
-    def __init__(self, expected: list[str], on_record: Callable[[MatchRecord], None]) -> None:
-        self.expected = set(expected)
-        self.records: dict[str, MatchRecord] = {}
-        self.on_record = on_record
+    specs: list[MatchSpec]
+    on_record: Callable[[MatchRecord], None]
+    records: dict[str, MatchRecord] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    started: set[str] = field(default_factory=set)
+    rejected: int = 0
+    error: BaseException | None = None
+    last_seq: int = 0
+    last_progress: float = field(default_factory=time.monotonic)
+
+    def __post_init__(self) -> None:
+        self.by_id = {s.match_id: s for s in self.specs}
+        self.by_schedule_seq: dict[int, str] = {}
         self.done = asyncio.Event()
-        self.started: set[str] = set()
-        if not self.expected:
+        self._check_done()
+
+    def _check_done(self) -> None:
+        if self.error is not None or len(self.records) + len(self.failed) >= len(self.by_id):
             self.done.set()
+
+    def progress(self) -> None:
+        self.last_progress = time.monotonic()
+
+    def on_event(self, event: MatchEvent, seq: int | None = None) -> None:
+        if seq is not None:
+            if seq <= self.last_seq:
+                return  # seen before a resubscription
+            self.last_seq = seq
+        spec = self.by_id.get(event.match_id)
+        if spec is None:
+            return
+        self.progress()
+        if event.type == "started":
+            self.started.add(event.match_id)
+            return
+        if event.type != "ended" or event.match_id in self.records:
+            return
+        problem = record_problem(spec, event)
+        if problem is not None:
+            self.rejected += 1
+            log.warning("ignoring an ended event for %s: %s", event.match_id, problem)
+            return
+        assert event.record is not None
+        self.records[event.match_id] = event.record
+        self.failed.pop(event.match_id, None)
+        try:
+            self.on_record(event.record)
+        except RunFolderError as exc:
+            self.error = exc
+        self._check_done()
 
     async def on_msg(self, msg: Msg) -> None:
         try:
             event = MatchEvent.model_validate_json(msg.data)
         except ValidationError:
             return
-        if event.match_id not in self.expected:
+        seq = None
+        with contextlib.suppress(Exception):
+            seq = int(msg.metadata.sequence.stream)
+        self.on_event(event, seq)
+
+    async def on_advisory(self, msg: Msg) -> None:
+        """JetStream's MAX_DELIVERIES / MSG_TERMINATED advisory for the schedule's consumer."""
+        try:
+            adv = json.loads(msg.data)
+            mid = self.by_schedule_seq.get(int(adv["stream_seq"]))
+        except (ValueError, KeyError, TypeError):
             return
-        if event.type == "started":
-            self.started.add(event.match_id)
+        if mid is None or mid in self.records:
             return
-        if event.type != "ended" or event.record is None or event.match_id in self.records:
-            return
-        self.records[event.match_id] = event.record
-        self.on_record(event.record)
-        if len(self.records) == len(self.expected):
-            self.done.set()
+        kind = str(adv.get("type", ""))
+        if "terminated" in kind:
+            reason = "the referee terminated its spec"
+        else:
+            reason = f"its spec failed {adv.get('deliveries', '?')} deliveries (JetStream max_deliver)"
+        self.failed[mid] = reason
+        log.warning("match %s failed for good: %s", mid, reason)
+        self.progress()
+        self._check_done()
+
+    def give_up(self, reason: str) -> None:
+        for mid in self.by_id:
+            if mid not in self.records and mid not in self.failed:
+                self.failed[mid] = reason
+        self._check_done()
+
+
+async def _subscribe_ended(nc: NATS, subjects: Subjects, collector: Collector, start_seq: int):  # type: ignore[no-untyped-def]
+    js = nc.jetstream()
+    return await js.subscribe(
+        subjects.match_all("ended"),
+        cb=collector.on_msg,
+        ordered_consumer=True,
+        config=ConsumerConfig(
+            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(start_seq, 1)
+        ),
+        stream=subjects.matches_stream,
+    )
+
+
+async def _stream_end(nc: NATS, stream: str) -> int:
+    info = await nc.jetstream().stream_info(stream)
+    return int(info.state.last_seq)
 
 
 async def submit_and_collect(
@@ -98,45 +272,82 @@ async def submit_and_collect(
     *,
     stall_warning: Callable[[], None] | None = None,
     stall_after: float = 15.0,
+    deadline_s: float | None = None,
+    idle_s: float | None = DEFAULT_IDLE_S,
+    collector: Collector | None = None,
+    stop: asyncio.Event | None = None,
 ) -> list[MatchRecord]:
+    """Publish `specs` and wait for their records. Failed matches are in `collector.failed`;
+    raises `RunFolderError` when a record cannot be written, `CollectStopped` when `stop` is set."""
     js = nc.jetstream()
     await ensure_streams(js, subjects)
-    collector = Collector([s.match_id for s in specs], on_record)
-    sub_end = await js.subscribe(
-        subjects.match_all("ended"),
-        cb=collector.on_msg,
-        ordered_consumer=True,
-        deliver_policy=DeliverPolicy.NEW,
-        stream=subjects.matches_stream,
-    )
+    collector = collector or Collector(specs, on_record)
+    start = await _stream_end(nc, subjects.matches_stream) + 1
+    collector.last_seq = start - 1
+    sub_end = await _subscribe_ended(nc, subjects, collector, start)
     sub_start = await nc.subscribe(subjects.match_all("started"), cb=collector.on_msg)
+    advisories = [
+        await nc.subscribe(
+            f"$JS.EVENT.ADVISORY.CONSUMER.{kind}.{subjects.schedule_stream}.{DURABLE}",
+            cb=collector.on_advisory,
+        )
+        for kind in ("MAX_DELIVERIES", "MSG_TERMINATED")
+    ]
+    reconnects = nc.stats.get("reconnects", 0)
     try:
         for spec in specs:
-            await js.publish(
+            if stop is not None and stop.is_set():
+                raise CollectStopped()
+            ack = await js.publish(
                 subjects.schedule,
                 spec.model_dump_json().encode(),
                 headers={"Nats-Msg-Id": spec.match_id},
                 timeout=10,
             )
+            collector.by_schedule_seq[int(ack.seq)] = spec.match_id
+        collector.progress()
         warned = False
-        loop = asyncio.get_running_loop()
-        t0 = loop.time()
+        t0 = time.monotonic()
         while not collector.done.is_set():
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(collector.done.wait(), timeout=1.0)
-            except TimeoutError:
-                pass
-            if (
-                not warned
-                and stall_warning is not None
-                and not collector.started
-                and loop.time() - t0 > stall_after
-            ):
+            if collector.done.is_set():
+                break
+            if stop is not None and stop.is_set():
+                raise CollectStopped()
+            if nc.is_closed:
+                raise ConnectionError(
+                    "lost the NATS connection for good; the stream keeps every record: "
+                    "`spielbus collect` completes the run folder once the bus is back"
+                )
+            now = time.monotonic()
+            if nc.stats.get("reconnects", 0) != reconnects and nc.is_connected:
+                # The bus came back: read the stream again from the last record we saw.
+                reconnects = nc.stats.get("reconnects", 0)
+                log.warning(
+                    "collector: the bus reconnected; catching up from stream sequence %d",
+                    collector.last_seq + 1,
+                )
+                with contextlib.suppress(Exception):
+                    await sub_end.unsubscribe()
+                try:
+                    sub_end = await _subscribe_ended(nc, subjects, collector, collector.last_seq + 1)
+                except Exception:
+                    log.warning("collector: catching up failed; trying again", exc_info=True)
+                    reconnects = -1
+            if deadline_s is not None and now - t0 > deadline_s:
+                collector.give_up(f"no record within the run's deadline of {deadline_s:.0f} s")
+            elif idle_s is not None and now - collector.last_progress > idle_s:
+                collector.give_up(f"no match of the tournament made progress for {idle_s:.0f} s")
+            if not warned and stall_warning is not None and not collector.started and now - t0 > stall_after:
                 stall_warning()
                 warned = True
     finally:
-        await sub_end.unsubscribe()
-        await sub_start.unsubscribe()
+        for sub in (sub_end, sub_start, *advisories):
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+    if collector.error is not None:
+        raise collector.error
     return [collector.records[s.match_id] for s in specs if s.match_id in collector.records]
 
 

@@ -1,10 +1,20 @@
 """A referee worker: pulls match specs from `SPIELBUS_SCHEDULE` and plays them.
 
 Any number of workers may pull from the same work queue, on any machine: that is
-how refereeing scales. A spec is acknowledged only after its match has ended and
-its `ended` event is stored, so a worker that dies mid-match leaves the spec to
-be redelivered (after `ack_wait`) to another worker; collectors keep the first
-record of each match id. A malformed spec is logged and terminated, never retried.
+how refereeing scales. Specs are fetched in batches of the free slots, so
+`concurrency` matches really run at once. A spec is acknowledged only after its
+match has ended and its `ended` event is stored (JetStream's publish ack); a worker
+that dies mid-match leaves the spec to be redelivered (after `ack_wait`) to another
+worker. An attempt the bus or the referee failed (`MatchAborted`: a lost
+connection, an `ended` event not stored) is handed back at once (nak) and replayed
+as the next attempt; its events carry their attempt number. `ended` is published
+with `Nats-Msg-Id: <match id>.ended`, so the stream keeps one final record per match
+even if a replay ends too; collectors keep the first valid one. A malformed spec is
+logged and terminated, never retried (the collector hears of it by advisory).
+
+`stop()` drains: no new specs are taken, matches in flight get `drain_grace_s` to
+finish, then are cancelled and handed back (nak) for another worker to replay, so
+a worker always exits promptly.
 """
 
 from __future__ import annotations
@@ -25,12 +35,15 @@ from pydantic import ValidationError
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec, Provenance, trim_record
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
-from referee.match import MatchRunner
+from referee.match import MatchAborted, MatchRunner
+from referee.presence import DEFAULT_ABSENT_LIMIT_S, Presence
 
 log = logging.getLogger(__name__)
 
 ACK_WAIT_S = 30.0
 DURABLE = "referee"
+MAX_DELIVER = 5
+DRAIN_GRACE_S = 10.0
 
 MatchObserver = Callable[[MatchRecord], Awaitable[None] | None]
 
@@ -53,7 +66,15 @@ class EventPublisher:
             event = event.model_copy(update={"record": trim_record(event.record, limit - 2048)})
             data = event.model_dump_json(exclude_none=True).encode()
         if event.type == "ended":
-            await self.js.publish(subject, data, timeout=10)
+            # Raises when the record is not stored: the match is then replayed, never lost.
+            ack = await self.js.publish(
+                subject, data, timeout=10, headers={"Nats-Msg-Id": f"{event.match_id}.ended"}
+            )
+            if ack.duplicate:
+                log.warning(
+                    "match %s: an ended record is already stored; the first one stands", event.match_id
+                )
+                return
         else:
             await self.nc.publish(subject, data)
         for listener in self.listeners:
@@ -100,7 +121,11 @@ class RefereeWorker:
         concurrency: int = 4,
         on_record: MatchObserver | None = None,
         on_event: Callable[[MatchEvent], Awaitable[None] | None] | None = None,
+        absent_limit_s: float = DEFAULT_ABSENT_LIMIT_S,
+        drain_grace_s: float = DRAIN_GRACE_S,
     ) -> None:
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
         self.nc = nc
         self.subjects = subjects or Subjects()
         self.concurrency = concurrency
@@ -109,15 +134,29 @@ class RefereeWorker:
         if on_event is not None:
             self.publisher.listeners.append(on_event)
         self.provenance = ProvenanceCache(nc)
+        self.presence = Presence(absent_limit_s)
+        self.drain_grace_s = drain_grace_s
         self.in_flight = 0
         self.played = 0
+        self.aborted = 0
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._streams_ready = False
 
-    async def play(self, spec: MatchSpec) -> MatchRecord:
+    async def play(self, spec: MatchSpec, attempt: int = 1) -> MatchRecord:
+        """Play one spec and store its record; raises `MatchAborted` if the attempt failed."""
+        if not self._streams_ready:
+            await ensure_streams(self.nc.jetstream(), self.subjects)
+            self._streams_ready = True
         provenance = [await self.provenance.get(a) for a in dict.fromkeys(spec.seats)]
         runner = MatchRunner(
-            self.nc, spec, subjects=self.subjects, publish_event=self.publisher, provenance=provenance
+            self.nc,
+            spec,
+            subjects=self.subjects,
+            publish_event=self.publisher,
+            provenance=provenance,
+            attempt=attempt,
+            presence=self.presence,
         )
         self.in_flight += 1
         try:
@@ -131,7 +170,22 @@ class RefereeWorker:
                 await res
         return record
 
+    async def _park(self, spec: MatchSpec, slots: asyncio.Semaphore) -> None:
+        """Hold a spec whose agent is known absent (without its slot) until it is back or given up."""
+        absent = self.presence.parked_by(spec.seats)
+        if not absent:
+            return
+        log.info("match %s waits for absent %s", spec.match_id, ", ".join(absent))
+        slots.release()
+        try:
+            # Polled: presence changes come from any match's turns, and the limit from the clock.
+            while self.presence.parked_by(spec.seats) and not self._stop.is_set():  # noqa: ASYNC110
+                await asyncio.sleep(0.5)
+        finally:
+            await slots.acquire()
+
     async def _handle(self, msg: Msg, slots: asyncio.Semaphore) -> None:
+        heartbeat: asyncio.Task[None] | None = None
         try:
             try:
                 spec = MatchSpec.model_validate_json(msg.data)
@@ -139,18 +193,66 @@ class RefereeWorker:
                 log.error("dropping malformed match spec: %s", exc.errors()[:1])
                 await msg.term()
                 return
+            attempt = 1
+            with contextlib.suppress(Exception):
+                attempt = max(1, int(msg.metadata.num_delivered))
+            if attempt > 1 and await self._already_ended(spec.match_id):
+                # An earlier attempt's record is stored (its ack was lost): it stands, no replay.
+                await msg.ack()
+                return
             heartbeat = asyncio.create_task(self._keep_alive(msg))
+            await self._park(spec, slots)
             try:
-                await self.play(spec)
-            finally:
-                heartbeat.cancel()
-            await msg.ack()
+                await self.play(spec, attempt)
+            except MatchAborted as exc:
+                self.aborted += 1
+                log.warning(
+                    "match %s attempt %d aborted (%s): handed back to be replayed",
+                    spec.match_id,
+                    attempt,
+                    exc,
+                )
+                # After a lost connection, wait for it to come back so the nak reaches the server;
+                # otherwise the spec would sit out the whole ack_wait before its replay.
+                await self._until_connected(ACK_WAIT_S)
+                with contextlib.suppress(Exception):
+                    await msg.nak(delay=1)
+                return
+            try:
+                await msg.ack_sync(timeout=10)
+            except Exception:
+                # The record is stored; a redelivery replays the match and its `ended` is deduplicated.
+                log.warning("match %s: spec ack not confirmed", spec.match_id, exc_info=True)
+        except asyncio.CancelledError:
+            # Drain ran out of grace: hand the spec back at once for another worker.
+            with contextlib.suppress(Exception):
+                await msg.nak()
+            raise
         except Exception:
             log.exception("referee worker: unexpected failure handling a spec")
             with contextlib.suppress(Exception):
                 await msg.nak(delay=1)
         finally:
+            if heartbeat is not None:
+                heartbeat.cancel()
             slots.release()
+
+    async def _already_ended(self, match_id: str) -> bool:
+        """Whether the stream already holds an `ended` event for `match_id` (False if unsure)."""
+        try:
+            await self.nc.jetstream().get_last_msg(
+                self.subjects.matches_stream, self.subjects.match(match_id, "ended")
+            )
+        except Exception:
+            return False
+        return True
+
+    async def _until_connected(self, limit_s: float) -> None:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + limit_s
+        # Polled: nats-py offers callbacks, not an awaitable, for "connected again".
+        while not self.nc.is_connected and not self.nc.is_closed and loop.time() < end:  # noqa: ASYNC110
+            await asyncio.sleep(0.2)
 
     async def _keep_alive(self, msg: Msg) -> None:
         while True:
@@ -158,48 +260,81 @@ class RefereeWorker:
             with contextlib.suppress(Exception):
                 await msg.in_progress()
 
+    async def _take_slots(self, slots: asyncio.Semaphore) -> int:
+        """Wait for one free slot, then take every other free one without waiting."""
+        await slots.acquire()
+        n = 1
+        while n < self.concurrency and not slots.locked():
+            await slots.acquire()
+            n += 1
+        return n
+
     async def run(self) -> None:
-        """Pull and play until `stop()`; matches in flight finish before this returns."""
+        """Pull and play until `stop()`; then drain (see the module docstring) and return."""
         js = self.nc.jetstream()
         await ensure_streams(js, self.subjects)
+        self._streams_ready = True
         sub = await js.pull_subscribe(
             self.subjects.schedule,
             durable=DURABLE,
             stream=self.subjects.schedule_stream,
-            config=ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=ACK_WAIT_S, max_deliver=5),
+            config=ConsumerConfig(
+                ack_policy=AckPolicy.EXPLICIT, ack_wait=ACK_WAIT_S, max_deliver=MAX_DELIVER
+            ),
         )
         slots = asyncio.Semaphore(self.concurrency)
+        stopping = asyncio.create_task(self._stop.wait())
         try:
             while not self._stop.is_set():
-                await slots.acquire()
+                taking = asyncio.create_task(self._take_slots(slots))
+                await asyncio.wait({taking, stopping}, return_when=asyncio.FIRST_COMPLETED)
                 if self._stop.is_set():
-                    slots.release()
+                    taking.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        n = await taking
+                        for _ in range(n):
+                            slots.release()
                     break
+                n = taking.result()
+                msgs: list[Msg] = []
                 try:
-                    msgs = await sub.fetch(1, timeout=0.5)
+                    msgs = await sub.fetch(n, timeout=0.5)
                 except (nats.errors.TimeoutError, TimeoutError):
-                    slots.release()
-                    continue
+                    pass
                 except nats.errors.ConnectionClosedError:
-                    slots.release()
+                    for _ in range(n):
+                        slots.release()
                     break
                 except Exception:
                     # Reconnecting, or a transient JetStream error: wait and pull again.
-                    slots.release()
                     log.warning("referee worker: fetch failed", exc_info=True)
                     await asyncio.sleep(0.5)
-                    continue
-                for i, m in enumerate(msgs):
-                    if i > 0:
-                        await slots.acquire()
+                for _ in range(n - len(msgs)):
+                    slots.release()
+                for m in msgs:
                     task = asyncio.create_task(self._handle(m, slots))
                     self._tasks.add(task)
                     task.add_done_callback(self._tasks.discard)
         finally:
-            if self._tasks:
-                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            stopping.cancel()
+            await self._drain()
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+
+    async def _drain(self) -> None:
+        if not self._tasks:
+            return
+        tasks = list(self._tasks)
+        _, pending = await asyncio.wait(tasks, timeout=self.drain_grace_s)
+        if pending:
+            log.warning(
+                "referee worker: %d matches still playing after %.0f s of grace: handing them back",
+                len(pending),
+                self.drain_grace_s,
+            )
+            for t in pending:
+                t.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
 
     def stop(self) -> None:
         self._stop.set()

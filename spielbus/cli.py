@@ -5,10 +5,12 @@
     spielbus referee                a referee worker: pulls match specs and plays them
     spielbus agent KIND --name N    an agent service (`spielbus agent KIND --help` for its options)
     spielbus llm serve              the embedded LLM server (llama.cpp on SmolLM2-135M)
+    spielbus selfplay COMMAND       self-play datasets, CFVFP, the LLM Coach, RL export
     spielbus games                  the games that can be played
     spielbus protocol schema        the JSON Schema of every protocol v1 message
     spielbus bot-check NAME         a conformance run against a bot on the bus (pass/fail table)
     spielbus auth init              nats-server users and permissions: one per agent, referee, spectator
+    spielbus collect TOURNAMENT_ID  rebuild a run folder from the match stream
 
 Exit codes: 0 success, 1 runtime failure, 2 bad input (arguments or tournament file).
 """
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import json
 import logging
@@ -32,9 +35,51 @@ from observability.web import port_arg
 from referee.config import ConfigError, load_config
 
 EPILOG = (
-    "Environment: NATS_URL (default NATS server), NATS_CREDS / NATS_USER / NATS_PASSWORD "
-    "(credentials; an explicit --auth DIR wins over them)."
+    "Environment: NATS_URL (default NATS server; several servers of one cluster comma-separated), "
+    "NATS_CREDS / NATS_USER / NATS_PASSWORD (credentials; an explicit --auth DIR wins over them), "
+    "SPIELBUS_STREAM_REPLICAS (replicas of new streams, default 1)."
 )
+NATS_HELP = "NATS URL, or several servers of one cluster comma-separated (default $NATS_URL)"
+
+
+def _add_nats_flags(p: argparse.ArgumentParser, nats_help: str = NATS_HELP, replicas: bool = True) -> None:
+    from bus.connect import nats_url_arg
+    from bus.streams import replicas_arg
+
+    p.add_argument("--nats", default=None, type=nats_url_arg, metavar="URL[,URL...]", help=nats_help)
+    if replicas:
+        p.add_argument(
+            "--stream-replicas",
+            type=replicas_arg,
+            default=None,
+            metavar="N",
+            help="replicas of the streams when this process creates them: 3 on a NATS cluster of 3 "
+            "or more (default $SPIELBUS_STREAM_REPLICAS or 1)",
+        )
+
+
+HOST_HELP = (
+    "address the live page and metrics listen on (default 127.0.0.1: this machine only; "
+    "0.0.0.0: every interface, e.g. in a container; the page serves ended matches' full records "
+    "without a login)"
+)
+
+
+def _add_wait_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop collecting after this long and report the matches without a record (default: none)",
+    )
+    p.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="stop collecting when no match has made progress for this long (default 600)",
+    )
 
 
 def _add_auth_flag(p: argparse.ArgumentParser, who: str) -> None:
@@ -44,6 +89,17 @@ def _add_auth_flag(p: argparse.ArgumentParser, who: str) -> None:
         metavar="DIR",
         help=f"log in as {who} of this `spielbus auth init` folder (wins over NATS_USER/NATS_CREDS)",
     )
+
+
+def _positive_int(value: str) -> int:
+    """argparse type: a whole number of at least 1 (0 would play nothing, forever)."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -57,7 +113,7 @@ def _parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run a tournament (embedded nats-server unless --nats)")
     run.add_argument("file", help="tournament TOML file")
-    run.add_argument("--nats", default=None, help="use this NATS server instead of an embedded one")
+    _add_nats_flags(run, "use this NATS server (or cluster: URLs comma-separated) instead of an embedded one")
     run.add_argument("--no-referee", action="store_true", help="do not start referee workers here")
     run.add_argument("--workers", type=int, default=1, help="referee workers in this process (default 1)")
     run.add_argument(
@@ -86,22 +142,50 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="after the report, keep the live page and metrics up until Ctrl-C",
     )
+    run.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
     run.add_argument(
         "--auth", default=None, metavar="DIR", help="enforce the users of this `spielbus auth init` folder"
+    )
+    _add_wait_flags(run)
+    run.add_argument(
+        "--absent-limit",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long matches wait for an agent that does not answer before its turns are "
+        "recorded as no_responder (default 60; 0: never wait)",
     )
 
     submit = sub.add_parser("submit", help="submit a tournament to the referees and agents on --nats")
     submit.add_argument("file")
-    submit.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL)")
+    _add_nats_flags(submit)
     submit.add_argument("--run-dir", default=None)
     submit.add_argument("--prefix", default="spielbus")
     submit.add_argument("--agent-wait", type=float, default=60.0)
     submit.add_argument("--quiet", action="store_true")
     _add_auth_flag(submit, "the referee user")
+    _add_wait_flags(submit)
 
     ref = sub.add_parser("referee", help="run a referee worker until SIGTERM")
-    ref.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL or nats://127.0.0.1:4222)")
-    ref.add_argument("--concurrency", type=int, default=8, help="matches played at once")
+    _add_nats_flags(ref)
+    ref.add_argument(
+        "--concurrency", type=_positive_int, default=8, help="matches played at once (1 or more, default 8)"
+    )
+    ref.add_argument(
+        "--absent-limit",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long matches wait for an agent that does not answer (default 60; 0: never)",
+    )
+    ref.add_argument(
+        "--drain-grace",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="on SIGTERM, matches in flight get this long to finish before they are handed back "
+        "to the work queue for another referee (default 10)",
+    )
     ref.add_argument("--prefix", default="spielbus")
     ref.add_argument(
         "--metrics-port",
@@ -117,10 +201,19 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PORT",
         help="serve the live match page (default: off)",
     )
+    ref.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
     _add_auth_flag(ref, "the referee user")
 
     sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
     sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
+    sub.add_parser(
+        "cwm", help="code world models: `spielbus cwm synthesize GAME ...`, `cwm eval DIR`", add_help=False
+    )
+    sub.add_parser(
+        "selfplay",
+        help="self-play datasets, CFVFP and the LLM Coach (spielbus selfplay --help)",
+        add_help=False,
+    )
 
     for name, (_, what) in _MODULE_COMMANDS.items():
         sub.add_parser(name, help=what, add_help=False)
@@ -135,12 +228,12 @@ def _parser() -> argparse.ArgumentParser:
 
     check = sub.add_parser("bot-check", help="conformance run against a bot on the bus")
     check.add_argument("name", help="the bot's agent name")
-    check.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL or nats://127.0.0.1:4222)")
+    _add_nats_flags(check, replicas=False)
     check.add_argument("--prefix", default="spielbus")
     check.add_argument("--deadline-ms", type=int, default=5000, help="turn deadline (default 5000)")
     check.add_argument("--games", default=None, help="comma-separated games for the full-match checks")
     check.add_argument("--concurrency", type=int, default=10, help="concurrent matches (default 10)")
-    _add_auth_flag(check, "the referee user")
+    _add_auth_flag(check, "the bot's own bot-check user (botcheck-NAME)")
 
     auth = sub.add_parser("auth", help="accounts and permissions")
     auth_sub = auth.add_subparsers(dest="auth_command", required=True, metavar="SUBCOMMAND")
@@ -159,16 +252,19 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-# Commands whose parser lives in their own module (`main(argv)`): name -> (module, help).
+# Commands whose parser lives in their own module (`main(argv)`, run in this process):
+# name -> (module, help).
 _MODULE_COMMANDS = {
+    "collect": ("spielbus.collect", "rebuild a run folder from the match stream (spielbus collect --help)"),
     "puzzles": ("spielbus.puzzles", "mate-in-N chess puzzles through the referee (spielbus puzzles --help)"),
     "export": ("referee.pgn", "export a run folder: `spielbus export pgn RUN_DIR`"),
 }
 
 
-def _hand_over(module_args: list[str]) -> int:
-    """`spielbus agent` / `spielbus llm` run the agents package in its own process image."""
-    os.execv(sys.executable, [sys.executable, "-m", "agents", *module_args])
+def _hand_over(module_args: list[str], module: str = "agents") -> int:
+    """`spielbus agent` / `llm` / `cwm` / `selfplay` run a package of agents in its own process image,
+    so this process never imports agent code."""
+    os.execv(sys.executable, [sys.executable, "-m", module, *module_args])
     return 0  # not reached
 
 
@@ -178,10 +274,16 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
     console = Console()
     try:
         config = load_config(args.file)
+        from referee.config import RECORD_BYTES, match_count
         from referee.schedule import check_games
         from spielbus.launch import check_agent_options
 
-        check_games(config)
+        n = match_count(config, check_games(config))
+        if n >= 10_000:
+            console.print(
+                f"Schedule: {n:,} matches (about {n * RECORD_BYTES / 1e9:,.1f} GB of records in the run)",
+                highlight=False,
+            )
         if not submit_only:
             to_start = {
                 n: (a.kind, config.agent_options(n)) for n, a in config.agents.items() if not a.external
@@ -207,25 +309,36 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
         quiet=args.quiet,
         metrics_port=getattr(args, "metrics_port", None),
         web_port=getattr(args, "web_port", None),
+        host=getattr(args, "host", "127.0.0.1"),
         keep_serving=getattr(args, "keep_serving", False),
         auth_dir=getattr(args, "auth", None),
+        deadline_s=args.deadline,
+        idle_s=args.idle_timeout,
+        absent_limit_s=getattr(args, "absent_limit", 60.0),
     )
     if submit_only:
         config = config.model_copy(
             update={"agents": {k: v.model_copy(update={"external": True}) for k, v in config.agents.items()}}
         )
+    from spielbus.run import Interrupted
+
     try:
-        asyncio.run(run_tournament(config, opts, console))
+        result = asyncio.run(run_tournament(config, opts, console))
     except (ConfigError, AuthError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
     except (ConnectionError, RuntimeError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 1
+    except Interrupted as exc:
+        console.print(
+            f"[yellow]{exc}: the run folder keeps every finished match: {exc.path}[/yellow]", highlight=False
+        )
+        return 143 if exc.signame == "SIGTERM" else 130
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: the run folder keeps every finished match[/yellow]")
         return 130
-    return 0
+    return 1 if result.failed else 0
 
 
 def _referee_login(args: argparse.Namespace) -> dict[str, str]:
@@ -238,8 +351,19 @@ def _referee_login(args: argparse.Namespace) -> dict[str, str]:
     return {"user": user.user, "password": user.password}
 
 
+def _botcheck_login(args: argparse.Namespace) -> dict[str, str]:
+    """`bot-check --auth DIR`: the narrow `botcheck-NAME` user (never the referee's), with its inbox."""
+    if not args.auth:
+        return {}
+    from bus.auth import login_for
+
+    user = login_for(args.auth, "botcheck", agent=args.name, prefix=args.prefix)
+    return {"user": user.user, "password": user.password, "inbox_prefix": user.inbox_prefix() or ""}
+
+
 def _cmd_referee(args: argparse.Namespace) -> int:
-    from bus.connect import connect, nats_url
+    from bus.connect import connect, nats_url, redact
+    from bus.streams import StreamError
     from bus.subjects import Subjects
     from observability.web.serve import start_observability
     from referee.worker import RefereeWorker
@@ -253,8 +377,26 @@ def _cmd_referee(args: argparse.Namespace) -> int:
     async def main() -> None:
         nc = await connect(nats_url(args.nats), name="spielbus-referee", service=True, **login)
         subjects = Subjects(args.prefix)
-        worker = RefereeWorker(nc, subjects=subjects, concurrency=args.concurrency)
-        obs = await start_observability(nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port)
+        worker = RefereeWorker(
+            nc,
+            subjects=subjects,
+            concurrency=args.concurrency,
+            absent_limit_s=args.absent_limit,
+            drain_grace_s=args.drain_grace,
+        )
+        try:
+            obs = await start_observability(
+                nc, subjects, metrics_port=args.metrics_port, web_port=args.web_port, host=args.host
+            )
+        except OSError as exc:
+            from observability.metrics import port_free
+
+            await nc.close()
+            # The metrics bind first: if the web port is busy the page failed, else the metrics did.
+            flag, port = "--metrics-port", args.metrics_port
+            if args.web_port and not port_free(args.web_port, args.host):
+                flag, port = "--web-port", args.web_port
+            raise _PortBusy(f"cannot serve {flag} {port}: {exc.strerror or exc}") from exc
         if obs.metrics is not None:
             worker.publisher.listeners.append(obs.metrics.on_event)
         for line in obs.where():
@@ -263,18 +405,35 @@ def _cmd_referee(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, worker.stop)
         print(
-            f"referee worker on {nats_url(args.nats)}, up to {args.concurrency} matches at once", flush=True
+            f"referee worker on {redact(nats_url(args.nats))}, up to {args.concurrency} matches at once",
+            flush=True,
         )
         await worker.run()
-        await obs.stop()
-        await nc.drain()
+        # The bus may be down (SIGTERM during an outage): nothing below may hang or raise.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(obs.stop(), 10)
+        try:
+            if nc.is_connected:
+                await asyncio.wait_for(nc.drain(), 10)
+        except Exception:
+            pass
+        finally:
+            with contextlib.suppress(Exception):
+                await nc.close()
 
     try:
         asyncio.run(main())
-    except ConnectionError as exc:
+    except _PortBusy as exc:
+        print(f"spielbus referee: {exc}", file=sys.stderr)
+        return 2
+    except (ConnectionError, StreamError) as exc:
         print(f"spielbus referee: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+class _PortBusy(Exception):
+    """A `--metrics-port` / `--web-port` that cannot be bound."""
 
 
 def _cmd_games(args: argparse.Namespace) -> int:
@@ -334,7 +493,7 @@ def _cmd_bot_check(args: argparse.Namespace) -> int:
         opts = BotCheckOptions(deadline_ms=args.deadline_ms, games=games, concurrency=args.concurrency)
         for g in games:
             load_game(g)  # an unknown game is a usage error, not a failed check
-        login = _referee_login(args)
+        login = _botcheck_login(args)
     except ValueError as exc:  # AuthError included
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
@@ -393,8 +552,10 @@ def _cmd_auth(args: argparse.Namespace) -> int:
     names = [u.agent for u in bundle.users if u.role == "agent"]
     console.print(
         f"wrote {args.out}/nats-server.conf with users referee, spectator and {len(names)} agents "
-        f"({', '.join(n for n in names if n)});\ncredentials: {args.out}/agents/<name>.env, "
-        f"{args.out}/referee.env, {args.out}/spectator.env (keep them private).\n"
+        f"({', '.join(n for n in names if n)}), each with a bot-check user;\n"
+        f"credentials: {args.out}/agents/<name>.env, {args.out}/botcheck/<name>.env (for the bot's "
+        f"author: `spielbus bot-check <name>`), {args.out}/referee.env, {args.out}/spectator.env "
+        "(keep them private).\n"
         f"Start with: spielbus run FILE.toml --auth {args.out}\n"
         f"        or: nats-server -js -c {args.out}/nats-server.conf",
         highlight=False,
@@ -404,17 +565,38 @@ def _cmd_auth(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Hand-overs first: their flags belong to the agents package's own parser.
-    for i, a in enumerate(argv):
-        if a in ("agent", "llm"):
-            if all(x.startswith("-") for x in argv[:i]):
-                rest = argv[i + 1 :] if a == "agent" else ["llm", *argv[i + 1 :]]
-                return _hand_over(rest)
-            break
-    if argv and argv[0] in _MODULE_COMMANDS:
-        return int(importlib.import_module(_MODULE_COMMANDS[argv[0]][0]).main(argv[1:]))
+    # Hand-overs first: their flags belong to their own parsers. Global flags before the command
+    # (`spielbus --log-level DEBUG agent ...`) are skipped here and passed on.
+    i, level = 0, None
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] == "--log-level" and i + 1 < len(argv):
+            level, i = argv[i + 1], i + 2
+            continue
+        if argv[i].startswith("--log-level="):
+            level = argv[i].split("=", 1)[1]
+        i += 1
+    if i < len(argv) and "-h" not in argv[:i] and "--help" not in argv[:i]:
+        command, rest = argv[i], argv[i + 1 :]
+        if command in _MODULE_COMMANDS:
+            logging.basicConfig(level=(level or "WARNING").upper())
+            return int(importlib.import_module(_MODULE_COMMANDS[command][0]).main(rest))
+        if command == "agent":
+            if level is not None and rest and not rest[0].startswith("-"):
+                rest = [rest[0], "--log-level", level, *rest[1:]]  # after the kind; a later flag wins
+            return _hand_over(rest)
+        if command == "llm":
+            return _hand_over(["llm", *rest])  # the LLM server logs as llama.cpp does
+        if command == "cwm":
+            # `cwm-cli`, not `cwm`: `python -m agents cwm ...` is the agent kind cwm.
+            return _hand_over(["cwm-cli", *rest])
+        if command == "selfplay":
+            return _hand_over(rest, "agents.coach")
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    if getattr(args, "stream_replicas", None) is not None:
+        from bus.streams import set_stream_replicas
+
+        set_stream_replicas(args.stream_replicas)
     if args.command == "run":
         return _cmd_run(args, submit_only=False)
     if args.command == "submit":

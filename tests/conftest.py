@@ -6,12 +6,25 @@ agent names and match ids (`tests.helpers.uid`) so that they cannot hear each ot
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from bus.connect import connect
 from bus.server import EmbeddedNats
+
+
+@pytest.fixture(scope="session", autouse=True)
+def word_lists_from_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Tests write their own word lists under pytest's temp folder: allow that folder (only)."""
+    old = os.environ.get("SPIELBUS_WORDS_DIRS")
+    os.environ["SPIELBUS_WORDS_DIRS"] = str(tmp_path_factory.getbasetemp())
+    yield
+    if old is None:
+        os.environ.pop("SPIELBUS_WORDS_DIRS", None)
+    else:
+        os.environ["SPIELBUS_WORDS_DIRS"] = old
 
 
 @pytest.fixture(scope="session")

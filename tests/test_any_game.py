@@ -3,7 +3,6 @@ simultaneous moves, more than two players; and `mcts` plays perfect and imperfec
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 
 import pytest
@@ -29,6 +28,7 @@ GAMES = [
     "hand_of_war",
     "quadranto",
     "army5x5a",
+    "simplified_holdem(players=3)",
 ]
 
 
@@ -127,16 +127,19 @@ def test_first_turn_rules_come_from_the_game() -> None:
 
 
 async def test_seeded_agents_replay_a_match_exactly(nc) -> None:
-    """Referee chance is seeded by the match; a seeded agent decides by its seed and its view alone."""
+    """Referee chance comes from the match's secret; a seeded agent decides by its seed and its view
+    alone. The record's secret and attempt replay the match (docs/referee.md)."""
     mc, rnd = uid("mcts"), uid("rand")
     async with (
         serving(nc, MctsStrategy(MctsOptions(simulations=40, rollouts=1, seed=5)), mc),
         serving(nc, RandomStrategy(StrategyOptions(seed=6)), rnd),
     ):
         first = spec("leduc_poker", [mc, rnd], seed=21)
-        again = first.model_copy()
+        a = await play(nc, first)
+        assert a.secret and a.attempt == 1
+        again = first.model_copy(update={"secret": a.secret})
         # Another match in between must not shift either agent's random stream.
         await play(nc, spec("leduc_poker", [rnd, mc], seed=3))
-        a, b = await asyncio.gather(play(nc, first), play(nc, again))
+        b = await play(nc, again)
     assert [(m.player, m.action) for m in a.moves] == [(m.player, m.action) for m in b.moves]
     assert a.returns == b.returns

@@ -33,6 +33,7 @@ from bus.auth import (
     write_auth,
 )
 from bus.connect import connect
+from bus.follow import follow_stream
 from bus.protocol import Move
 from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
@@ -257,6 +258,43 @@ async def test_agent_cannot_publish_match_events_or_specs(login, bundle: AuthBun
     assert seen == [S.match("m2", "started")]
 
 
+async def test_bot_check_user_asks_only_its_own_bot_and_forges_nothing(login, bundle: AuthBundle) -> None:
+    """`botcheck-alice` (what alice's author runs bot-check with) is no referee: it may ask alice
+    and notify alice, and nothing else: no match events, no specs, no other agent, no `_INBOX.>`."""
+    spectator = await login(bundle.spectator())
+    alice = await login(bundle.agent("alice"))
+    checker_user = bundle.botcheck("alice")
+    checker = await login(checker_user, inbox_prefix=checker_user.inbox_prefix())
+    seen: list[str] = []
+
+    async def watch(msg: Msg) -> None:
+        seen.append(msg.subject)
+
+    async def answer(msg: Msg) -> None:
+        await msg.respond(b'{"ok": true}')
+
+    await spectator.nc.subscribe("spielbus.match.>", cb=watch)
+    await spectator.nc.flush()
+    await alice.nc.subscribe(S.turn("alice"), queue="alice", cb=answer)
+    await alice.nc.flush()
+    reply = await checker.nc.request(S.turn("alice"), b"{}", timeout=5)
+    assert reply.data == b'{"ok": true}'
+    await checker.nc.publish(S.match("m9", "ended"), b'{"forged": true}')
+    await _reported(checker, "spielbus.match.m9.ended")
+    await checker.nc.publish(S.schedule, b'{"forged": true}')
+    await _reported(checker, "spielbus.schedule")
+    await checker.nc.publish(S.turn("bob"), b"{}")
+    await _reported(checker, "spielbus.turn.bob")
+    await checker.nc.publish(S.notify("bob"), b"{}")
+    await _reported(checker, "spielbus.notify.bob")
+    await checker.nc.subscribe("_INBOX.>")
+    await _reported(checker, "_INBOX.>")
+    await checker.nc.publish(f"$JS.API.STREAM.INFO.{S.matches_stream}", b"")
+    await _reported(checker, "$JS.API.STREAM.INFO")
+    await spectator.nc.flush()
+    assert seen == []
+
+
 async def test_nobody_but_the_referee_touches_streams_and_nobody_deletes_them(
     login, bundle: AuthBundle
 ) -> None:
@@ -283,19 +321,17 @@ async def test_spectator_replays_match_events_from_the_stream(login, bundle: Aut
     await ensure_streams(js_ref, S)
     await js_ref.publish(S.match("replayed", "ended"), b'{"n": 1}')
     spectator = await login(bundle.spectator(), inbox_prefix=SPECTATOR_INBOX)
-    js = spectator.nc.jetstream()
     got = asyncio.Event()
     data: list[bytes] = []
 
-    async def on(msg: Msg) -> None:
-        data.append(msg.data)
+    async def on(msg: object) -> None:
+        data.append(msg.data)  # type: ignore[attr-defined]
         got.set()
 
-    sub = await js.subscribe(
-        S.match("replayed", "ended"), cb=on, ordered_consumer=True, stream=S.matches_stream
-    )
+    # Read-only: stored messages one by one, no consumer (see tests/test_spectator_readonly.py).
+    follower = await follow_stream(spectator.nc, S.matches_stream, S.match("replayed", "ended"), on)
     await asyncio.wait_for(got.wait(), timeout=10)
-    await sub.unsubscribe()
+    await follower.unsubscribe()
     assert data[0] == b'{"n": 1}'
     assert spectator.violations() == []
 

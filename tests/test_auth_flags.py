@@ -123,9 +123,20 @@ def test_a_missing_folder_is_a_usage_error_naming_it(tmp_path: Path, command: li
     assert str(missing / "auth.json") in text and "spielbus auth init" in text
 
 
-@pytest.mark.parametrize(
-    "command", [["referee"], ["bot-check", "alice"], ["submit", str(TOURNAMENT)]], ids=str
-)
+def test_bot_check_needs_its_own_user_not_the_referees(tmp_path: Path) -> None:
+    """A folder from before bot-check users existed: exit 2 naming the missing user, never the referee's."""
+    out = tmp_path / "old"
+    write_auth(["alice"], out)
+    manifest = json.loads((out / "auth.json").read_text())
+    manifest["users"] = [u for u in manifest["users"] if u["role"] != "botcheck"]
+    (out / "auth.json").write_text(json.dumps(manifest))
+    res = _cli("bot-check", "alice", "--auth", str(out), env=_env(NATS_URL="nats://127.0.0.1:1"))
+    text = res.stdout + res.stderr
+    assert res.returncode == 2, text
+    assert "no bot-check user" in text and "auth init --force" in text
+
+
+@pytest.mark.parametrize("command", [["referee"], ["submit", str(TOURNAMENT)]], ids=str)
 def test_a_folder_without_the_referee_user_is_a_usage_error(tmp_path: Path, command: list[str]) -> None:
     folder = _without_referee(tmp_path)
     res = _cli(*command, "--auth", str(folder), env=_env(NATS_URL="nats://127.0.0.1:1"))
@@ -195,7 +206,7 @@ async def test_agents_started_with_auth_play_and_pass_bot_check(
             assert await agent_present(nc, "alice", wait_s=5) and await agent_present(nc, "bob", wait_s=5)
             rec = await RefereeWorker(nc).play(spec("tic_tac_toe", ["alice", "bob"]))
             assert rec.faults == [] and rec.outcome in ("decisive", "draw"), rec
-            # bot-check logs in as the referee with --auth, despite the stale login around it.
+            # bot-check logs in as botcheck-alice with --auth, despite the stale login around it.
             out = await asyncio.to_thread(
                 _cli,
                 "bot-check",

@@ -5,8 +5,10 @@ wrong types, out-of-range ids, unknown texts, stale or foreign turns, service er
 Each plan drives one short tic-tac-toe match under the `retry` policy: seat 0 answers
 its first requests with the plan, then plays legally. Every bad reply must become
 exactly one fault of the expected reason, and the match must still end normally with
-a record whose moves replay to its returns. One connection and one responder serve
-every example; a few hundred matches, a few thousand replies.
+a record whose moves replay to its returns and that survives the collector's path
+(`referee.botcheck.record_problem`, what `bot-check` runs). Lax replies a coercing parser
+would take (`"turn": "1"`, `"action": true`, NaN, `1e400`, `v: 2`, no `type`) are `malformed`.
+One connection and one responder serve every example; a few hundred matches, a few thousand replies.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from nats.aio.msg import Msg
 from bus.connect import connect
 from bus.protocol import FaultPolicy, MatchRecord, Turn
 from games.loader import load_game
+from referee.botcheck import record_problem
 from referee.match import MAX_REPLY_BYTES
 from tests.helpers import play, spec, uid
 
@@ -139,6 +142,41 @@ foreign = st.text(alphabet="abc-_0123", min_size=1, max_size=12).map(
         MALFORMED,
     )
 )
+# Strict validation: what a lax parser would coerce or let through is `malformed`.
+_LAX: list[tuple[str, Callable[[Turn], dict[str, object]]]] = [
+    ("turn as a string", lambda t: {"turn": str(t.turn)}),
+    ("action as a string", lambda t: {"action": str(t.legal_actions[0].id)}),
+    ("action as true", lambda t: {"action": True}),
+    ("turn as a float", lambda t: {"turn": float(t.turn)}),
+    ("unsupported version", lambda t: {"v": 2}),
+    ("version as true", lambda t: {"v": True}),
+    ("NaN in policy", lambda t: {"policy": {str(t.legal_actions[0].id): float("nan")}}),
+    ("Infinity in policy", lambda t: {"policy": {str(t.legal_actions[0].id): float("inf")}}),
+    ("negative usage", lambda t: {"usage": {"llm_calls": -1}}),
+    ("NaN in stats", lambda t: {"stats": {"nodes": 1, "value": float("nan")}}),
+]
+lax = st.sampled_from(_LAX).map(
+    lambda kv: Bad(
+        kv[0],
+        lambda t, kv=kv: _json({**_move(t, action=t.legal_actions[0].id), **kv[1](t)}),
+        MALFORMED,
+    )
+)
+huge_number = st.sampled_from(["policy", "usage"]).map(
+    lambda where: Bad(
+        f"1e400 in {where}",
+        lambda t, where=where: _json(_move(t, action=t.legal_actions[0].id))[:-1]
+        + (b', "policy": {"0": 1e400}}' if where == "policy" else b', "usage": {"prompt_tokens": 1e400}}'),
+        MALFORMED,
+    )
+)
+no_version_or_type = st.sampled_from(["v", "type"]).map(
+    lambda k: Bad(
+        f"no {k}",
+        lambda t, k=k: _json({x: y for x, y in _move(t, action=t.legal_actions[0].id).items() if x != k}),
+        MALFORMED,
+    )
+)
 service_error = st.text(max_size=50).map(
     lambda s: Bad("service error", lambda t, s=s: s.encode(), frozenset({"error"}), error_header=True)
 )
@@ -157,6 +195,9 @@ bad_reply = st.one_of(
     stale,
     foreign,
     service_error,
+    lax,
+    huge_number,
+    no_version_or_type,
 )
 
 
@@ -235,3 +276,5 @@ def test_every_bad_reply_is_a_recorded_fault(bus, plan: list[Bad]) -> None:
     assert [f.turn for f in record.faults] == list(range(1, len(plan) + 1))
     assert record.moves[0].turn == len(plan) + 1 and record.moves[0].agent == BAD
     _replays(record)
+    # The record path bot-check runs: the collector would store this record as it is.
+    assert record_problem(record) is None

@@ -34,6 +34,11 @@ def _cli(
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=base, timeout=180)
 
 
+def _env_file(path: Path) -> dict[str, str]:
+    pairs = (line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    return {k: v for k, v in pairs}
+
+
 def _by_name(results: list[CheckResult]) -> dict[str, CheckResult]:
     return {r.name: r for r in results}
 
@@ -95,6 +100,36 @@ async def test_a_strict_bot_that_rejects_unknown_fields_fails_that_check(nc) -> 
     assert results["full match: tic_tac_toe"].ok and results["10 concurrent matches"].ok
 
 
+@pytest.mark.parametrize(
+    ("bad", "expect"),
+    [
+        (b'"policy": {"0": NaN}', "finite number at policy.0"),
+        (b'"policy": {"0": 1e400}', "finite number at policy.0"),
+        (b'"usage": {"llm_calls": -3}', "greater than or equal to 0 at usage.llm_calls"),
+        (b'"stats": {"score": Infinity}', "numbers must be finite"),
+        (b'"action": "0"', "valid integer at action"),
+    ],
+)
+async def test_a_bot_whose_replies_the_collector_would_refuse_fails(nc, bad: bytes, expect: str) -> None:
+    """Before, a bot answering NaN policies passed 10/10 and then hung every tournament it played."""
+    name = uid("nan")
+
+    async def nan(turn: Turn, msg: Msg) -> bytes:
+        head = {"v": 1, "type": "move", "match_id": turn.match_id, "turn": turn.turn}
+        body = json.dumps(head).encode()[:-1]
+        if not bad.startswith(b'"action"'):
+            body += f', "action": {turn.legal_actions[0].id}'.encode()
+        return body + b", " + bad + b"}"
+
+    opts = BotCheckOptions(games=["tic_tac_toe"], concurrency=2)
+    async with raw_responder(nc, name, nan):
+        results = _by_name(await BotChecker(nc, name, options=opts).run())
+    for check in ("turn within deadline", "full match: tic_tac_toe", "2 concurrent matches"):
+        assert not results[check].ok, results[check]
+        assert results[check].detail.startswith("malformed") or "malformed" in results[check].detail
+        assert expect in results[check].detail, results[check].detail
+
+
 async def test_a_slow_bot_fails_the_deadline_and_a_bot_that_forgets_retries_fails_retry(nc) -> None:
     name = uid("slow")
 
@@ -145,7 +180,8 @@ async def test_a_bot_that_dies_on_notifications_fails_that_check(nc) -> None:
 
 
 @pytest.mark.slow
-async def test_bot_check_under_auth_with_referee_credentials(tmp_path: Path) -> None:
+async def test_bot_check_under_auth_with_its_own_credentials(tmp_path: Path) -> None:
+    """What a bot author does: `botcheck/<name>.env` (never the referee's login) and bot-check."""
     write_auth(["checked"], tmp_path)
     bundle = load_auth(tmp_path)
     with EmbeddedNats(config=config_path(tmp_path)) as srv:
@@ -153,9 +189,9 @@ async def test_bot_check_under_auth_with_referee_credentials(tmp_path: Path) -> 
         nc = await connect(srv.url, name="t", user=ref.user, password=ref.password)
         try:
             async with running_bot("python", "checked", srv.url, nc, env=user_env(bundle.agent("checked"))):
-                out = await asyncio.to_thread(
-                    _cli, "checked", srv.url, "--games", "leduc_poker", env=user_env(ref)
-                )
+                env = _env_file(tmp_path / "botcheck" / "checked.env")
+                assert env["NATS_USER"] == "botcheck-checked"
+                out = await asyncio.to_thread(_cli, "checked", srv.url, "--games", "leduc_poker", env=env)
         finally:
             await nc.close()
     assert out.returncode == 0, out.stdout + out.stderr

@@ -4,6 +4,7 @@ full tournaments as external agents, with and without auth."""
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,8 @@ from agents.random_agent import RandomStrategy
 from bus.auth import config_path, load_auth, user_env, write_auth
 from bus.connect import connect
 from bus.server import EmbeddedNats
+from games.loader import parse_spec
+from referee.botcheck import first_turn
 from referee.config import parse_config
 from spielbus.run import RunOptions, run_tournament
 from tests.example_bots import running_bot
@@ -90,3 +93,17 @@ async def test_both_example_bots_play_each_other_with_auth(tmp_path: Path) -> No
         finally:
             await nc.close()
     _all_clean(records, {"pybot", "nodebot"})
+
+
+@pytest.mark.parametrize("kind", ["python", "node"])
+async def test_example_bot_refuses_a_version_it_does_not_speak(nc, nats_url: str, kind: str) -> None:
+    """docs/protocol.md, versioning: a bot answers a turn of an unknown `v` with a service error."""
+    bot = uid(kind)
+    async with running_bot(kind, bot, nats_url, nc):
+        turn = first_turn(parse_spec("tic_tac_toe"), uid("m"), [bot, bot], 5000)
+        raw = turn.model_dump(mode="json", exclude_none=True)
+        ok = await nc.request(f"spielbus.turn.{bot}", json.dumps(raw).encode(), timeout=5)
+        assert not (ok.headers or {}).get("Nats-Service-Error") and json.loads(ok.data)["type"] == "move"
+        raw["v"] = 2
+        refused = await nc.request(f"spielbus.turn.{bot}", json.dumps(raw).encode(), timeout=5)
+    assert "protocol version 2 not spoken" in (refused.headers or {}).get("Nats-Service-Error", "")

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from bus.auth import config_path, load_auth
-from bus.process import free_port
+from bus.process import free_port, http_ok
 from bus.server import EmbeddedNats
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,8 +42,13 @@ def _tool(name: str, package: str) -> str:
     pytest.fail(f"{name} is missing: run `make system-deps` (installs Debian's {package})")
 
 
+def _interpolate(text: str) -> str:
+    """Compose's `${VAR:-default}` with every variable unset: the file as `docker compose up` reads it."""
+    return re.sub(r"\$\{[A-Z_]+:-([^}]*)\}", lambda m: m.group(1), text)
+
+
 def _compose() -> dict:
-    return yaml.safe_load(COMPOSE.read_text())
+    return yaml.safe_load(_interpolate(COMPOSE.read_text()))
 
 
 def test_compose_file_validates() -> None:
@@ -65,6 +70,13 @@ def test_compose_has_the_services_of_the_issue() -> None:
     assert agents <= set(services), "one service per agent of deploy/tournament.toml"
     assert "-js" in services["nats"]["command"] and "healthcheck" in services["nats"]
     assert "healthcheck" in services["ollama"]
+    # A real LLM by default (the embedded server), Ollama only with --profile ollama.
+    assert services["llm-server"]["command"][:3] == ["spielbus", "llm", "serve"]
+    assert "profiles" not in services["llm-server"] and services["ollama"]["profiles"] == ["ollama"]
+    assert services["llm"]["depends_on"]["llm-server"]["condition"] == "service_healthy"
+    for name, svc in services.items():
+        if (svc.get("command") or [])[:1] == ["spielbus"] and svc.get("restart") != "no":
+            assert "healthcheck" in svc, f"{name}: a long-running Spielbus service needs a healthcheck"
     # CPU-only hosts start the default file: the GPU reservation lives in the override only.
     assert "deploy" not in services["ollama"]
     gpu = yaml.safe_load(GPU.read_text())["services"]["ollama"]
@@ -91,6 +103,16 @@ def test_compose_uses_nats_accounts() -> None:
         assert f"auth:{AUTH}:ro" in svc["volumes"], f"{name} does not mount the auth volume read-only"
         assert svc["depends_on"]["nats"]["condition"] == "service_healthy"
         assert not {"NATS_USER", "NATS_PASSWORD", "NATS_CREDS"} & set(svc.get("environment", {}))
+
+
+def test_dockerfile_pins_the_llama_cpp_of_pyproject() -> None:
+    """The image compiles llama.cpp in a layer of its own; its pin must be the `local` extra's."""
+    import tomllib
+
+    pin = re.search(r"ARG LLAMA_CPP=(\S+)", (ROOT / "deploy" / "Dockerfile").read_text())
+    assert pin is not None
+    extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]["local"]
+    assert pin.group(1) in extra
 
 
 def _arg(cmd: list[str], flag: str) -> str:
@@ -180,13 +202,28 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
         # The compose healthcheck's URL: the monitoring port answers without a login.
         health = next(a for a in nats["healthcheck"]["test"] if a.startswith("http://"))
         assert "ok" in _scrape(health.replace(":8222/", f":{monitor}/"))
-        # NATS_URL and OLLAMA_HOST come from the environment, as in compose; nothing listens on the
-        # Ollama port here, which the LLM agent must survive (it fails its turns, not its start).
+        # NATS_URL, OPENAI_BASE_URL and OLLAMA_HOST come from the environment, as in compose; nothing
+        # listens on the Ollama port here (an opt-in profile), which the LLM agent must survive.
         env.update(NATS_URL=srv.url, OLLAMA_HOST=f"http://127.0.0.1:{free_port()}")
         procs: dict[str, subprocess.Popen[str]] = {}
         try:
             for name, cmd in services.items():
                 if name in ONE_SHOT:
+                    continue
+                if name == "llm-server":
+                    # The embedded LLM server, on a free port instead of compose's 8080.
+                    llm_port = str(free_port())
+                    procs[name] = _start(_local(cmd, {"--port": llm_port}), env)
+                    base = f"http://127.0.0.1:{llm_port}/v1"
+                    for _ in range(1500):
+                        if http_ok(f"{base}/models"):
+                            break
+                        server = procs[name]
+                        assert server.poll() is None, server.stdout.read() if server.stdout else ""
+                        time.sleep(0.2)
+                    else:
+                        pytest.fail("the embedded LLM server did not answer")
+                    env["OPENAI_BASE_URL"] = base
                     continue
                 cmd = _local(cmd, paths)
                 procs[name] = _start(cmd, env)

@@ -1,5 +1,7 @@
 """Hidden information end to end, with auth on: what each account can receive leaks no other seat's
-private cards or dice before the match ends.
+private cards or dice before the match ends. Every account kind is measured: the agents, the
+spectator, a bot-check user and a second referee-account connection (what `submit` logs in as)
+each subscribe to everything they may try (`>` included); the server refuses what they may not.
 
 Each bot logs in as its own agent user and subscribes to everything its account may
 subscribe to (its turn and notify subjects, its `$SRV` discovery subjects; wider
@@ -22,7 +24,7 @@ import pytest
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from bus.auth import AuthBundle, config_path, load_auth, write_auth
+from bus.auth import SPECTATOR_INBOX, AuthBundle, config_path, load_auth, write_auth
 from bus.connect import connect
 from bus.protocol import MatchEvent, MatchRecord, Turn
 from bus.server import EmbeddedNats
@@ -44,6 +46,28 @@ def auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedNat
     write_auth(["hia", "hib"], out)
     with EmbeddedNats(config=config_path(out)) as srv:
         yield srv, load_auth(out)
+
+
+WIDE = [">", "spielbus.>", "spielbus.match.>", "spielbus.turn.>", "spielbus.notify.>", "_INBOX.>", "$SRV.>"]
+
+
+class Capture:
+    """A connection that keeps every message its account lets it receive on `subjects`."""
+
+    def __init__(self, nc: NATS) -> None:
+        self.nc = nc
+        self.received: list[tuple[str, bytes]] = []
+
+    async def start(self, subjects: list[str]) -> None:
+        for subject in subjects:
+            await self.nc.subscribe(subject, cb=self._keep)
+        await self.nc.flush()
+
+    async def _keep(self, msg: Msg) -> None:
+        self.received.append((msg.subject, msg.data))
+
+    def on(self, prefix: str) -> list[tuple[str, bytes]]:
+        return [(s, d) for s, d in self.received if s.startswith(prefix)]
 
 
 class CapturingBot:
@@ -193,7 +217,15 @@ async def test_bots_and_spectator_see_no_private_information_before_the_end(
 
         await spectator.subscribe("spielbus.match.>", cb=watch)
         await spectator.flush()
+        # Every other account kind, listening as widely as it may try.
+        spy = Capture(await login(spect.user, spect.password, inbox_prefix=SPECTATOR_INBOX))
+        await spy.start([*WIDE, f"{SPECTATOR_INBOX}.>"])
+        check = bundle.botcheck("hia")
+        checker = Capture(await login(check.user, check.password, inbox_prefix=check.inbox_prefix()))
+        await checker.start([*WIDE, f"{check.inbox_prefix()}.>"])
         ref = bundle.referee()
+        second_referee = Capture(await login(ref.user, ref.password))
+        await second_referee.start(WIDE)
         referee = await login(ref.user, ref.password)
         await ensure_streams(referee.jetstream(), S)
         worker = RefereeWorker(referee)
@@ -231,6 +263,30 @@ async def test_bots_and_spectator_see_no_private_information_before_the_end(
                 assert set(note) <= {"v", "type", "match_id", "game", "seat", "seats", "returns", "outcome"}
 
     _check_spectator(records, events)
+
+    # The spectator's wide subscriptions: match events only, and the same ones.
+    assert spy.received and all(subj.startswith("spielbus.match.") for subj, _ in spy.received)
+    _check_spectator(records, [MatchEvent.model_validate_json(d) for _, d in spy.received])
+    # bot-check of hia: nothing at all (it asks only when it runs, and only its own bot).
+    assert checker.received == []
+    # A second referee-account connection: match events, and on `_INBOX.>` the agents' replies
+    # (moves naming public actions) and JetStream acks, never a turn or a notification.
+    ours = {rec.match_id for rec in records}
+    mine = [(s, d) for s, d in second_referee.received if s.startswith("spielbus.match.")]
+    assert mine and len(mine) == len(second_referee.on("spielbus."))  # no spielbus.turn/notify
+    _check_spectator(records, [MatchEvent.model_validate_json(d) for _, d in mine])
+    by_id = {rec.match_id: rec for rec in records}
+    replies = 0
+    for _subj, data in second_referee.on("_INBOX."):
+        body = json.loads(data) if data.startswith(b"{") else {}
+        if body.get("type") != "move" or body.get("match_id") not in ours:
+            assert "legal_actions" not in body and "observation" not in body, body  # no turn ever
+            continue
+        assert set(body) <= {"v", "type", "match_id", "turn", "action"}
+        public = {m.action for m in by_id[body["match_id"]].moves if m.player != CHANCE}
+        assert body["action"] in public
+        replies += 1
+    assert replies > 0
 
 
 def _check_spectator(records: list[MatchRecord], events: list[MatchEvent]) -> None:

@@ -99,13 +99,37 @@ async def test_silent_agent_times_out_and_other_matches_go_on(nc) -> None:
     assert normal.faults == [] and normal.outcome in ("decisive", "draw")
 
 
-async def test_no_responder_is_immediate(nc) -> None:
+async def test_no_responder_is_retried_until_the_deadline(nc) -> None:
     good = uid("good")
-    # A ten-minute deadline: had the referee waited for it, the test would hit pytest's timeout.
     async with raw_responder(nc, good, _first):
-        rec = await play(nc, spec("tic_tac_toe", [uid("nobody"), good], deadline_ms=600_000))
+        rec = await play(nc, spec("tic_tac_toe", [uid("nobody"), good], deadline_ms=1500))
     assert [f.reason for f in rec.faults] == ["no_responder"]
     assert rec.outcome == "forfeit" and rec.forfeited == [0]
+    asked = int(rec.faults[0].detail.split("asked ")[1].split()[0])
+    assert asked > 1, rec.faults[0].detail
+
+
+async def test_an_agent_joining_within_the_deadline_is_not_faulted(nc) -> None:
+    """An agent restarting (or reconnecting after a NATS restart) is not absent: the referee asks again
+    with backoff within the turn's deadline."""
+    late, good = uid("late"), uid("good")
+    asked = asyncio.Event()
+
+    async def sink(ev) -> None:  # type: ignore[no-untyped-def]
+        if ev.type == "started":
+            asked.set()
+
+    async with raw_responder(nc, good, _first):
+        from referee.match import MatchRunner
+
+        task = asyncio.create_task(
+            MatchRunner(nc, spec("tic_tac_toe", [late, good], deadline_ms=20_000), publish_event=sink).run()
+        )
+        await asyncio.wait_for(asked.wait(), 30)
+        await asyncio.sleep(0.3)  # the first request found nobody
+        async with raw_responder(nc, late, _first):
+            rec = await task
+    assert rec.faults == [] and rec.outcome in ("decisive", "draw")
 
 
 async def test_strategy_exception_is_an_error_fault(nc) -> None:

@@ -6,14 +6,16 @@ lands in the move's `usage`), runs `think` under a hard stop a margin before
 say: `random` plays a random legal move (noted and counted in `stats`),
 `clock` gives no move (the strategy raises; the referee's fault policy decides).
 
-Limits: the budget is measured from when `decide` starts, not from when the
-referee sent the turn, so queueing inside the agent eats into `margin_ms`.
+The budget ends at the runtime's per-turn deadline (`ctx.deadline`: from the
+turn's arrival or the referee's send time), so time spent queued inside the
+agent is already accounted for; without one (direct calls) it counts from now.
 """
 
 from __future__ import annotations
 
 import abc
 import asyncio
+import contextvars
 import random
 import time
 from dataclasses import dataclass
@@ -21,7 +23,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from agents.base import Decision, MatchContext, Strategy, StrategyOptions
+from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng
 from agents.llm.base import LLMError, LLMTimeout
 from agents.llm.client import LLMClient
 from agents.llm.config import LLMConfig
@@ -52,10 +54,13 @@ class Budget:
     hard: float
 
     @classmethod
-    def for_turn(cls, turn: Turn, margin_ms: int) -> Budget:
+    def for_turn(cls, turn: Turn, margin_ms: int, end: float | None = None) -> Budget:
+        """`end`: the runtime's deadline for the turn (`ctx.deadline`), if any."""
         total = turn.deadline_ms / 1000
-        usable = max(0.05, total - margin_ms / 1000 - 0.1 * total)
         now = time.monotonic()
+        left = total if end is None else end - now
+        usable = max(0.05, min(total - margin_ms / 1000 - 0.1 * total, left - margin_ms / 1000))
+        usable = min(usable, max(left, 0.01))
         return cls(deadline=now + 0.85 * usable, hard=now + usable)
 
     def remaining(self) -> float:
@@ -63,6 +68,11 @@ class Budget:
 
     def spent(self, reserve_s: float = 0.0) -> bool:
         return self.remaining() <= reserve_s
+
+
+_DECISION_RNG: contextvars.ContextVar[random.Random | None] = contextvars.ContextVar(
+    "spielbus_decision_rng", default=None
+)
 
 
 class NoMove(RuntimeError):
@@ -73,13 +83,21 @@ class LLMStrategy(Strategy):
     """Base of the LLM strategies: subclasses implement `think`."""
 
     Options: ClassVar[type[StrategyOptions]] = LLMStrategyOptions
+    wants_rules: ClassVar[bool] = True
 
     def __init__(self, options: StrategyOptions, client: LLMClient | None = None) -> None:
         super().__init__(options)
         assert isinstance(options, LLMStrategyOptions)
         self.opts: LLMStrategyOptions = options
         self.llm = client or LLMClient(options.llm)
-        self.rng = random.Random(options.seed)
+        self._idle_rng = random.Random(options.seed)
+
+    @property
+    def rng(self) -> random.Random:
+        """The RNG of the decision being made: `decision_rng(seed, turn)`, one per decision (held in
+        a context variable, so concurrent decisions never share it and a seeded agent replays the
+        same way however many matches it serves at once). Outside a decision, a per-agent RNG."""
+        return _DECISION_RNG.get() or self._idle_rng
 
     def models(self) -> list[str]:
         return [f"{self.opts.llm.backend}:{self.opts.llm.model}"]
@@ -89,7 +107,7 @@ class LLMStrategy(Strategy):
 
     @staticmethod
     def rules(turn: Turn, ctx: MatchContext) -> str | None:
-        """The rules text: sent on the first turn only, so kept in the match context."""
+        """The rules text: sent on a seat's first turn (the runtime derives it on the others)."""
         if turn.rules:
             ctx.data["rules"] = turn.rules
         return ctx.data.get("rules")
@@ -99,7 +117,14 @@ class LLMStrategy(Strategy):
         """Choose; raise LLMError when the LLM cannot give a usable answer."""
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
-        budget = Budget.for_turn(turn, self.opts.margin_ms)
+        token = _DECISION_RNG.set(decision_rng(self.opts.seed, turn))
+        try:
+            return await self._decide(turn, ctx)
+        finally:
+            _DECISION_RNG.reset(token)
+
+    async def _decide(self, turn: Turn, ctx: MatchContext) -> Decision:
+        budget = Budget.for_turn(turn, self.opts.margin_ms, ctx.deadline)
         with metered() as meter:
             try:
                 decision = await asyncio.wait_for(

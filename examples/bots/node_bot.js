@@ -45,7 +45,9 @@ function choose(turn, strategy) {
 
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
-  const conn = { servers: opts.nats, name: `bot-${opts.name}`, maxReconnectAttempts: -1 };
+  // --nats may list several servers of one cluster, comma-separated.
+  const servers = opts.nats.split(",").map((u) => u.trim()).filter((u) => u);
+  const conn = { servers, name: `bot-${opts.name}`, maxReconnectAttempts: -1 };
   if (process.env.NATS_CREDS) {
     conn.authenticator = credsAuthenticator(fs.readFileSync(process.env.NATS_CREDS));
   }
@@ -83,6 +85,9 @@ async function main() {
         if (turn === null || turn.type !== "turn" || !Array.isArray(turn.legal_actions) ||
             turn.legal_actions.length === 0) {
           throw new Error("not a turn with legal actions");
+        }
+        if (turn.v !== PROTOCOL_VERSION) {  // never guess at another version's meaning
+          throw new Error(`protocol version ${JSON.stringify(turn.v)} not spoken; this bot speaks 1`);
         }
         if (turn.retry) console.error(`match ${turn.match_id}: previous answer refused: ${turn.retry}`);
         move = {

@@ -66,6 +66,8 @@ class Bot:
             turn = json.loads(req.data)
             if turn.get("type") != "turn" or not turn.get("legal_actions"):
                 raise ValueError("not a turn with legal actions")
+            if turn.get("v") != PROTOCOL_VERSION:  # never guess at another version's meaning
+                raise ValueError(f"protocol version {turn.get('v')!r} not spoken; this bot speaks 1")
             if turn.get("retry"):
                 log.info("match %s: previous answer refused: %s", turn.get("match_id"), turn["retry"])
             move = {
@@ -114,7 +116,9 @@ async def main() -> None:
         # Permission violations arrive here: log them, they mean a misconfigured account.
         log.warning("nats: %s", exc)
 
-    nc = await nats.connect(args.nats, error_cb=on_error, **opts)
+    # `--nats` may list several servers of one cluster, comma-separated; the client moves between them.
+    servers = [u.strip() for u in args.nats.split(",") if u.strip()]
+    nc = await nats.connect(servers, error_cb=on_error, **opts)
     bot = Bot(args.name, args.strategy, args.seed)
     service = await add_service(
         nc,

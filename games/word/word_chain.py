@@ -137,6 +137,14 @@ class WordChainState(pyspiel.State):
         used = set(self.played)
         return [i for i in self._g.by_letter[self.letter] if i not in used]
 
+    def legal_action_texts(self, player: int) -> list[tuple[int, str]]:
+        """Legal ids with their words in one call (`games.view.legal_actions` uses it): a turn
+        can have thousands of words, and one pyspiel round trip per word costs tens of ms."""
+        if player != self.current_player():
+            return []
+        words = self._g.words
+        return [(i, words[i]) for i in self._legal_actions(player)]
+
     def _apply_action(self, action: int) -> None:
         if not self.letter:  # chance: the first letter
             self.letter = LETTERS[action]

@@ -6,7 +6,11 @@ Shipped names (derived by `scripts/derive_wordlists.py`, see `games/data/NOTICE`
 `wordnet_verb`, `wordnet_adv`.
 
 A user list is a UTF-8 text file (optionally gzipped, `.gz`), one word a line;
-blank lines and lines starting with `#` are skipped. Words are lowercased and
+blank lines and lines starting with `#` are skipped. Game parameters travel on the
+bus (match specs, turns), so a user list is read only from a folder named in the
+environment variable `SPIELBUS_WORDS_DIRS` (folders separated by `os.pathsep`; the
+resolved file, symlinks followed, must lie inside one), and no list may exceed
+`MAX_LIST_BYTES` (file or decompressed): anything else is a `WordListError`. Words are lowercased and
 every word that is not made only of the letters a-z is dropped, because the
 games' alphabet is a-z.
 
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import gzip
+import os
 import re
 from pathlib import Path
 
@@ -31,27 +36,52 @@ SHIPPED: dict[str, str] = {
     "wordnet_adv": "wordnet_adv.txt.gz",
 }
 _WORD_RE = re.compile(r"^[a-z]+$")
+WORDS_DIRS_ENV = "SPIELBUS_WORDS_DIRS"
+MAX_LIST_BYTES = 32 * 1024 * 1024  # the largest shipped list is under 2 MiB decompressed
 
 
 class WordListError(ValueError):
     pass
 
 
+def allowed_dirs() -> list[Path]:
+    raw = os.environ.get(WORDS_DIRS_ENV, "")
+    return [Path(d).expanduser().resolve() for d in raw.split(os.pathsep) if d.strip()]
+
+
 def _resolve(name_or_path: str) -> Path:
     if name_or_path in SHIPPED:
         return DATA_DIR / SHIPPED[name_or_path]
-    path = Path(name_or_path).expanduser()
+    known = ", ".join(sorted(SHIPPED))
+    dirs = allowed_dirs()
+    if not dirs:
+        raise WordListError(
+            f"word list {name_or_path!r} is not a shipped list ({known}); a file of your own must be "
+            f"in a folder named in ${WORDS_DIRS_ENV}, which is not set"
+        )
+    path = Path(name_or_path).expanduser().resolve()
+    if not any(path.is_relative_to(d) for d in dirs):
+        raise WordListError(
+            f"word list {name_or_path!r} is not a shipped list ({known}) and not inside a folder of "
+            f"${WORDS_DIRS_ENV} ({os.pathsep.join(str(d) for d in dirs)})"
+        )
     if not path.is_file():
-        known = ", ".join(sorted(SHIPPED))
-        raise WordListError(f"word list {name_or_path!r} is neither a shipped list ({known}) nor a file")
-    return path.resolve()
+        raise WordListError(f"word list {name_or_path!r} is not a file")
+    return path
 
 
 @functools.lru_cache(maxsize=32)
 def _load(path: Path) -> tuple[str, ...]:
-    raw = path.read_bytes()
-    if path.suffix == ".gz":
-        raw = gzip.decompress(raw)
+    if path.stat().st_size > MAX_LIST_BYTES:
+        raise WordListError(f"word list {path} is larger than {MAX_LIST_BYTES} bytes")
+    opener = gzip.open if path.suffix == ".gz" else open
+    try:
+        with opener(path, "rb") as fh:
+            raw = fh.read(MAX_LIST_BYTES + 1)
+    except (OSError, EOFError) as exc:
+        raise WordListError(f"cannot read word list {path}: {exc}") from exc
+    if len(raw) > MAX_LIST_BYTES:
+        raise WordListError(f"word list {path} decompresses to more than {MAX_LIST_BYTES} bytes")
     words: set[str] = set()
     for line in raw.decode("utf-8", errors="replace").splitlines():
         w = line.strip().lower()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from observability.metrics import port_free
+from observability.metrics import port_free, url_host
 from observability.web.feed import MatchFeed
 from observability.web.page import PAGE
 
@@ -81,8 +81,7 @@ class WebServer:
 
     @property
     def url(self) -> str:
-        shown = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
-        return f"http://{shown}:{self.port}/"
+        return f"http://{url_host(self.host)}:{self.port}/"
 
     async def stop(self) -> None:
         with contextlib.suppress(Exception):
@@ -90,7 +89,7 @@ class WebServer:
 
 
 async def start_web(
-    feed: MatchFeed, port: int, *, host: str = "0.0.0.0", fallback: bool = False
+    feed: MatchFeed, port: int, *, host: str = "127.0.0.1", fallback: bool = False
 ) -> WebServer:
     """Serve the page on `port` in the running event loop (0: any free port; with `fallback`, a
     busy port falls back to a free one)."""

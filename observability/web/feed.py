@@ -1,17 +1,26 @@
 """The spectators' view of the bus: every match, move by move, from `SPIELBUS_MATCHES` events.
 
-`MatchFeed.follow(nc)` replays the stream from its start and then follows it
-(a JetStream ordered consumer), so a page opened mid-tournament still shows the
-matches that began before it. Only public information is kept while a match is
-in progress: `moved` events of private steps arrive as `hidden` with no action;
-the `ended` event carries the full record, and only then are its steps revealed.
+`MatchFeed.follow(nc)` starts from recent state, not from the beginning of the
+stream: it replays at most the last `replay_events` events (default 2,000; 0:
+only new ones) and then follows the stream (a JetStream ordered consumer). A page
+opened mid-tournament therefore shows the matches in flight and the recent ones,
+while a bus holding a week of events costs the referee nothing at start. Only
+public information is kept while a match is in progress: `moved` events of
+private steps arrive as `hidden` with no action; the `ended` event carries the
+full record, and only then are its steps revealed.
 
-Standings and ratings are kept per tournament from the `ended` records. Live
-ratings are recomputed at most every `ratings_every` seconds, in a worker
-thread, with a small bootstrap (the final report of `spielbus run` is the
-authoritative one). Limits: at most `max_matches` matches are kept (the oldest
-finished ones are dropped first), and the records of at most `max_tournaments`
-tournaments; everything lives in memory.
+Standings are folded per tournament, one `ended` record at a time (constant work
+per event, whatever the tournament's length); only the pairwise comparisons the
+ratings need are kept, never the full records. Live ratings (Bradley-Terry with
+a small bootstrap; the final report of `spielbus run` is the authoritative one)
+are computed on demand: when the page asks for standings or Prometheus scrapes,
+at most once per `ratings_every` seconds per tournament, in a worker thread,
+never on a timer on the referee's loop.
+
+Limits: at most `max_matches` match views are kept (the oldest finished ones are
+dropped first) and the tables of at most `max_tournaments` tournaments; standings
+of a tournament that began before the replayed window count only what the window
+and later events hold. Everything lives in memory.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -26,14 +36,14 @@ from typing import Any, Literal
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.js.api import DeliverPolicy
+from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import BaseModel, Field, ValidationError
 
 from bus.protocol import FaultRecord, MatchEvent, MatchRecord, MoveRecord
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from referee.config import RatingsConfig
-from referee.ratings import Rating, Standing, ratings, standings
+from referee.ratings import Rating, Standing, StandingsTable, _Pair, ratings_from_pairs, record_pairs
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +134,23 @@ class TournamentTable(BaseModel):
 RatingsListener = Callable[[str, list[Rating]], None]
 
 
+class _Tally:
+    """What the feed keeps of one tournament: folded standings and the comparisons ratings need."""
+
+    def __init__(self, tournament: str) -> None:
+        self.tournament = tournament
+        self.standings = StandingsTable()
+        self.pairs: list[_Pair] = []
+        self.agents: set[str] = set()
+        self.matches = 0
+        self.updated = 0.0
+        self.rows: list[Standing] | None = None  # standings rows, rebuilt when asked after a change
+        self.ratings: list[Rating] = []
+        self.rated_matches = -1  # `matches` when the ratings were last computed
+        self.rated_at = 0.0
+        self.lock = threading.Lock()  # one ratings computation at a time
+
+
 class MatchFeed:
     def __init__(
         self,
@@ -133,43 +160,51 @@ class MatchFeed:
         max_matches: int = 300,
         max_tournaments: int = 20,
         ratings_every: float = 2.0,
+        replay_events: int = 2000,
         on_ratings: RatingsListener | None = None,
     ) -> None:
         self.subjects = subjects or Subjects()
-        # A small bootstrap: live intervals are a preview, recomputed often.
+        # A small bootstrap: live intervals are a preview.
         self.ratings_config = ratings_config or RatingsConfig(bootstrap=20)
+        self.ratings_config = self.ratings_config.model_copy(
+            update={"bootstrap": min(self.ratings_config.bootstrap, 50)}
+        )
         self.max_matches = max_matches
         self.max_tournaments = max_tournaments
         self.ratings_every = ratings_every
+        self.replay_events = max(0, replay_events)
         self.on_ratings = on_ratings
         self.matches: OrderedDict[str, MatchView] = OrderedDict()
-        self.records: OrderedDict[str, list[MatchRecord]] = OrderedDict()
-        self.tables: dict[str, TournamentTable] = {}
+        self.tallies: OrderedDict[str, _Tally] = OrderedDict()
         self.events_seen = 0
         self._sub: Any = None
-        self._dirty: set[str] = set()
-        self._rater: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[None]] = set()
 
     # -- following the bus --------------------------------------------------------------------
 
     async def follow(self, nc: NATS) -> None:
-        """Replay `SPIELBUS_MATCHES` and keep following it until `close()`."""
+        """Replay the recent end of `SPIELBUS_MATCHES` and keep following it until `close()`."""
         js = nc.jetstream()
         await ensure_streams(js, self.subjects)
+        config = ConsumerConfig(deliver_policy=DeliverPolicy.NEW)
+        if self.replay_events:
+            state = (await js.stream_info(self.subjects.matches_stream)).state
+            if state.messages:
+                start = max(state.first_seq, state.last_seq - self.replay_events + 1)
+                config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
         self._sub = await js.subscribe(
             f"{self.subjects.prefix}.match.>",
             cb=self._on_msg,
             ordered_consumer=True,
-            deliver_policy=DeliverPolicy.ALL,
+            config=config,
             stream=self.subjects.matches_stream,
         )
-        self._rater = asyncio.create_task(self._rate_loop())
 
     async def close(self) -> None:
-        if self._rater is not None:
-            self._rater.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._rater
+        for task in list(self._pending):
+            task.cancel()
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
         if self._sub is not None:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()
@@ -224,40 +259,69 @@ class MatchFeed:
             del self.matches[victim]
 
     def _add_record(self, rec: MatchRecord) -> None:
-        recs = self.records.setdefault(rec.tournament, [])
-        recs.append(rec)
-        self.records.move_to_end(rec.tournament)
-        while len(self.records) > self.max_tournaments:
-            old, _ = self.records.popitem(last=False)
-            self.tables.pop(old, None)
-        table = self.tables.setdefault(rec.tournament, TournamentTable(tournament=rec.tournament))
-        table.standings = standings(recs)
-        table.matches = len(recs)
-        table.updated = time.time()
-        self._dirty.add(rec.tournament)
+        """Constant work per record (its own size): fold standings, keep its comparisons."""
+        tally = self.tallies.get(rec.tournament)
+        if tally is None:
+            tally = self.tallies[rec.tournament] = _Tally(rec.tournament)
+        self.tallies.move_to_end(rec.tournament)
+        while len(self.tallies) > self.max_tournaments:
+            self.tallies.popitem(last=False)
+        tally.standings.add(rec)
+        tally.pairs.extend(record_pairs(rec, self.ratings_config, tally.matches))
+        tally.agents.update(rec.seats)
+        tally.matches += 1
+        tally.updated = time.time()
+        tally.rows = None
 
-    async def _rate_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.ratings_every)
-            await self.rate_now()
+    # -- ratings, on demand -------------------------------------------------------------------
+
+    def _stale(self, tally: _Tally, force: bool) -> bool:
+        if tally.rated_matches == tally.matches:
+            return False
+        return force or tally.rated_matches < 0 or time.monotonic() - tally.rated_at >= self.ratings_every
+
+    def compute_ratings(self, tournament: str, *, force: bool = False) -> list[Rating]:
+        """The tournament's ratings, recomputed if new records arrived and the last computation is
+        at least `ratings_every` old (or `force`). Blocking (numpy): call it off the event loop."""
+        tally = self.tallies.get(tournament)
+        if tally is None:
+            return []
+        with tally.lock:
+            if not self._stale(tally, force):
+                return tally.ratings
+            # Snapshots: the loop may append while this thread computes.
+            matches, pairs, agents = tally.matches, list(tally.pairs), sorted(tally.agents)
+            try:
+                rates = ratings_from_pairs(pairs, agents, self.ratings_config, 0)
+            except Exception:
+                log.warning("live ratings of %s failed", tournament, exc_info=True)
+                return tally.ratings
+            tally.ratings, tally.rated_matches, tally.rated_at = rates, matches, time.monotonic()
+        if self.on_ratings is not None:
+            self.on_ratings(tournament, rates)
+        return rates
+
+    def refresh_latest(self) -> None:
+        """Ratings of the most recently updated tournament, if stale (the metrics' scrape hook;
+        runs in the scrape thread)."""
+        latest = next(reversed(self.tallies), None)
+        if latest is not None:
+            self.compute_ratings(latest)
 
     async def rate_now(self) -> None:
-        """Recompute the ratings of tournaments with new records (in a thread: bootstrap is CPU)."""
-        dirty, self._dirty = self._dirty, set()
-        for tid in dirty:
-            recs = list(self.records.get(tid, []))
-            if not recs:
-                continue
-            try:
-                rates = await asyncio.to_thread(ratings, recs, self.ratings_config, 0)
-            except Exception:
-                log.warning("live ratings of %s failed", tid, exc_info=True)
-                continue
-            table = self.tables.get(tid)
-            if table is not None:
-                table.ratings = rates
-            if self.on_ratings is not None:
-                self.on_ratings(tid, rates)
+        """Recompute, in a thread, the ratings of every tournament with new records."""
+        for tid in list(self.tallies):
+            await asyncio.to_thread(self.compute_ratings, tid, force=True)
+
+    def _rate_soon(self, tournament: str) -> None:
+        """Start a background recomputation if one is due and none is running."""
+        tally = self.tallies.get(tournament)
+        if tally is None or not self._stale(tally, False) or tally.lock.locked() or self._pending:
+            return
+        with contextlib.suppress(RuntimeError):  # no running loop: the caller is not async
+            task = asyncio.get_running_loop().create_task(asyncio.to_thread(self.compute_ratings, tournament))
+            self._pending.add(task)  # type: ignore[arg-type]
+            task.add_done_callback(self._pending.discard)  # type: ignore[arg-type]
 
     # -- queries ------------------------------------------------------------------------------
 
@@ -277,4 +341,17 @@ class MatchFeed:
         tid = tournament or next(iter(self.tournaments()), None)
         if tid is None:
             return None
-        return self.tables.get(tid) or TournamentTable(tournament=tid)
+        tally = self.tallies.get(tid)
+        if tally is None:
+            return TournamentTable(tournament=tid)
+        if tally.rows is None:
+            tally.rows = tally.standings.rows()
+        # Asking is what makes live ratings worth computing (the answer carries the last ones).
+        self._rate_soon(tid)
+        return TournamentTable(
+            tournament=tid,
+            standings=tally.rows,
+            ratings=tally.ratings,
+            matches=tally.matches,
+            updated=tally.updated,
+        )

@@ -3,7 +3,8 @@
 `spielbus run` and `spielbus referee` both call `start_observability`. The feed
 follows `SPIELBUS_MATCHES` whenever the page or the metrics are on (the metrics
 need it for the live ratings). Ports: an int (0: any free port) or None (off);
-with `fallback` a busy port is replaced by a free one.
+with `fallback` a busy port is replaced by a free one. They listen on 127.0.0.1 unless
+`host` says otherwise (the page serves ended matches' full records without a login).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ async def start_observability(
     *,
     metrics_port: int | None,
     web_port: int | None,
-    host: str = "0.0.0.0",
+    host: str = "127.0.0.1",
     fallback: bool = False,
     ratings_config: RatingsConfig | None = None,
     child_metrics: Callable[[], list[str]] | None = None,
@@ -73,6 +74,8 @@ async def start_observability(
         ratings_config=ratings_config,
         on_ratings=(lambda _tid, rates: metrics.set_ratings(rates)) if metrics is not None else None,
     )
+    if metrics is not None:
+        metrics.before_scrape = obs.feed.refresh_latest  # live ratings on demand, in the scrape thread
     await obs.feed.follow(nc)
     if web_port is not None:
         obs.web = await start_web(obs.feed, web_port, host=host, fallback=fallback)

@@ -1,0 +1,10 @@
+"""`python -m agents.coach ...`: what `spielbus selfplay ...` hands over to."""
+
+from __future__ import annotations
+
+import sys
+
+from agents.coach.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""`spielbus selfplay ...` (= `python -m agents.coach ...`): the self-play and coach pipeline.
+
+    collect GAME --policy SPEC --nodes N --rollouts R --out DIR   node dataset (resumable)
+    coach DIR --llm NAME [--batch 15]                             the LLM Coach's policies + report
+    export DIR --format trl|verl|jsonl [--source coach|reference]  prompt/reference pairs for RL
+    solve GAME --iterations N --out FILE                          a CFVFP table for small games
+
+Exit codes: 0 done, 1 runtime failure (LLM unreachable), 2 bad input (arguments, a dataset
+that is truncated, malformed or of another game: the message names the file and line),
+130 interrupted (run the same command again to resume).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+PROG = "spielbus selfplay"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    c = sub.add_parser("collect", help="self-play node dataset: rollout Q-values and CFVFP references")
+    c.add_argument("game", help="game spec, e.g. simplified_holdem or kuhn_poker(players=3)")
+    c.add_argument(
+        "--policy",
+        required=True,
+        metavar="AGENT_SPEC",
+        help="behaviour policy: random | first | cfvfp(iterations=N) | policy_table(table=DIR,source=...) "
+        "| llm_policy:{JSON options} (any KIND:{JSON} or KIND(key=value,...))",
+    )
+    c.add_argument(
+        "--nodes", type=int, required=True, help="nodes to collect (in total, counting a resumed run)"
+    )
+    c.add_argument("--rollouts", type=int, default=100, help="rollouts per legal action (default 100)")
+    c.add_argument("--out", required=True, help="dataset folder (created; an existing one is resumed)")
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--alpha", type=float, default=0.1, help="eq. 10 step size (default 0.1, the paper's)")
+    c.add_argument("--sample", type=float, default=0.25, help="probability of sampling a decision node")
+    c.add_argument("--workers", type=int, default=None, help="rollout processes (default: one per core)")
+    c.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    k = sub.add_parser("coach", help="the LLM Coach: classify nodes, analyse, refine their policies")
+    k.add_argument("dir", help="a `collect` folder")
+    k.add_argument(
+        "--llm",
+        required=True,
+        metavar="NAME",
+        help="embedded (start SmolLM2 here), a model name on $OPENAI_BASE_URL / --base-url, "
+        "or a JSON LLM config",
+    )
+    k.add_argument("--base-url", default=None, help="OpenAI-compatible server for --llm MODEL")
+    k.add_argument("--batch", type=int, default=15, help="nodes per coach request (default 15, the paper's)")
+    k.add_argument("--max-tokens", type=int, default=2048, help="completion budget per request")
+    k.add_argument("--limit", type=int, default=None, help="coach at most this many nodes")
+    k.add_argument("--quiet", action="store_true")
+
+    e = sub.add_parser("export", help="prompt/reference pairs for an RL trainer (GRPO)")
+    e.add_argument("dir")
+    e.add_argument("--format", choices=["trl", "verl", "jsonl"], default="jsonl")
+    e.add_argument("--source", choices=["coach", "reference"], default="coach")
+    e.add_argument("--out", default=None, help="output file (default DIR/export-SOURCE-FORMAT.jsonl)")
+
+    s = sub.add_parser("solve", help="a CFVFP table (average policy) for a small game")
+    s.add_argument("game")
+    s.add_argument("--iterations", type=int, default=1000)
+    s.add_argument("--out", required=True, help="JSONL table file (policy_table source=policy)")
+    s.add_argument("--exploitability", action="store_true", help="also print OpenSpiel's exploitability")
+    return p
+
+
+def _progress(quiet: bool, label: str) -> Progress | None:
+    if quiet:
+        return None
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+    )
+
+
+def _cmd_collect(args: argparse.Namespace) -> int:
+    from agents.coach.collect import collect
+
+    bar = _progress(args.quiet, "nodes")
+    task = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal task
+        if bar is None:
+            return
+        if task is None:
+            task = bar.add_task("collect", total=total)
+        bar.update(task, completed=done)
+
+    if bar:
+        bar.start()
+    try:
+        result = collect(
+            args.game,
+            args.policy,
+            Path(args.out),
+            nodes=args.nodes,
+            rollouts=args.rollouts,
+            seed=args.seed,
+            alpha=args.alpha,
+            sample=args.sample,
+            workers=args.workers,
+            progress=progress,
+        )
+    finally:
+        if bar:
+            bar.stop()
+    print(
+        f"{args.out}: {result.written} new nodes in {result.seconds:.1f}s ({result.rate:.2f} nodes/s), "
+        f"{result.skipped} already there"
+    )
+    if result.llm:
+        print("LLM usage: " + ", ".join(f"{k} {v}" for k, v in result.llm.items()))
+    return 0
+
+
+def _cmd_coach(args: argparse.Namespace) -> int:
+    from agents.coach.coach import run_coach_cli
+
+    return run_coach_cli(args)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from agents.coach.export import export
+
+    out = Path(args.out) if args.out else Path(args.dir) / f"export-{args.source}-{args.format}.jsonl"
+    n = export(Path(args.dir), out, fmt=args.format, source=args.source)
+    print(f"wrote {n} rows to {out}")
+    return 0
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    from agents.coach.cfvfp import CFVFPSolver, exploitability
+    from agents.coach.dataset import TableRow
+    from bus.protocol import LegalAction
+    from games.loader import load_game, parse_spec
+
+    spec = parse_spec(args.game)
+    game = load_game(spec)
+    solver = CFVFPSolver(game)
+    solver.iterate(args.iterations)
+    table = solver.average_policy()
+    names = _action_names(game, solver)
+    with open(args.out, "w", encoding="utf-8") as fh:
+        for key, probs in table.items():
+            acts = sorted(probs)
+            row = TableRow(
+                game=spec.label(),
+                infoset=key,
+                legal=[LegalAction(id=a, text=names.get((key, a), str(a))) for a in acts],
+                policy=[probs[a] for a in acts],
+            )
+            fh.write(row.model_dump_json() + "\n")
+    print(f"wrote {len(table)} information sets to {args.out}")
+    if args.exploitability:
+        print(f"exploitability (OpenSpiel): {exploitability(game, table):.6f}")
+    return 0
+
+
+def _action_names(game: object, solver: object) -> dict[tuple[str, int], str]:
+    """Action texts per information set, from one state of each set (found while walking the tree)."""
+    out: dict[tuple[str, int], str] = {}
+    stack = [game.new_initial_state()]  # type: ignore[attr-defined]
+    while stack:
+        s = stack.pop()
+        if s.is_terminal():
+            continue
+        if s.is_chance_node():
+            stack.extend(s.child(a) for a, _ in s.chance_outcomes())
+            continue
+        p = s.current_player()
+        key = s.information_state_string(p)
+        for a in s.legal_actions():
+            if (key, a) not in out:
+                out[(key, a)] = s.action_to_string(p, a)
+            stack.append(s.child(a))
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from agents.coach.coach import CoachError
+    from agents.coach.collect import CollectError
+    from agents.coach.dataset import DatasetError
+    from agents.coach.policies import PolicySpecError
+    from games.loader import GameSpecError
+
+    args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    handlers = {"collect": _cmd_collect, "coach": _cmd_coach, "export": _cmd_export, "solve": _cmd_solve}
+    try:
+        return handlers[args.command](args)
+    except PolicySpecError as exc:
+        print(f"{PROG} {args.command}: --policy: {exc}", file=sys.stderr)
+        return 2
+    except (DatasetError, CollectError, GameSpecError, CoachError) as exc:
+        print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG} {args.command}: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130
+    except json.JSONDecodeError as exc:  # pragma: no cover - every reader names its line itself
+        print(f"{PROG} {args.command}: {exc}", file=sys.stderr)
+        return 2

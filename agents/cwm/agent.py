@@ -1,0 +1,205 @@
+"""`cwm`: plays with (IS)MCTS on a synthesized code world model (CWM-(IS)MCTS of "Code World
+Models for General Game Playing", Lehrach, Hennes, Lázaro-Gredilla et al.).
+
+- One long-lived sandbox per agent (`agents.cwm.sandbox`) holds the model (and its value
+  function); the whole search runs inside it: only the turn goes in (action texts of the
+  history, or the seat's observation/action history) and the chosen action text comes out.
+- Perfect information: the history's action texts are replayed on the model from its initial
+  state, then MCTS (`simulations`, `rollouts` random rollouts per leaf or the value function).
+- Imperfect information: the seat's (observation, action) pairs are kept per match; the
+  model's inference function resamples histories (appendix H.6, up to 10 tries each,
+  `determinizations` of them) and SO-ISMCTS searches over those states.
+- The agent always answers in time with a legal action: if the model fails (exception,
+  no legal action, an action the referee did not offer, timeout, inference failure), a
+  random legal action of the turn is played and the failure counted. Each move's stats
+  carry `model_failures` and `online_transition_accuracy` (the share of this match's turns
+  where the model agreed with the referee on player, observation and legal actions), and
+  for imperfect-information games `online_inference_accuracy`.
+
+Limits: a turn's search stops at `time_fraction` of its deadline; concurrent matches share
+the one sandbox (a lock), so they queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng
+from agents.cwm.model_dir import ModelDirError, load_meta
+from agents.cwm.sandbox import Limits, Sandbox, SandboxError, SandboxUnavailable
+from bus.protocol import MatchStarted, MoveStats, Turn
+
+
+class CwmOptions(StrategyOptions):
+    model: str = Field(description="folder written by `spielbus cwm synthesize`")
+    simulations: int = Field(default=1000, ge=1)
+    rollouts: int = Field(default=10, ge=1, description="random rollouts per leaf (the paper uses 10)")
+    value_function: bool = Field(
+        default=True, description="use the chosen value function if the folder has one"
+    )
+    uct_c: float = Field(default=2.0, gt=0)
+    determinizations: int = Field(default=8, ge=1, le=200, description="resampled states per ISMCTS search")
+    time_fraction: float = Field(default=0.6, gt=0, le=0.9, description="share of the deadline for search")
+
+    @field_validator("model")
+    @classmethod
+    def _model_dir(cls, v: str) -> str:
+        try:
+            load_meta(Path(v))
+        except ModelDirError as exc:
+            raise ValueError(str(exc)) from None
+        return v
+
+
+class CwmStrategy(Strategy):
+    kind = "cwm"
+    version = "1"
+    Options = CwmOptions
+
+    def __init__(self, options: CwmOptions) -> None:
+        super().__init__(options)
+        self.o = options
+        self.folder = Path(options.model).resolve()
+        self.meta = load_meta(self.folder)
+        self.value = self.meta["value_function"] if options.value_function else None
+        self.games = (self.meta["game"],)
+        self.sandbox: Sandbox | None = None
+        self.lock = asyncio.Lock()
+
+    # ---- sandbox -------------------------------------------------------------------------
+    def _ensure(self, end: float | None = None) -> Sandbox:
+        """The live sandbox, (re)started if needed; `end` (monotonic) bounds the start-up."""
+        if self.sandbox is not None and self.sandbox.alive:
+            return self.sandbox
+        left = 20.0 if end is None else max(0.05, end - time.monotonic())
+        sb = Sandbox(
+            model_dir=self.folder, limits=Limits(cpu_s=24 * 3600, memory_mb=2048, start_timeout_s=left)
+        )
+        sb.start()
+        left = 15.0 if end is None else max(0.05, end - time.monotonic())
+        loaded = sb.call(
+            "load", file="model.py", name="model", imperfect=self.meta["imperfect"], timeout=left
+        )
+        if not loaded.get("ok"):
+            sb.close()
+            raise SandboxError(str(loaded.get("error")), str(loaded.get("detail", ""))[:300])
+        if self.value:
+            v = sb.call("load", file=f"{self.value}.py", name=self.value, timeout=15)
+            if not v.get("ok"):
+                self.value = None  # play on without it
+        self.sandbox = sb
+        return sb
+
+    def _call(self, op: str, end: float, **args: Any) -> dict[str, Any]:
+        sb = self._ensure(end)
+        left = end - time.monotonic()
+        if left <= 0.02:
+            raise SandboxError("timeout", "the turn's time went to starting the sandbox")
+        args["time_limit"] = min(float(args.get("time_limit", left)), left * 0.8)
+        return sb.call(op, timeout=left, **args)
+
+    async def match_started(self, msg: MatchStarted, ctx: MatchContext) -> None:
+        ctx.data.update(pairs=[], turns=0, agree=0, inferred=0, failures=0)
+        # Start (or check) the sandbox before the first turn, off the clock.
+        async with self.lock:
+            try:
+                await asyncio.to_thread(self._ensure)
+            except (SandboxError, SandboxUnavailable):
+                pass  # decide() retries and falls back to a legal action
+
+    # ---- turns ---------------------------------------------------------------------------
+
+    async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
+        d = ctx.data
+        for k, v in (("pairs", []), ("turns", 0), ("agree", 0), ("inferred", 0), ("failures", 0)):
+            d.setdefault(k, v)
+        rng = decision_rng(self.o.seed, turn)
+        budget = max(0.05, turn.deadline_ms / 1000 * self.o.time_fraction)
+        end = time.monotonic() + max(0.1, turn.deadline_ms / 1000 * 0.8)
+        legal_texts = {la.text: la.id for la in turn.legal_actions}
+        imperfect = self.meta["imperfect"]
+        args: dict[str, Any] = {
+            "initial_state": self.meta["initial_state"],
+            "seat": turn.seat,
+            "num_players": self.meta["num_players"],
+            "simulations": self.o.simulations,
+            "rollouts": self.o.rollouts,
+            "uct_c": self.o.uct_c,
+            "seed": rng.randrange(2**31),
+            "value": self.value,
+            "time_limit": budget,
+        }
+        history = [*d["pairs"], [turn.observation, None]]
+        if imperfect:
+            args.update(
+                history=history,
+                closed_deck=self.meta["closed_deck"],
+                determinizations=self.o.determinizations,
+            )
+        else:
+            args["actions"] = [h.text or "" for h in turn.history]
+            args["observation"] = turn.observation
+        failure: str | None = None
+        result: dict[str, Any] = {}
+        d["turns"] += 1
+        async with self.lock:
+            try:
+                if turn.game.name != self.meta["game"] or turn.game.params:
+                    raise SandboxError(
+                        "game", f"the model is of {self.meta['game']}, the turn of {turn.game.label()}"
+                    )
+                reply = await asyncio.to_thread(self._call, "search", end, **args)
+                if reply.get("ok"):
+                    result = reply["result"]
+                else:
+                    failure = f"{reply.get('error')}: {str(reply.get('detail', ''))[-200:]}"
+            except (SandboxError, SandboxUnavailable) as exc:
+                failure = f"sandbox {exc}"[:300]
+        if result:
+            if imperfect:
+                d["inferred"] += 1 if result.get("resampled") else 0
+            agrees = sorted(result.get("legal", [])) == sorted(legal_texts) and result.get(
+                "state_agrees", True
+            )
+            d["agree"] += int(agrees)
+        action_text = result.get("action") if result else None
+        if failure is None and action_text not in legal_texts:
+            failure = f"the model chose {str(action_text)[:60]!r}, not a legal action of the turn"
+        if failure is not None:
+            d["failures"] += 1
+            action = rng.choice(turn.legal_actions)
+            action_text, action_id = action.text, action.id
+        else:
+            action_id = legal_texts[action_text]
+        d["pairs"].append([turn.observation, action_text])
+        stats = MoveStats(nodes=result.get("nodes"))
+        extra = {
+            "simulations": result.get("simulations", 0),
+            "model_failures": d["failures"],
+            "online_transition_accuracy": round(d["agree"] / d["turns"], 4),
+        }
+        if imperfect:
+            extra["online_inference_accuracy"] = round(d["inferred"] / d["turns"], 4)
+        for k, v in extra.items():
+            setattr(stats, k, v)
+        visits = result.get("visits") or {}
+        total = sum(visits.values())
+        policy = (
+            {str(legal_texts[a]): n / total for a, n in visits.items() if a in legal_texts} if total else None
+        )
+        return Decision(
+            action=action_id,
+            stats=stats,
+            policy=policy or None,
+            note=f"cwm: model failed ({failure}); played a random legal action" if failure else None,
+        )
+
+    async def close(self) -> None:
+        if self.sandbox is not None:
+            self.sandbox.close()
+            self.sandbox = None

@@ -1,0 +1,86 @@
+"""Run one candidate model against its unit tests in a fresh sandbox: the verdict of an attempt.
+
+Whatever the code does (not parse, raise, loop, allocate, print, open sockets, write
+files), the answer is a `Verdict` with the fraction of tests passed and, when the code
+never got to the tests, a one-word `reason` and its detail. Nothing raises out of here
+except `SandboxUnavailable` (no sandbox on this machine: nothing may run at all).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents.cwm.sandbox import Limits, Sandbox, SandboxError
+
+# Wall-clock seconds for loading a module and for the whole test batch.
+LOAD_TIMEOUT_S = 10.0
+TESTS_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Verdict:
+    passed: int = 0
+    total: int = 0
+    reason: str | None = None  # syntax, import, api, timeout, cpu, memory, output, crashed, ...
+    detail: str = ""
+    failures: list[dict[str, Any]] = field(default_factory=list)  # failing tests: id, kind, message
+
+    @property
+    def accuracy(self) -> float:
+        return self.passed / self.total if self.total else 0.0
+
+    def accuracy_of(self, kind: str, results: list[dict[str, Any]]) -> float:
+        rs = [r for r in results if r["kind"] == kind]
+        return sum(r["ok"] for r in rs) / len(rs) if rs else 1.0
+
+    def summary(self) -> str:
+        if self.reason:
+            return f"{self.reason}: {self.detail[:200]}"
+        return f"{self.passed}/{self.total} tests pass"
+
+
+@dataclass
+class Run:
+    verdict: Verdict
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+    def accuracy(self, kind: str) -> float | None:
+        rs = [r for r in self.results if r["kind"] == kind]
+        if not rs:
+            return None if self.verdict.reason is None else 0.0
+        return sum(r["ok"] for r in rs) / len(rs)
+
+
+def run_candidate(
+    code: str,
+    tests: list[dict[str, Any]],
+    *,
+    imperfect: bool,
+    limits: Limits | None = None,
+    tests_timeout_s: float = TESTS_TIMEOUT_S,
+) -> Run:
+    v = Verdict(total=len(tests))
+    sandbox = Sandbox(limits=limits or Limits(cpu_s=int(tests_timeout_s) + 10))
+    try:
+        sandbox.start()
+        loaded = sandbox.call("load", timeout=LOAD_TIMEOUT_S, code=code, name="model", imperfect=imperfect)
+        if not loaded.get("ok"):
+            v.reason, v.detail = str(loaded.get("error")), str(loaded.get("detail", ""))
+            return Run(v)
+        reply = sandbox.call("tests", timeout=tests_timeout_s, tests=tests)
+        if not reply.get("ok"):
+            v.reason, v.detail = str(reply.get("error")), str(reply.get("detail", ""))
+            return Run(v)
+        results = reply["result"]
+        if not isinstance(results, list) or len(results) != len(tests):
+            v.reason, v.detail = "protocol", "the test run answered a different number of results"
+            return Run(v)
+        v.passed = sum(1 for r in results if r.get("ok") is True)
+        v.failures = [r for r in results if r.get("ok") is not True]
+        return Run(v, results)
+    except SandboxError as exc:
+        v.reason, v.detail = exc.reason, exc.detail
+        return Run(v)
+    finally:
+        sandbox.close()

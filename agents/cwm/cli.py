@@ -1,0 +1,346 @@
+"""`spielbus cwm synthesize GAME ...` and `spielbus cwm eval DIR`.
+
+synthesize: trajectories (random players through the real referee, or `--from-run` a run
+folder's matches.jsonl), unit tests from them, LLM synthesis with refinement in the sandbox,
+value-function candidates ranked by a tournament; writes DIR (see docs/cwm.md).
+eval: held-out accuracy of DIR's model (transitions and inference) as a Table 1 row.
+
+Exit codes: 0 done, 1 the LLM server or sandbox failed at run time, 2 bad input (names the
+flag, game or file).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from agents.cwm.model_dir import ModelDirError, load_meta
+
+REFERENCE_GAMES = ("tic_tac_toe", "connect_four", "kuhn_poker", "leduc_poker")
+DEFAULT_HELDOUT_GAMES = 100
+DEFAULT_HELDOUT_TRANSITIONS = 10_000
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="spielbus cwm", description="Code world models: synthesize, evaluate.")
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("synthesize", help="have an LLM write GAME as code, refined against unit tests")
+    s.add_argument("game", help="game name (e.g. tic_tac_toe, kuhn_poker)")
+    s.add_argument(
+        "--llm",
+        required=True,
+        help="'embedded' (SmolLM2 on llama.cpp), an OpenAI-compatible base URL, 'ollama:URL', "
+        "or a NAME of an [llm.NAME] section of --config",
+    )
+    s.add_argument("--config", default=None, help="tournament file whose [llm.NAME] sections --llm may name")
+    s.add_argument("--model", default=None, help="model name on the server")
+    s.add_argument("--trajectories", type=int, default=5, help="training trajectories (default 5)")
+    s.add_argument("--from-run", default=None, metavar="RUN_DIR", help="take trajectories from matches.jsonl")
+    deck = s.add_mutually_exclusive_group()
+    deck.add_argument("--open-deck", dest="closed_deck", action="store_false", help="(default)")
+    deck.add_argument("--closed-deck", dest="closed_deck", action="store_true", help="no hidden information")
+    s.add_argument("--refine", choices=["conversation", "tree"], default="tree")
+    s.add_argument("--budget", type=int, default=10, help="LLM calls for the model (default 10)")
+    s.add_argument("--values", type=int, default=3, help="value-function candidates (0: none)")
+    s.add_argument("--max-tokens", type=int, default=2048)
+    s.add_argument("--tests-in-prompt", type=int, default=5, help="tests of each kind in the first prompt")
+    s.add_argument("--temperature", type=float, default=0.7)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--out", required=True, help="output folder")
+    r = sub.add_parser("reference", help="write the hand-written reference model of GAME as a model folder")
+    r.add_argument("game", choices=sorted(REFERENCE_GAMES))
+    r.add_argument("--out", required=True)
+    e = sub.add_parser("eval", help="held-out transition and inference accuracy of a synthesized model")
+    e.add_argument("dir", help="a folder written by `spielbus cwm synthesize`")
+    e.add_argument("--games", type=int, default=DEFAULT_HELDOUT_GAMES, help="held-out games (default 100)")
+    e.add_argument(
+        "--transitions",
+        type=int,
+        default=DEFAULT_HELDOUT_TRANSITIONS,
+        help="transitions sampled (default 10000)",
+    )
+    e.add_argument("--seed", type=int, default=12345)
+    e.add_argument(
+        "--mcts-share", type=float, default=0.5, help="chance that a held-out player is MCTS on the true game"
+    )
+    e.add_argument("--json", action="store_true", help="print the row as JSON")
+    return p
+
+
+def _llm_config(args: argparse.Namespace):  # -> (LLMConfig, EmbeddedServer | None)
+    from agents.llm import LLMConfig
+
+    spec = args.llm
+    server = None
+    raw: dict[str, Any]
+    if spec == "embedded":
+        from agents.llm.server import EmbeddedServer
+
+        server = EmbeddedServer(n_ctx=8192, n_threads=2)
+        server.start()
+        raw = {"base_url": server.base_url}
+    elif spec.startswith(("http://", "https://")):
+        raw = {"base_url": spec}
+    elif spec.startswith("ollama:"):
+        raw = {"backend": "ollama", "base_url": spec[len("ollama:") :]}
+    else:
+        if not args.config:
+            raise ValueError(f"--llm {spec!r}: not 'embedded', a URL or 'ollama:URL'; a NAME needs --config")
+        data = tomllib.loads(Path(args.config).read_text())
+        section = data.get("llm", {}).get(spec)
+        if not isinstance(section, dict):
+            raise ValueError(f"{args.config}: no [llm.{spec}] section")
+        raw = dict(section)
+    if args.model:
+        raw["model"] = args.model
+    raw.setdefault("timeout_s", 600.0)
+    return LLMConfig.model_validate(raw), server
+
+
+def _synthesize(args: argparse.Namespace, console: Console) -> int:
+    import pyspiel
+
+    from agents.cwm import trajectories as T
+    from agents.cwm.model_dir import write_model_dir
+    from agents.cwm.sandbox import SandboxUnavailable, check_available
+    from agents.cwm.synthesize import Task
+    from games.loader import load_game
+    from games.rules import rules_text
+    from games.view import is_perfect_information
+
+    for flag in ("trajectories", "budget"):
+        if getattr(args, flag) < 1:
+            _err(f"spielbus cwm: --{flag} must be at least 1")
+            return 2
+    try:
+        game = load_game(args.game)
+    except (pyspiel.SpielError, RuntimeError, ValueError) as exc:
+        _err(f"spielbus cwm: unknown game {args.game!r}: {exc}")
+        return 2
+    try:
+        check_available()
+    except SandboxUnavailable as exc:
+        _err(f"spielbus cwm: {exc}")
+        return 2
+    imperfect = not is_perfect_information(game)
+    closed = bool(args.closed_deck) and imperfect
+    if args.from_run:
+        try:
+            trajs = T.from_run_folder(args.from_run, args.game, args.trajectories)
+        except (FileNotFoundError, ValueError) as exc:
+            _err(f"spielbus cwm: {exc}")
+            return 2
+        if not trajs:
+            _err(f"spielbus cwm: {args.from_run}: no finished match of {args.game}")
+            return 2
+    else:
+        with tempfile.TemporaryDirectory(prefix="cwm-traj-") as tmp:
+            console.print(
+                f"recording {args.trajectories} trajectories of {args.game} (random vs random, referee)"
+            )
+            folder = T.record(args.game, args.trajectories, args.seed, tmp)
+            trajs = T.from_run_folder(folder, args.game, args.trajectories)
+    tests = T.build_tests(game, trajs, closed, seed=args.seed)
+    task = Task(
+        game=args.game,
+        rules=rules_text(game),
+        imperfect=imperfect,
+        closed_deck=closed,
+        tests=tests,
+        refine=args.refine,
+        budget=args.budget,
+        max_tokens=args.max_tokens,
+        temperature=args.temperature,
+        seed=args.seed,
+        tests_on_init=max(1, args.tests_in_prompt),
+    )
+    try:
+        config, server = _llm_config(args)
+    except (ValueError, OSError, tomllib.TOMLDecodeError) as exc:
+        _err(f"spielbus cwm: {exc}")
+        return 2
+    except Exception as exc:  # the embedded server failed to start
+        _err(f"spielbus cwm: LLM server: {exc}")
+        return 1
+    try:
+        out_dir = Path(args.out)
+        report = asyncio.run(_run(task, config, game, trajs, args, console))
+        write_model_dir(out_dir, task, report, game, trajs)
+    finally:
+        if server is not None:
+            server.stop()
+    r = report["report"]
+    console.print(
+        f"wrote {out_dir}: train transition accuracy {_fmt(r['train_transition_accuracy'])}, "
+        f"train inference accuracy {_fmt(r['train_inference_accuracy'])}, LLM calls {r['llm_calls']}, "
+        f"tokens {r['prompt_tokens']}+{r['completion_tokens']}",
+        highlight=False,
+    )
+    return 0
+
+
+def _err(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.4f}"
+
+
+async def _run(task, config, game, trajs, args, console) -> dict[str, Any]:
+    from agents.cwm import trajectories as T
+    from agents.cwm.synthesize import report
+    from agents.cwm.values import ValueCandidate, check_and_rank, value_prompt
+    from agents.llm import LLMClient
+
+    client = LLMClient(config)
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[status]}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    ) as progress:
+        bar = progress.add_task(f"synthesizing {task.game}", total=task.budget, status="")
+
+        def tick(calls: int, att: Any) -> None:
+            status = "LLM error" if att is None else (att.reason or f"{att.passed}/{att.total} tests")
+            progress.update(bar, completed=calls, status=status)
+
+        from agents.cwm.synthesize import Synthesizer
+
+        synth = Synthesizer(client, task, tick)
+        out = await synth.run()
+        progress.update(bar, completed=task.budget)
+        values: list[ValueCandidate] = []
+        chosen = None
+        if (
+            args.values > 0
+            and out.code is not None
+            and out.run is not None
+            and out.run.verdict.reason is None
+        ):
+            vbar = progress.add_task("value functions", total=args.values, status="")
+            states = _value_states(trajs)
+            prompt = value_prompt(task.game, task.rules, out.code, states)
+            for i in range(args.values):
+                text = await synth._ask([("user", prompt)])
+                from agents.cwm.prompts import extract_code
+
+                code = extract_code(text or "")
+                if code:
+                    values.append(ValueCandidate(name=f"value_{i}", code=code))
+                progress.update(vbar, completed=i + 1)
+            if values:
+                choice = check_and_rank(
+                    out.code, values, states, T.initial_state(game), game.num_players(), seed=task.seed
+                )
+                chosen = choice.chosen
+    await client.aclose()
+    rep = report(
+        task,
+        out,
+        {
+            "value_functions": [
+                {"name": v.name, "ok": v.ok, "problem": v.problem, "tournament_score": v.score}
+                for v in values
+            ],
+            "value_function": chosen,
+            "trajectories": len(trajs),
+            "llm": config.label(),
+        },
+    )
+    return {"report": rep, "code": out.code, "values": {v.name: v.code for v in values}}
+
+
+def _value_states(trajs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    rng = random.Random(0)
+    states = []
+    for steps in trajs:
+        states.append({"state": rng.choice(steps[:-1] or steps)["state"], "terminal_rewards": None})
+        last = steps[-1]
+        if last["current_player"] == -4:
+            states.append({"state": last["state"], "terminal_rewards": last["rewards"]})
+    return states
+
+
+def _eval(args: argparse.Namespace, console: Console) -> int:
+    from agents.cwm.eval import evaluate
+
+    try:
+        meta = load_meta(Path(args.dir))
+    except ModelDirError as exc:
+        _err(f"spielbus cwm: {exc}")
+        return 2
+    if args.games < 1 or args.transitions < 1:
+        _err("spielbus cwm: --games and --transitions must be at least 1")
+        return 2
+    if not 0.0 <= args.mcts_share <= 1.0:
+        _err("spielbus cwm: --mcts-share must be between 0 and 1")
+        return 2
+    row = evaluate(
+        Path(args.dir), meta, games=args.games, transitions=args.transitions, seed=args.seed,
+        mcts_share=args.mcts_share,
+    )  # fmt: skip
+    if args.json:
+        print(json.dumps(row))
+        return 0
+    from rich.table import Table
+
+    table = Table(title=f"Code world model of {meta['game']} ({row['deck']} deck)")
+    for col in (
+        "Game",
+        "transition train",
+        "transition test",
+        "inference train",
+        "inference test",
+        "# LLM calls",
+    ):
+        table.add_column(col, no_wrap=col == "Game")
+    table.add_row(
+        meta["game"],
+        _fmt(row["train_transition_accuracy"]),
+        _fmt(row["test_transition_accuracy"]),
+        _fmt(row["train_inference_accuracy"]),
+        _fmt(row["test_inference_accuracy"]),
+        str(row["llm_calls"]),
+    )
+    console.print(table)
+    console.print(
+        f"held out: {row['test_transitions']} transitions from {row['test_games']} games "
+        f"(players MCTS with probability {row['test_mcts_share']:g}, else random), "
+        f"{row['test_inference_cases']} inference cases"
+        + (f"; failure: {row['failure']}" if row.get("failure") else ""),
+        highlight=False,
+    )
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console(stderr=False)
+    if args.command == "synthesize":
+        return _synthesize(args, console)
+    if args.command == "reference":
+        from agents.cwm.model_dir import write_reference_dir
+
+        write_reference_dir(Path(args.out), args.game)
+        console.print(f"wrote {args.out}: the hand-written reference model of {args.game} (not synthesized)")
+        return 0
+    return _eval(args, console)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,128 @@
+"""The folder `spielbus cwm synthesize` writes and the `cwm` agent and `cwm eval` read.
+
+    model.py          the code world model (for imperfect-information games it also holds the
+                      inference function `resample_history`)
+    value_<k>.py      value-function candidates (`value_function(state, player_id)`)
+    meta.json         game, deck, players, the initial state, the chosen value function
+    tests.json        the training unit tests
+    report.json       accuracies, LLM calls, tokens, every attempt with its failing test
+
+`load_meta` checks what a reader needs and raises `ModelDirError` naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+FORMAT = 1
+
+
+class ModelDirError(ValueError):
+    pass
+
+
+def write_model_dir(out: Path, task: Any, result: dict[str, Any], game: Any, trajs: Any) -> None:
+    from agents.cwm.trajectories import initial_state
+
+    out.mkdir(parents=True, exist_ok=True)
+    if result["code"]:
+        (out / "model.py").write_text(result["code"] + "\n")
+    for name, code in result["values"].items():
+        (out / f"{name}.py").write_text(code + "\n")
+    meta = {
+        "format": FORMAT,
+        "game": task.game,
+        "imperfect": task.imperfect,
+        "closed_deck": task.closed_deck,
+        "num_players": game.num_players(),
+        "initial_state": initial_state(game),
+        "value_function": result["report"].get("value_function"),
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (out / "tests.json").write_text(json.dumps(task.tests) + "\n")
+    (out / "report.json").write_text(json.dumps(result["report"], indent=1) + "\n")
+
+
+def load_meta(folder: Path, need_model: bool = True) -> dict[str, Any]:
+    if not folder.is_dir():
+        raise ModelDirError(f"{folder}: no such folder (write one with `spielbus cwm synthesize`)")
+    path = folder / "meta.json"
+    if not path.is_file():
+        raise ModelDirError(f"{path}: missing (not a folder written by `spielbus cwm synthesize`)")
+    try:
+        meta = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ModelDirError(f"{path}: not valid JSON ({exc})") from exc
+    if not isinstance(meta, dict):
+        raise ModelDirError(f"{path}: not a JSON object")
+    checks = {
+        "format": lambda v: v == FORMAT,
+        "game": lambda v: isinstance(v, str) and v,
+        "imperfect": lambda v: isinstance(v, bool),
+        "closed_deck": lambda v: isinstance(v, bool),
+        "num_players": lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 16,
+        "initial_state": lambda v: v is not None,
+        "value_function": lambda v: v is None or (isinstance(v, str) and re.fullmatch(r"value_\d+", v)),
+    }
+    for key, ok in checks.items():
+        if key not in meta or not ok(meta[key]):
+            raise ModelDirError(f"{path}: key {key!r} is missing or invalid")
+    if need_model:
+        model = folder / "model.py"
+        if not model.is_file():
+            raise ModelDirError(f"{model}: missing (synthesis produced no model code)")
+        try:
+            model.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ModelDirError(f"{model}: unreadable ({exc})") from exc
+        if meta["value_function"] and not (folder / f"{meta['value_function']}.py").is_file():
+            raise ModelDirError(f"{folder / (meta['value_function'] + '.py')}: missing (named in meta.json)")
+    return meta
+
+
+def load_report(folder: Path) -> dict[str, Any]:
+    path = folder / "report.json"
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ModelDirError(f"{path}: unreadable ({exc})") from exc
+    if not isinstance(data, dict):
+        raise ModelDirError(f"{path}: not a JSON object")
+    return data
+
+
+def write_reference_dir(out: Path, game_name: str) -> None:
+    """A model folder holding a hand-written reference model (`agents/cwm/reference/`), marked
+    as such in report.json: for tests, benchmarks and trying the agent without an LLM."""
+    from agents.cwm import trajectories as T
+    from agents.cwm.reference import reference_code
+    from games.loader import load_game
+    from games.view import is_perfect_information
+
+    game = load_game(game_name)
+    code = reference_code(game_name)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "model.py").write_text(code)
+    meta = {
+        "format": FORMAT,
+        "game": game_name,
+        "imperfect": not is_perfect_information(game),
+        "closed_deck": False,
+        "num_players": game.num_players(),
+        "initial_state": T.initial_state(game),
+        "value_function": None,
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    (out / "tests.json").write_text("[]\n")
+    report = {
+        "game": game_name,
+        "reference": True,
+        "llm_calls": 0,
+        "note": "hand-written, not synthesized",
+        "train_transition_accuracy": None,
+        "train_inference_accuracy": None,
+    }
+    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")

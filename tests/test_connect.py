@@ -1,0 +1,210 @@
+"""bus.connect and bus.streams: server lists, reconnecting without limit, stream replication.
+
+Against real nats-servers: a client outlives an outage far longer than the old three
+attempts allowed, a list with a dead server in front still connects, and replicas above 1
+on a single server fail with a message that says why. The cluster itself is in test_cluster.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import subprocess
+import sys
+from urllib.parse import urlsplit
+
+import pytest
+from nats.aio.client import Server
+from nats.aio.msg import Msg
+
+from bus.connect import (
+    RECONNECT_MAX_WAIT_S,
+    NatsURLError,
+    ReconnectPolicy,
+    connect,
+    nats_servers,
+    redact,
+)
+from bus.process import free_port
+from bus.server import EmbeddedNats
+from bus.streams import StreamError, ensure_streams, set_stream_replicas, stream_replicas
+from bus.subjects import Subjects
+from tests.helpers import uid
+
+
+def test_server_lists_are_split_completed_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert nats_servers("nats://a:4222, b:5222 ,tls://c") == [
+        "nats://a:4222",
+        "nats://b:5222",
+        "tls://c:4222",
+    ]
+    monkeypatch.setenv("NATS_URL", "nats://x:1,nats://y:2")
+    assert nats_servers(None) == ["nats://x:1", "nats://y:2"]
+    for bad, why in [
+        ("http://a:4222", "scheme"),
+        ("nats://a:4222,,nats://:5", "no host"),
+        (" , ", "no server"),
+        ("nats://a:4222/x", "no path"),
+        ("nats://a:99999", "bad server URL"),
+        ("nats://a:1,ws://b:2", "mix"),
+    ]:
+        with pytest.raises(NatsURLError, match=why):
+            nats_servers(bad, source="--nats")
+
+
+def test_passwords_in_urls_never_reach_a_message() -> None:
+    assert redact("nats://u:secret@a:4222,nats://b:1") == "nats://u:***@a:4222,nats://b:1"
+    with pytest.raises(NatsURLError) as err:
+        nats_servers("nats://u:secret@a:4222,http://v:hidden@b:1")
+    assert "secret" not in str(err.value) and "hidden" not in str(err.value)
+
+
+def test_reconnect_policy_tries_the_least_failed_server_and_backs_off() -> None:
+    policy = ReconnectPolicy(random.Random(1))
+    a, b, c = (
+        Server(uri=urlsplit(f"nats://{h}:4222"), reconnects=n) for h, n in (("a", 2), ("b", 1), ("c", 1))
+    )  # type: ignore[arg-type]
+    picks = {policy([a, b, c], {})[0].uri.hostname for _ in range(50)}  # type: ignore[union-attr]
+    assert picks == {"b", "c"}  # never the server that failed most, and both of the others
+    assert policy([Server(uri=urlsplit("nats://a:1"), reconnects=0)], {})[1] == 0.0  # type: ignore[arg-type]
+    delays = [policy.delay(n) for n in range(1, 12)]
+    assert all(0 < d <= RECONNECT_MAX_WAIT_S for d in delays)
+    assert delays[-1] > delays[0] * 4  # it does grow
+
+
+def test_cli_refuses_bad_urls_and_replica_counts_with_exit_2() -> None:
+    for args in (
+        ["referee", "--nats", "http://x:1"],
+        ["referee", "--stream-replicas", "0"],
+        ["submit", "f.toml", "--stream-replicas", "seven"],
+        ["bot-check", "b", "--nats", ","],
+    ):
+        out = subprocess.run(
+            [sys.executable, "-m", "spielbus.cli", *args], capture_output=True, text=True, timeout=60
+        )
+        assert out.returncode == 2, (args, out.stderr)
+        assert "--nats" in out.stderr or "--stream-replicas" in out.stderr
+    out = subprocess.run(
+        [sys.executable, "-m", "agents", "random", "--name", "x", "--nats", "ftp://h", "--check"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2 and "scheme" in out.stderr
+
+
+async def test_a_dead_server_in_front_of_the_list_is_skipped(nats_url: str) -> None:
+    dead = f"nats://127.0.0.1:{free_port()}"
+    nc = await connect(f"{dead},{nats_url}", name="list")
+    try:
+        assert nc.is_connected and nc.connected_url is not None
+        assert nc.connected_url.port == urlsplit(nats_url).port
+    finally:
+        await nc.close()
+
+
+async def test_a_wrong_url_still_fails_fast_for_a_short_lived_tool() -> None:
+    with pytest.raises(ConnectionError, match="cannot connect to NATS"):
+        await asyncio.wait_for(connect(f"nats://127.0.0.1:{free_port()}", name="nobody"), timeout=30)
+
+
+async def test_a_short_lived_client_outlives_a_long_outage(caplog: pytest.LogCaptureFixture) -> None:
+    """`submit` used to give up after three attempts (about 1.5 s) and hang; now it comes back."""
+    caplog.set_level(logging.WARNING, logger="bus.connect")
+    port = free_port()
+    srv = EmbeddedNats(port=port).start()
+    nc = await connect(srv.url, name="outage")
+    got: list[bytes] = []
+    subject = uid("outage")
+
+    async def keep(msg: Msg) -> None:
+        got.append(msg.data)
+
+    await nc.subscribe(subject, cb=keep)
+    try:
+        srv.stop()
+        await asyncio.sleep(4.0)  # far beyond the old 3 attempts x 0.5 s
+        assert not nc.is_closed
+        srv = EmbeddedNats(port=port).start()
+        for _ in range(200):
+            if nc.is_connected:
+                break
+            await asyncio.sleep(0.1)
+        assert nc.is_connected
+        # The subscription came back with the connection.
+        await nc.publish(subject, b"after")
+        await nc.flush(timeout=5)
+        for _ in range(50):
+            if got:
+                break
+            await asyncio.sleep(0.1)
+        assert got == [b"after"]
+        text = caplog.text
+        assert "outage: disconnected from nats://127.0.0.1" in text
+        assert "outage: reconnected to nats://127.0.0.1" in text
+    finally:
+        await nc.close()
+        srv.stop()
+
+
+async def test_replication_is_a_setting_and_a_single_server_says_it_cannot(
+    nats_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("SPIELBUS_STREAM_REPLICAS", "3")
+    assert stream_replicas() == 3
+    set_stream_replicas(2)
+    try:
+        assert stream_replicas() == 2  # the flag wins over the environment
+    finally:
+        set_stream_replicas(None)
+    monkeypatch.setenv("SPIELBUS_STREAM_REPLICAS", "9")
+    with pytest.raises(StreamError, match="SPIELBUS_STREAM_REPLICAS"):
+        stream_replicas()
+    monkeypatch.delenv("SPIELBUS_STREAM_REPLICAS")
+    assert stream_replicas() == 1
+
+    nc = await connect(nats_url, name="replicas")
+    try:
+        js = nc.jetstream()
+        fresh = Subjects(uid("r").replace("-", "_"))
+        with pytest.raises(StreamError, match="need a NATS cluster"):
+            await ensure_streams(js, fresh, replicas=3)
+        await ensure_streams(js, fresh)  # 1 by default: fine on one server
+        info = await js.stream_info(fresh.matches_stream)
+        assert info.config.num_replicas == 1
+        caplog.set_level(logging.WARNING, logger="bus.streams")
+        await ensure_streams(js, fresh, replicas=3)  # exists: kept as it is, and said so
+        assert "has 1 replicas, not the 3 asked for" in caplog.text
+        for name in (fresh.matches_stream, fresh.schedule_stream):
+            await js.delete_stream(name)
+    finally:
+        await nc.close()
+
+
+async def test_a_service_waits_for_a_bus_that_starts_after_it(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger="bus.connect")
+    port = free_port()
+    pending = asyncio.create_task(connect(f"nats://127.0.0.1:{port}", name="early", service=True))
+    await asyncio.sleep(2.5)
+    assert not pending.done()
+    with EmbeddedNats(port=port):
+        nc = await asyncio.wait_for(pending, timeout=30)
+        assert nc.is_connected
+        await nc.close()
+    # Told once, not once per attempt.
+    assert caplog.text.count("early: no server reachable yet") == 1
+
+
+def test_a_referee_asking_a_single_server_for_replicas_exits_1_saying_why(nats_url: str) -> None:
+    prefix = uid("rp").replace("-", "_")
+    cmd = [sys.executable, "-m", "spielbus.cli", "referee", "--nats", nats_url, "--prefix", prefix]
+    out = subprocess.run(
+        [*cmd, "--stream-replicas", "3"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 1, out.stderr
+    assert "3 replicas" in out.stderr and "need a NATS cluster" in out.stderr
+    assert "Traceback" not in out.stderr

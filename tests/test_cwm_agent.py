@@ -1,0 +1,169 @@
+"""The `cwm` agent through the real referee and bus: search inside the sandbox on a model
+folder; a broken model still answers legally and counts its failures; bad folders exit 2."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from agents.cwm.agent import CwmStrategy
+from agents.cwm.model_dir import write_reference_dir
+from agents.cwm.sandbox import SandboxUnavailable, check_available
+from agents.random_agent import RandomStrategy
+from tests.helpers import play, serving, spec, uid
+
+try:
+    check_available()
+except SandboxUnavailable as exc:  # pragma: no cover
+    pytest.skip(str(exc), allow_module_level=True)
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def ttt_dir(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("cwm_ttt")
+    write_reference_dir(d, "tic_tac_toe")
+    return d
+
+
+async def test_cwm_beats_or_draws_random_and_reports_online_accuracy(nc, ttt_dir):
+    cwm = CwmStrategy.from_options({"model": str(ttt_dir), "simulations": 200, "rollouts": 2, "seed": 1})
+    me, rnd = uid("cwm"), uid("rnd")
+    try:
+        async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 3}), rnd):
+            records = [await play(nc, spec("tic_tac_toe", [me, rnd] if i % 2 == 0 else [rnd, me], seed=i))
+                       for i in range(4)]  # fmt: skip
+    finally:
+        await cwm.close()
+    for i, rec in enumerate(records):
+        seat = 0 if i % 2 == 0 else 1
+        assert rec.outcome != "pending" and not rec.faults
+        assert rec.returns[seat] >= 0  # MCTS on a correct model never loses to random here
+        mine = [m for m in rec.moves if m.agent == me]
+        assert mine and all(m.stats is not None for m in mine)
+        last = mine[-1].stats.model_dump()
+        assert last["online_transition_accuracy"] == 1.0 and last["model_failures"] == 0
+        assert last["simulations"] > 0
+
+
+@pytest.mark.parametrize("game", ["kuhn_poker", "leduc_poker"])
+async def test_cwm_ismcts_resamples_with_the_inference_function(nc, tmp_path, game):
+    write_reference_dir(tmp_path, game)
+    cwm = CwmStrategy.from_options({"model": str(tmp_path), "simulations": 100, "rollouts": 2, "seed": 1})
+    me, rnd = uid("cwm"), uid("rnd")
+    try:
+        async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 3}), rnd):
+            records = [await play(nc, spec(game, [me, rnd] if i % 2 == 0 else [rnd, me], seed=i))
+                       for i in range(2)]  # fmt: skip
+    finally:
+        await cwm.close()
+    for rec in records:
+        assert rec.outcome != "pending" and not rec.faults
+        mine = [m for m in rec.moves if m.agent == me]
+        assert mine
+        last = mine[-1].stats.model_dump()
+        assert last["model_failures"] == 0 and last["simulations"] > 0
+        assert last["online_inference_accuracy"] == 1.0 and last["online_transition_accuracy"] == 1.0
+
+
+async def test_broken_model_still_answers_legally(nc, tmp_path):
+    write_reference_dir(tmp_path, "tic_tac_toe")
+    model = tmp_path / "model.py"
+    # Runs at load, then loops forever in every step: each search times out inside the sandbox.
+    model.write_text(
+        model.read_text() + "\ndef apply_action(state, action):\n    while True:\n        pass\n"
+    )
+    cwm = CwmStrategy.from_options({"model": str(tmp_path), "simulations": 50, "rollouts": 1, "seed": 2})
+    me, rnd = uid("cwm"), uid("rnd")
+    try:
+        async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 4}), rnd):
+            rec = await play(nc, spec("tic_tac_toe", [me, rnd], seed=5, deadline_ms=1500))
+    finally:
+        await cwm.close()
+    assert rec.outcome != "pending" and not rec.faults
+    mine = [m for m in rec.moves if m.agent == me]
+    assert mine
+    stats = mine[-1].stats.model_dump()
+    assert stats["model_failures"] == len(mine)
+    assert stats["online_transition_accuracy"] == 0.0
+    assert "model failed" in (mine[0].note or "")
+
+
+def _agent(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    return subprocess.run(
+        [sys.executable, "-m", "agents", "cwm", "--name", "x", "--check", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def test_missing_or_corrupt_model_dir_exit_2(tmp_path):
+    missing = _agent("--model", str(tmp_path / "nope"))
+    assert missing.returncode == 2 and "nope: no such folder" in missing.stderr
+    empty = _agent("--model", str(tmp_path))
+    assert empty.returncode == 2 and "meta.json: missing" in empty.stderr
+    (tmp_path / "meta.json").write_text("{not json")
+    bad = _agent("--model", str(tmp_path))
+    assert bad.returncode == 2 and "meta.json: not valid JSON" in bad.stderr
+    write_reference_dir(tmp_path, "tic_tac_toe")
+    (tmp_path / "model.py").unlink()
+    nomodel = _agent("--model", str(tmp_path))
+    assert nomodel.returncode == 2 and "model.py: missing" in nomodel.stderr
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    meta["num_players"] = "two"
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    wrong = _agent("--model", str(tmp_path))
+    assert wrong.returncode == 2 and "'num_players' is missing or invalid" in wrong.stderr
+    write_reference_dir(tmp_path, "tic_tac_toe")
+    assert _agent("--model", str(tmp_path)).returncode == 0
+
+
+def test_example_tournament_names_the_missing_model_folder(tmp_path):
+    """`spielbus run examples/cwm.toml` before the model folder exists: exit 2, nothing started."""
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "spielbus.cli", "run", str(REPO / "examples" / "cwm.toml")],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2
+    assert "runs/cwm/tic_tac_toe: no such folder" in proc.stdout + proc.stderr
+
+
+async def test_value_function_on_and_off(tmp_path):
+    """With `value_function` on, leaves are valued by the folder's chosen value function (here one
+    that prefers one corner), so a one-simulation-per-move search still plays it; off, rollouts."""
+    from agents.base import MatchContext
+    from bus.protocol import GameSpec, LegalAction, Turn
+
+    write_reference_dir(tmp_path, "tic_tac_toe")
+    (tmp_path / "value_0.py").write_text(
+        "def value_function(state, player_id):\n"
+        "    mine = 'x' if player_id == 0 else 'o'\n"
+        "    return 1.0 if mine + '(2,0)' in state['history'] else -1.0\n"
+    )
+    meta = json.loads((tmp_path / "meta.json").read_text())
+    meta["value_function"] = "value_0"
+    (tmp_path / "meta.json").write_text(json.dumps(meta))
+    legal = [LegalAction(id=3 * r + c, text=f"x({r},{c})") for r in range(3) for c in range(3)]
+    turn = Turn(match_id="m", game=GameSpec(name="tic_tac_toe"), seat=0, seats=["a", "b"], turn=0,
+                deadline_ms=20000, observation="...\n...\n...", legal_actions=legal, state=[])  # fmt: skip
+    for on in (True, False):
+        cwm = CwmStrategy.from_options(
+            {"model": str(tmp_path), "simulations": 30, "rollouts": 1, "seed": 5, "value_function": on}
+        )
+        try:
+            d = await cwm.decide(turn, MatchContext("m"))
+        finally:
+            await cwm.close()
+        stats = d.stats.model_dump()
+        assert stats["model_failures"] == 0 and stats["online_transition_accuracy"] == 1.0
+        if on:
+            assert d.action == 6  # x(2,0): the only move the value function rates

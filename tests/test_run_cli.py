@@ -1,0 +1,99 @@
+"""`spielbus run` fails with a message, not a traceback, stops cleanly on SIGTERM, and leaves no
+empty run folder behind (issue 10.8, the run.py parts). Real processes, real nats-server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli import ROOT, SMALL, SPIELBUS, _children, _run
+
+QUIET_PORTS = ["--web-port", "off", "--metrics-port", "off"]
+
+
+def _cfg(tmp_path: Path, **replace: str) -> Path:
+    text = SMALL.format(name="small", ext="")
+    for old, new in replace.items():
+        text = text.replace(old, new)
+    cfg = tmp_path / "small.toml"
+    cfg.write_text(text)
+    return cfg
+
+
+def test_run_with_no_workers_is_a_usage_error(tmp_path: Path) -> None:
+    out = _run(["run", str(_cfg(tmp_path)), "--workers", "0", "--run-dir", str(tmp_path / "runs")])
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert "--workers" in out.stdout and "Traceback" not in out.stdout + out.stderr
+    assert not (tmp_path / "runs").exists()
+
+
+def test_an_unwritable_run_dir_is_a_message(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the run folder should go")
+    out = _run(["run", str(_cfg(tmp_path)), "--run-dir", str(blocker)])
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "cannot create the run folder" in out.stdout
+    assert "Traceback" not in out.stdout + out.stderr
+
+
+def test_a_failed_start_leaves_no_run_folder(tmp_path: Path) -> None:
+    # Nothing listens on port 1: the run cannot start.
+    out = _run(
+        ["run", str(_cfg(tmp_path)), "--nats", "nats://127.0.0.1:1", "--run-dir", str(tmp_path / "runs")]
+    )
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "cannot connect" in out.stdout and "Traceback" not in out.stdout + out.stderr
+    assert not any((tmp_path / "runs").iterdir()) if (tmp_path / "runs").exists() else True
+
+
+def _store_dir(pid: int) -> str | None:
+    """The JetStream store folder of the embedded nats-server among `pid`'s children."""
+    for child in _children(pid):
+        try:
+            argv = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"-sd" in argv:
+            return argv[argv.index(b"-sd") + 1].decode()
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_sigterm_stops_a_run_like_ctrl_c_and_an_empty_nats_url_means_embedded(tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, **{"games_per_pairing = 1": "games_per_pairing = 5000"})
+    env = {**os.environ, "NATS_URL": ""}  # empty: start the embedded server, do not dial 4222
+    run = subprocess.Popen(
+        [*SPIELBUS, "run", str(cfg), "--run-dir", str(tmp_path / "runs"), "--quiet", *QUIET_PORTS],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        runs = tmp_path / "runs"
+        while not any(p.stat().st_size > 0 for p in runs.glob("*/matches.jsonl")):
+            assert run.poll() is None, run.stdout.read() if run.stdout else ""
+            time.sleep(0.05)
+        store = _store_dir(run.pid)
+        assert store and Path(store).exists()
+        run.send_signal(signal.SIGTERM)
+        out, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 143, out
+    assert "Embedded nats-server" in out and "SIGTERM" in out and "Traceback" not in out
+    (folder,) = [p for p in runs.iterdir() if p.is_dir()]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["interrupted"] == "SIGTERM" and summary["matches"] >= 1
+    lines = (folder / "matches.jsonl").read_text().splitlines()
+    assert len(lines) >= summary["matches"]
+    assert not Path(store).exists(), "the embedded server's temporary store was left behind"

@@ -1,0 +1,158 @@
+"""The spectator account is read-only, measured against a real nats-server with the auth config.
+
+A JetStream consumer delivers to whatever subject its creator names in the request body,
+which subject permissions cannot see: a spectator allowed to create consumers can make the
+server push stored match events into an agent's turn or notify subject. So the spectator
+may create no consumer at all (push, pull, ephemeral or durable) and delete none; it reads
+the stream one stored message at a time (`STREAM.MSG.GET`) and follows it with
+`bus.follow.follow_stream`, which is enough to drive the live page's `MatchFeed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import nats
+import nats.errors
+import pytest
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+from nats.js.api import ConsumerConfig
+
+from agents.base import StrategyOptions
+from agents.random_agent import RandomStrategy
+from bus.auth import AuthBundle, AuthUser, config_path, load_auth, write_auth
+from bus.follow import follow_stream
+from bus.protocol import MatchEvent
+from bus.server import EmbeddedNats
+from bus.streams import ensure_streams
+from bus.subjects import Subjects
+from observability.web.feed import MatchFeed
+from referee.match import MatchRunner
+from referee.worker import EventPublisher
+from tests.helpers import serving, spec
+
+S = Subjects()
+VICTIM = "victim"
+
+
+@pytest.fixture(scope="module")
+def auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedNats, AuthBundle]]:
+    out: Path = tmp_path_factory.mktemp("spectator-auth")
+    write_auth([VICTIM, "player"], out)
+    with EmbeddedNats(config=config_path(out)) as srv:
+        yield srv, load_auth(out)
+
+
+@pytest.fixture
+async def login(auth: tuple[EmbeddedNats, AuthBundle]) -> AsyncIterator[object]:
+    srv, _ = auth
+    opened: list[NATS] = []
+
+    async def make(user: AuthUser, errors: list[str] | None = None) -> NATS:
+        async def on_error(exc: Exception) -> None:
+            if errors is not None:
+                errors.append(str(exc))
+
+        nc = await nats.connect(
+            srv.url,
+            user=user.user,
+            password=user.password,
+            inbox_prefix=user.inbox_prefix() or "_INBOX",
+            error_cb=on_error,
+        )
+        opened.append(nc)
+        return nc
+
+    yield make
+    for nc in opened:
+        await nc.close()
+
+
+async def _refused(nc: NATS, subject: str, body: dict[str, object]) -> None:
+    """The request gets no answer: the server refused the publish (a permission violation)."""
+    with pytest.raises((nats.errors.TimeoutError, nats.errors.NoRespondersError)):
+        reply = await nc.request(subject, json.dumps(body).encode(), timeout=0.5)
+        raise AssertionError(f"{subject} answered: {reply.data[:200]!r}")
+
+
+async def test_spectator_cannot_create_or_delete_consumers(login, auth) -> None:
+    _, bundle = auth
+    ref = await login(bundle.referee())
+    js_ref = ref.jetstream()
+    await ensure_streams(js_ref, S)
+    await js_ref.publish(S.match("sro1", "ended"), b'{"n": 1}')
+    victim = await login(bundle.agent(VICTIM))
+    injected: list[bytes] = []
+
+    async def keep(msg: Msg) -> None:
+        injected.append(msg.data)
+
+    await victim.subscribe(S.turn(VICTIM), cb=keep)
+    await victim.subscribe(S.notify(VICTIM), cb=keep)
+    await victim.flush()
+    errors: list[str] = []
+    spectator = await login(bundle.spectator(), errors)
+    stream = S.matches_stream
+    push_into_turns = {
+        "stream_name": stream,
+        "config": {"deliver_subject": S.turn(VICTIM), "ack_policy": "none", "deliver_policy": "all"},
+    }
+    push_into_notify = {
+        "stream_name": stream,
+        "config": {"deliver_subject": S.notify(VICTIM), "ack_policy": "none", "deliver_policy": "all"},
+    }
+    await _refused(spectator, f"$JS.API.CONSUMER.CREATE.{stream}", push_into_turns)
+    await _refused(spectator, f"$JS.API.CONSUMER.CREATE.{stream}.evil", push_into_notify)
+    durable = {"stream_name": stream, "config": {"durable_name": "evil", "ack_policy": "explicit"}}
+    await _refused(spectator, f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.evil", durable)
+    pull = {"stream_name": stream, "config": {"name": "evil2", "ack_policy": "explicit"}}
+    await _refused(spectator, f"$JS.API.CONSUMER.CREATE.{stream}.evil2", pull)
+    # A consumer someone else made cannot be deleted (nor read as a pull consumer) by the spectator.
+    await js_ref.add_consumer(stream, ConsumerConfig(durable_name="kept", ack_policy="explicit"))
+    await _refused(spectator, f"$JS.API.CONSUMER.DELETE.{stream}.kept", {})
+    await _refused(spectator, f"$JS.API.CONSUMER.MSG.NEXT.{stream}.kept", {"batch": 1})
+    info = await js_ref.stream_info(stream)
+    assert info.state.consumer_count == 1  # "kept" alone: none of the spectator's was made
+    assert any("permissions violation" in e.lower() for e in errors), errors
+    # Nothing reached the victim: the referee publishes one more event, which no consumer delivers.
+    await js_ref.publish(S.match("sro2", "ended"), b'{"n": 2}')
+    await victim.flush()
+    assert injected == []
+
+
+async def test_spectator_follows_the_stream_read_only_and_feeds_the_live_page(login, auth) -> None:
+    _, bundle = auth
+    ref = await login(bundle.referee())
+    await ensure_streams(ref.jetstream(), S)
+    player = await login(bundle.agent("player"))
+    publisher = EventPublisher(ref, S)
+    errors: list[str] = []
+    spectator = await login(bundle.spectator(), errors)
+    feed = MatchFeed(S)
+    events: list[MatchEvent] = []
+    got_second = asyncio.Event()
+
+    async def on_stored(msg: object) -> None:
+        event = MatchEvent.model_validate_json(msg.data)  # type: ignore[attr-defined]
+        events.append(event)
+        feed.apply(event)
+        if event.match_id == second.match_id and event.type == "ended":
+            got_second.set()
+
+    first = spec("tic_tac_toe", ["player", "player"])
+    second = spec("tic_tac_toe", ["player", "player"])
+    async with serving(player, RandomStrategy(StrategyOptions(seed=3)), "player"):
+        await MatchRunner(ref, first, subjects=S, publish_event=publisher).run()  # stored before we follow
+        follower = await follow_stream(spectator, S.matches_stream, f"{S.prefix}.match.>", on_stored)
+        await MatchRunner(ref, second, subjects=S, publish_event=publisher).run()  # played while we follow
+        await asyncio.wait_for(got_second.wait(), timeout=20)
+        await follower.unsubscribe()
+    ended = [e.match_id for e in events if e.type == "ended"]
+    assert first.match_id in ended and second.match_id in ended
+    assert feed.matches[first.match_id].status == "ended"
+    assert feed.matches[second.match_id].status == "ended"
+    assert [e for e in errors if "permissions violation" in e.lower()] == []
