@@ -55,3 +55,20 @@ def test_bad_opening_names_the_line(bad: str, words: str) -> None:
     with pytest.raises(ConfigError) as err:
         parse_config(text, "t.toml")
     assert "t.toml:4: openings.1" in str(err.value) and words in str(err.value)
+
+
+def test_paper_examples_seat_the_agents_as_the_paper_does() -> None:
+    from pathlib import Path
+
+    from referee.config import load_config
+
+    root = Path(__file__).resolve().parents[1] / "examples"
+    go = load_config(root / "minigo.toml")
+    specs = build_schedule(go, "t")
+    # Go: seat 0 is black; every agent is black against MCTS-1000, 20 games each.
+    assert {s.seats[1] for s in specs} == {"mcts1000"} and len(specs) == 20 * (len(go.agents) - 1)
+    chess = load_config(root / "chess_vs_stockfish.toml")
+    vs_stockfish = [s for s in build_schedule(chess, "t") if s.seats[0].startswith("stockfish")]
+    # Chess: seat 1 is white; the agents are white against Stockfish levels 1, 2, 3.
+    assert {s.seats[0] for s in vs_stockfish} == {"stockfish1", "stockfish2", "stockfish3"}
+    assert {s.seats[1] for s in vs_stockfish} == {"llm_mcts", "llm_vote", "mcts"}
