@@ -19,7 +19,8 @@ from typing import Any
 
 from bus.server import die_with_parent, free_port
 
-LLM_KINDS = frozenset({"llm_policy", "tot", "minimax_tot", "llm_mcts", "cwm"})
+# Not `cwm`: its LLM writes the model before the tournament (`spielbus cwm synthesize`); it plays without one.
+LLM_KINDS = frozenset({"llm_policy", "tot", "minimax_tot", "llm_mcts"})
 
 
 def needs_embedded_llm(kind: str, options: dict[str, Any]) -> bool:
