@@ -134,7 +134,7 @@ class Synthesizer:
     def _evaluate(self, code: str | None, parent: int | None) -> tuple[Run, Attempt]:
         t = self.task
         if code is None:
-            run = Run(_no_code(len(t.tests)))
+            run = Run(_no_code(len(t.tests)), kinds=frozenset(x["kind"] for x in t.tests))
         else:
             run = run_candidate(code, t.tests, imperfect=t.imperfect)
         failing, err = _failing(run)
