@@ -210,3 +210,13 @@ def test_synthesize_bad_input_exit_2(tmp_path, args, message):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert message in proc.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_deck_flags_default_to_open_deck():
+    from agents.cwm.cli import _parser
+
+    def deck(*flags: str) -> bool:
+        args = ["synthesize", "kuhn_poker", "--llm", "x", "--out", "o", *flags]
+        return _parser().parse_args(args).closed_deck
+
+    assert deck() is False and deck("--open-deck") is False and deck("--closed-deck") is True
