@@ -43,7 +43,8 @@ def _add_option_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -
         if kind is None:
             continue
         flag = "--" + name.replace("_", "-")
-        help_text = (f.description or "") + f" (default: {f.default!r})"
+        default = " (required)" if f.is_required() else f" (default: {f.default!r})"
+        help_text = (f.description or "") + default
         if kind is bool:
             parser.add_argument(
                 flag, dest=f"opt_{name}", action=argparse.BooleanOptionalAction, help=help_text

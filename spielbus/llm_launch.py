@@ -17,6 +17,7 @@ from typing import Any
 
 from bus.process import die_with_parent, free_port, http_ok, stop_process
 
+# Not `cwm`: its LLM writes the model before the tournament (`spielbus cwm synthesize`); it plays without one.
 LLM_KINDS = frozenset({"llm_policy", "tot", "minimax_tot", "llm_mcts"})
 
 

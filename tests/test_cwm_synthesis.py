@@ -178,3 +178,45 @@ def test_embedded_smollm2_runs_through_the_pipeline(llm_server):
     (att,) = out.attempts
     assert att.total == len(t.tests)
     assert att.reason is not None or att.passed < att.total  # honest: it does not pass
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["no_such_game", "--llm", "http://127.0.0.1:9/v1"], "unknown game 'no_such_game'"),
+        (["tic_tac_toe", "--llm", "http://127.0.0.1:9/v1", "--budget", "0"], "--budget must be at least 1"),
+        (["tic_tac_toe", "--llm", "http://127.0.0.1:9/v1", "--from-run", "/nonexistent"], "matches.jsonl"),
+        (["tic_tac_toe", "--llm", "mybox", "--from-run", "RUN"], "a NAME needs --config"),
+    ],
+)
+def test_synthesize_bad_input_exit_2(tmp_path, args, message):
+    run = tmp_path / "run"
+    run.mkdir()
+    # One finished tic-tac-toe match record, so that --from-run gets past the trajectories.
+    from bus.protocol import GameSpec, MatchRecord, MoveRecord
+
+    moves = [MoveRecord(turn=i, player=i % 2, action=a, text="") for i, a in enumerate([4, 0, 8])]
+    rec = MatchRecord(
+        match_id="m", tournament="t", game=GameSpec(name="tic_tac_toe"), seats=["a", "b"], seed=1,
+        moves=moves, outcome="draw",
+    )  # fmt: skip
+    (run / "matches.jsonl").write_text(rec.model_dump_json() + "\n")
+    args = [str(run) if a == "RUN" else a for a in args]
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "spielbus.cli", "cwm", "synthesize", *args, "--out", str(tmp_path / "o")],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert message in proc.stderr
+    assert not (tmp_path / "o").exists()
+
+
+def test_deck_flags_default_to_open_deck():
+    from agents.cwm.cli import _parser
+
+    def deck(*flags: str) -> bool:
+        args = ["synthesize", "kuhn_poker", "--llm", "x", "--out", "o", *flags]
+        return _parser().parse_args(args).closed_deck
+
+    assert deck() is False and deck("--open-deck") is False and deck("--closed-deck") is True

@@ -44,11 +44,14 @@ class Verdict:
 class Run:
     verdict: Verdict
     results: list[dict[str, Any]] = field(default_factory=list)
+    kinds: frozenset[str] = frozenset()  # kinds of test in the run (None accuracy for the others)
 
     def accuracy(self, kind: str) -> float | None:
+        if kind not in self.kinds:
+            return None
         rs = [r for r in self.results if r["kind"] == kind]
-        if not rs:
-            return None if self.verdict.reason is None else 0.0
+        if not rs:  # the code never got to the tests
+            return 0.0
         return sum(r["ok"] for r in rs) / len(rs)
 
 
@@ -61,26 +64,27 @@ def run_candidate(
     tests_timeout_s: float = TESTS_TIMEOUT_S,
 ) -> Run:
     v = Verdict(total=len(tests))
+    kinds = frozenset(t["kind"] for t in tests)
     sandbox = Sandbox(limits=limits or Limits(cpu_s=int(tests_timeout_s) + 10))
     try:
         sandbox.start()
         loaded = sandbox.call("load", timeout=LOAD_TIMEOUT_S, code=code, name="model", imperfect=imperfect)
         if not loaded.get("ok"):
             v.reason, v.detail = str(loaded.get("error")), str(loaded.get("detail", ""))
-            return Run(v)
+            return Run(v, kinds=kinds)
         reply = sandbox.call("tests", timeout=tests_timeout_s, tests=tests)
         if not reply.get("ok"):
             v.reason, v.detail = str(reply.get("error")), str(reply.get("detail", ""))
-            return Run(v)
+            return Run(v, kinds=kinds)
         results = reply["result"]
         if not isinstance(results, list) or len(results) != len(tests):
             v.reason, v.detail = "protocol", "the test run answered a different number of results"
-            return Run(v)
+            return Run(v, kinds=kinds)
         v.passed = sum(1 for r in results if r.get("ok") is True)
         v.failures = [r for r in results if r.get("ok") is not True]
-        return Run(v, results)
+        return Run(v, results, kinds)
     except SandboxError as exc:
         v.reason, v.detail = exc.reason, exc.detail
-        return Run(v)
+        return Run(v, kinds=kinds)
     finally:
         sandbox.close()

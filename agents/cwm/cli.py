@@ -49,6 +49,7 @@ def _parser() -> argparse.ArgumentParser:
     deck = s.add_mutually_exclusive_group()
     deck.add_argument("--open-deck", dest="closed_deck", action="store_false", help="(default)")
     deck.add_argument("--closed-deck", dest="closed_deck", action="store_true", help="no hidden information")
+    s.set_defaults(closed_deck=False)  # open deck unless asked (store_false would default to True)
     s.add_argument("--refine", choices=["conversation", "tree"], default="tree")
     s.add_argument("--budget", type=int, default=10, help="LLM calls for the model (default 10)")
     s.add_argument("--values", type=int, default=3, help="value-function candidates (0: none)")

@@ -27,13 +27,9 @@ in the model API; the prompts carry at most a few tests each, the sandbox runs a
 
 from __future__ import annotations
 
-import asyncio
-import json
 import random
-import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from agents.cwm import prompts as P
@@ -138,7 +134,7 @@ class Synthesizer:
     def _evaluate(self, code: str | None, parent: int | None) -> tuple[Run, Attempt]:
         t = self.task
         if code is None:
-            run = Run(_no_code(len(t.tests)))
+            run = Run(_no_code(len(t.tests)), kinds=frozenset(x["kind"] for x in t.tests))
         else:
             run = run_candidate(code, t.tests, imperfect=t.imperfect)
         failing, err = _failing(run)
@@ -264,15 +260,3 @@ def report(task: Task, out: Outcome, extra: dict[str, Any]) -> dict[str, Any]:
         "attempts": [asdict(a) for a in out.attempts],
         **extra,
     }
-
-
-def write_json(path: Path, data: Any) -> None:
-    path.write_text(json.dumps(data, indent=1) + "\n")
-
-
-def run_sync(coro: Any) -> Any:
-    return asyncio.run(coro)
-
-
-def now() -> float:
-    return time.time()
