@@ -489,6 +489,7 @@ def test_a_tournament_survives_losing_a_node_a_referee_and_an_agent(hosts: Hosts
         "killed": {"nats_node": leader, "referee": victim_ref.label, "agent_replica": "mcts-1"},
         "in_flight_at_kill": len(in_flight),
         "replayed_matches": len(replayed),
+        "final_record_attempts": Counter(e.attempt for e in finals),
         "seconds_to_next_record": round(after_kill[0] - t_kill, 2) if after_kill else None,
         "seconds_to_last_in_flight_record": round(max(ended_at.get(m, t_done) for m in in_flight) - t_kill, 2)
         if in_flight
