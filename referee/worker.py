@@ -276,7 +276,17 @@ class RefereeWorker:
     async def run(self) -> None:
         """Pull and play until `stop()`; then drain (see the module docstring) and return."""
         js = self.nc.jetstream()
-        await ensure_streams(js, self.subjects)
+        # The streams may take a while (the bus down, a cluster electing leaders): stop() wins.
+        ready = asyncio.ensure_future(ensure_streams(js, self.subjects))
+        stop_early = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait({ready, stop_early}, return_when=asyncio.FIRST_COMPLETED)
+        stop_early.cancel()
+        if not ready.done():
+            ready.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ready
+            return
+        ready.result()
         self._streams_ready = True
         sub = await js.pull_subscribe(
             self.subjects.schedule,

@@ -10,6 +10,7 @@ so it runs this helper inside one of them (`ip netns exec`). It logs in through
                        JSON line {t, who, subject, data}; runs until SIGTERM
     info               JSON: each stream's replicas, leader and peers (as the referee)
     dump --out FILE    every event stored in SPIELBUS_MATCHES, in order, one JSON line each
+                       (as the referee, through an ordered consumer)
 """
 
 from __future__ import annotations
@@ -101,7 +102,8 @@ async def info(args: argparse.Namespace) -> None:
 
 
 async def dump(args: argparse.Namespace) -> None:
-    nc = await _login(args.nats, args.auth, "spectator")
+    # As the referee: a spectator may not create consumers (bus/auth.py says why).
+    nc = await _login(args.nats, args.auth, "referee")
     js = nc.jetstream(timeout=10)
     total = (await js.stream_info(S.matches_stream)).state.messages
     got: list[str] = []

@@ -208,3 +208,27 @@ def test_a_referee_asking_a_single_server_for_replicas_exits_1_saying_why(nats_u
     assert out.returncode == 1, out.stderr
     assert "3 replicas" in out.stderr and "need a NATS cluster" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+async def test_a_referee_worker_stopped_while_the_bus_is_down_at_start_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """ensure_streams waits for the bus (retrying); stop() must still end the worker at once."""
+    import functools
+
+    import referee.worker as worker_module
+
+    # Waiting for the streams "forever": only stop() can end run() within the test's timeout.
+    monkeypatch.setattr(worker_module, "ensure_streams", functools.partial(ensure_streams, wait_s=3600))
+    srv = EmbeddedNats().start()
+    nc = await connect(srv.url, name="stopped-early")
+    try:
+        srv.stop()
+        worker = worker_module.RefereeWorker(nc, subjects=Subjects(uid("se").replace("-", "_")))
+        run = asyncio.create_task(worker.run())
+        await asyncio.sleep(1.0)
+        assert not run.done()  # still waiting for the bus
+        worker.stop()
+        await asyncio.wait_for(run, timeout=60)
+    finally:
+        await nc.close()
