@@ -36,7 +36,7 @@ from referee.worker import RefereeWorker
 from tests.helpers import spec
 
 S = Subjects()
-GAMES = ["leduc_poker", "liars_dice"]
+GAMES = ["leduc_poker", "liars_dice", "simplified_holdem"]
 MATCHES_PER_GAME = 4
 
 
