@@ -110,6 +110,16 @@ def check_available() -> None:
     _checked = True
 
 
+def _host_paths_under_tmp() -> list[str]:
+    """The code and the Python installation the worker needs, where they live under /tmp."""
+    out: list[str] = []
+    for p in (REPO_ROOT, Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent):
+        real = str(Path(p).resolve())
+        if (real == "/tmp" or real.startswith("/tmp/")) and real not in out:
+            out.append(real)
+    return out
+
+
 def _tail(path: Path, n: int = 2000) -> str:
     try:
         with open(path, "rb") as f:
@@ -161,6 +171,10 @@ class Sandbox:
                 "--size", str(self.limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
                 "--dir", "/tmp/cwm/work",
             ]  # fmt: skip
+            # The fresh /tmp would hide a checkout or a virtual environment that lives under the
+            # host's /tmp (a CI clone): bind the interpreter and the code back, read-only.
+            for keep in _host_paths_under_tmp():
+                cmd += ["--ro-bind", keep, keep]
             if model:
                 cmd += ["--ro-bind", model, "/tmp/cwm/model"]
             cmd += ["--chdir", "/tmp/cwm/work", "--", *worker]
