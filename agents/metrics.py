@@ -151,8 +151,11 @@ class AgentMetrics:
         with self._lock:
             result = "error" if error else "cached" if cached else "ok"
             self.requests.labels(a, m, result).inc()
+            # The error series exists (at 0) from the model's first request on: a clean run's
+            # error panels show zeros, not "no data".
+            errors = self.errors.labels(a, m)
             if error:
-                self.errors.labels(a, m).inc()
+                errors.inc()
             if cached:
                 return
             self.request_seconds.labels(a, m).observe(max(seconds, 0.0))

@@ -326,3 +326,15 @@ def test_fault_series_exist_at_zero_from_the_first_match() -> None:
         if s.name == "spielbus_faults_total"
     }
     assert samples == {(a, r): 0.0 for a in ("a", "b") for r in FAULT_REASONS}
+
+
+def test_llm_error_series_exists_at_zero_after_a_clean_request() -> None:
+    m = AgentMetrics("a", ["model"])
+    m.llm_call(None, "model", 0.1, 5, 3, False, False)
+    samples = {
+        s.name: s.value
+        for fam in text_string_to_metric_families(generate_latest(m.registry).decode())
+        for s in fam.samples
+        if s.name == "spielbus_llm_errors_total"
+    }
+    assert samples == {"spielbus_llm_errors_total": 0.0}
