@@ -36,6 +36,7 @@ from typing import Any
 import pyspiel
 
 from games.cwm.common import PaperGame, to_move
+from games.game_type import text_game_type
 
 SIZE = 5
 SQUARES = SIZE * SIZE
@@ -51,21 +52,13 @@ TARGET = "X"
 START = ("V.X.V", "IIIII", ".....", "iiiii", "v.x.v")
 _DEFAULTS: dict[str, Any] = {"max_plies": 100}
 
-GAME_TYPE = pyspiel.GameType(
-    short_name="army5x5a",
-    long_name="Generalized chess (army5x5a)",
-    dynamics=pyspiel.GameType.Dynamics.SEQUENTIAL,
+GAME_TYPE = text_game_type(
+    "army5x5a",
+    "Generalized chess (army5x5a)",
     chance_mode=pyspiel.GameType.ChanceMode.DETERMINISTIC,
     information=pyspiel.GameType.Information.PERFECT_INFORMATION,
     utility=pyspiel.GameType.Utility.ZERO_SUM,
-    reward_model=pyspiel.GameType.RewardModel.TERMINAL,
-    max_num_players=2,
-    min_num_players=2,
-    provides_information_state_string=True,
-    provides_information_state_tensor=False,
-    provides_observation_string=True,
-    provides_observation_tensor=False,
-    parameter_specification=_DEFAULTS,
+    parameters=_DEFAULTS,
 )
 
 RULES = (

@@ -40,6 +40,7 @@ from typing import Any
 import pyspiel
 
 from games.cwm.common import EventLog, PaperGame, to_move
+from games.game_type import text_game_type
 
 RANKS = "JQKA"
 SUITS = "shdc"
@@ -47,21 +48,13 @@ DECK = 16
 HAND = 3
 PILE = DECK // 2
 
-GAME_TYPE = pyspiel.GameType(
-    short_name="hand_of_war",
-    long_name="Hand of war",
-    dynamics=pyspiel.GameType.Dynamics.SEQUENTIAL,
+GAME_TYPE = text_game_type(
+    "hand_of_war",
+    "Hand of war",
     chance_mode=pyspiel.GameType.ChanceMode.EXPLICIT_STOCHASTIC,
     information=pyspiel.GameType.Information.IMPERFECT_INFORMATION,
     utility=pyspiel.GameType.Utility.ZERO_SUM,
-    reward_model=pyspiel.GameType.RewardModel.TERMINAL,
-    max_num_players=2,
-    min_num_players=2,
-    provides_information_state_string=True,
-    provides_information_state_tensor=False,
-    provides_observation_string=True,
-    provides_observation_tensor=False,
-    parameter_specification={},
+    parameters={},
 )
 
 RULES = (

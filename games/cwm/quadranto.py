@@ -26,6 +26,7 @@ from typing import Any
 import pyspiel
 
 from games.cwm.common import EventLog, PaperGame, to_move
+from games.game_type import text_game_type
 
 SIZE = 4
 MOVES = ("Up", "Down", "Left", "Right", "Stay")
@@ -35,21 +36,13 @@ QUADRANTS = ("top-left", "top-right", "bottom-left", "bottom-right")
 START_QUADRANT = (0, 3)  # player 0 top-left, player 1 bottom-right
 _DEFAULTS: dict[str, Any] = {"max_moves": 20}
 
-GAME_TYPE = pyspiel.GameType(
-    short_name="quadranto",
-    long_name="Quadranto",
-    dynamics=pyspiel.GameType.Dynamics.SEQUENTIAL,
+GAME_TYPE = text_game_type(
+    "quadranto",
+    "Quadranto",
     chance_mode=pyspiel.GameType.ChanceMode.EXPLICIT_STOCHASTIC,
     information=pyspiel.GameType.Information.IMPERFECT_INFORMATION,
     utility=pyspiel.GameType.Utility.ZERO_SUM,
-    reward_model=pyspiel.GameType.RewardModel.TERMINAL,
-    max_num_players=2,
-    min_num_players=2,
-    provides_information_state_string=True,
-    provides_information_state_tensor=False,
-    provides_observation_string=True,
-    provides_observation_tensor=False,
-    parameter_specification=_DEFAULTS,
+    parameters=_DEFAULTS,
 )
 
 RULES = (

@@ -41,6 +41,8 @@ from typing import Any
 
 import pyspiel
 
+from games.game_type import text_game_type
+
 FOLD, CALL, RAISE, ALLIN = 0, 1, 2, 3
 ACTION_NAMES = ("Fold", "Call", "Raise", "Allin")
 RANK_CHARS = "23456789TJQKA"
@@ -59,21 +61,14 @@ _DEFAULTS: dict[str, Any] = {
     "river": 1,
 }
 
-GAME_TYPE = pyspiel.GameType(
-    short_name="simplified_holdem",
-    long_name="Simplified Texas Hold'em (fold, call, 1.5-pot raise, all-in)",
-    dynamics=pyspiel.GameType.Dynamics.SEQUENTIAL,
+GAME_TYPE = text_game_type(
+    "simplified_holdem",
+    "Simplified Texas Hold'em (fold, call, 1.5-pot raise, all-in)",
     chance_mode=pyspiel.GameType.ChanceMode.EXPLICIT_STOCHASTIC,
     information=pyspiel.GameType.Information.IMPERFECT_INFORMATION,
     utility=pyspiel.GameType.Utility.ZERO_SUM,
-    reward_model=pyspiel.GameType.RewardModel.TERMINAL,
+    parameters=_DEFAULTS,
     max_num_players=10,
-    min_num_players=2,
-    provides_information_state_string=True,
-    provides_information_state_tensor=False,
-    provides_observation_string=True,
-    provides_observation_tensor=False,
-    parameter_specification=_DEFAULTS,
 )
 
 RULES = (

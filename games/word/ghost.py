@@ -25,27 +25,20 @@ from typing import Any
 
 import pyspiel
 
+from games.game_type import text_game_type
 from games.word.common import LETTERS, WordGame
 from games.word.wordlists import prefix_set, word_set, words_at_least
 
 CHALLENGE = 26
 _DEFAULTS: dict[str, Any] = {"words": "scowl70", "min_word_length": 5, "first_letter": ""}
 
-GAME_TYPE = pyspiel.GameType(
-    short_name="ghost",
-    long_name="Ghost (single round)",
-    dynamics=pyspiel.GameType.Dynamics.SEQUENTIAL,
+GAME_TYPE = text_game_type(
+    "ghost",
+    "Ghost (single round)",
     chance_mode=pyspiel.GameType.ChanceMode.DETERMINISTIC,
     information=pyspiel.GameType.Information.PERFECT_INFORMATION,
     utility=pyspiel.GameType.Utility.ZERO_SUM,
-    reward_model=pyspiel.GameType.RewardModel.TERMINAL,
-    max_num_players=2,
-    min_num_players=2,
-    provides_information_state_string=True,
-    provides_information_state_tensor=False,
-    provides_observation_string=True,
-    provides_observation_tensor=False,
-    parameter_specification=_DEFAULTS,
+    parameters=_DEFAULTS,
 )
 
 RULES = (

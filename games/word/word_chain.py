@@ -32,27 +32,20 @@ from typing import Any
 
 import pyspiel
 
+from games.game_type import text_game_type
 from games.word.common import LETTERS, WordGame
 from games.word.wordlists import load_words
 
 POS_NAMES = {"adj": "adjectives", "noun": "nouns", "verb": "verbs", "adv": "adverbs"}
 _DEFAULTS: dict[str, Any] = {"threshold": 40, "pos": "adj", "words": "", "first_letter": ""}
 
-GAME_TYPE = pyspiel.GameType(
-    short_name="word_chain",
-    long_name="Word chain (the Minimax-ToT paper rules)",
-    dynamics=pyspiel.GameType.Dynamics.SEQUENTIAL,
+GAME_TYPE = text_game_type(
+    "word_chain",
+    "Word chain (the Minimax-ToT paper rules)",
     chance_mode=pyspiel.GameType.ChanceMode.EXPLICIT_STOCHASTIC,
     information=pyspiel.GameType.Information.PERFECT_INFORMATION,
     utility=pyspiel.GameType.Utility.ZERO_SUM,
-    reward_model=pyspiel.GameType.RewardModel.TERMINAL,
-    max_num_players=2,
-    min_num_players=2,
-    provides_information_state_string=True,
-    provides_information_state_tensor=False,
-    provides_observation_string=True,
-    provides_observation_tensor=False,
-    parameter_specification=_DEFAULTS,
+    parameters=_DEFAULTS,
 )
 
 RULES = (

@@ -30,6 +30,7 @@ from typing import Any
 
 import pyspiel
 
+from games.game_type import text_game_type
 from games.word.common import LETTERS, WordGame
 from games.word.wordlists import find_word_containing, has_substring_word, word_set, words_at_least
 
@@ -41,21 +42,14 @@ NUM_ACTIONS = 54
 _DEFAULTS: dict[str, Any] = {"players": 4, "rounds": 10, "min_word_length": 4, "words": "scowl70"}
 _MAX_PLAYERS = 16
 
-GAME_TYPE = pyspiel.GameType(
-    short_name="wordnt",
-    long_name="Wordn't",
-    dynamics=pyspiel.GameType.Dynamics.SEQUENTIAL,
+GAME_TYPE = text_game_type(
+    "wordnt",
+    "Wordn't",
     chance_mode=pyspiel.GameType.ChanceMode.EXPLICIT_STOCHASTIC,
     information=pyspiel.GameType.Information.PERFECT_INFORMATION,
     utility=pyspiel.GameType.Utility.CONSTANT_SUM,
-    reward_model=pyspiel.GameType.RewardModel.TERMINAL,
+    parameters=_DEFAULTS,
     max_num_players=_MAX_PLAYERS,
-    min_num_players=2,
-    provides_information_state_string=True,
-    provides_information_state_tensor=False,
-    provides_observation_string=True,
-    provides_observation_tensor=False,
-    parameter_specification=_DEFAULTS,
 )
 
 RULES = (
