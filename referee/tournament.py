@@ -46,7 +46,7 @@ from pydantic import ValidationError
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
-from referee import pgn
+from referee import pgn, resume
 from referee.config import TournamentConfig
 from referee.ratings import Rating, Standing, ratings, standings
 from referee.worker import DURABLE
@@ -75,13 +75,16 @@ def tournament_id(config: TournamentConfig, now: float | None = None) -> str:
 
 class RunFolder:
     """`<run_dir>/<tournament id>/`: matches.jsonl, standings.json, ratings.json, tournament.toml,
-    schedule.jsonl (the specs with their chance secrets: private, mode 0600)."""
+    schedule.jsonl (the specs with their chance secrets: private, mode 0600), run.json (the
+    configuration's fingerprint, for `--resume`; referee/resume.py)."""
 
     def __init__(self, root: str | Path, tid: str) -> None:
         self.path = Path(root) / tid
         self.matches = self.path / "matches.jsonl"
         try:
             self.path.mkdir(parents=True, exist_ok=True)
+            # A power loss can leave half a last line: cut it so the next record starts a line.
+            resume.cut_partial_line(self.matches)
             self._fh = self.matches.open("a", encoding="utf-8")
         except OSError as exc:
             raise RunFolderError(f"cannot create the run folder {self.path}: {exc.strerror or exc}") from exc
@@ -103,6 +106,25 @@ class RunFolder:
                     fh.write(s.model_dump_json() + "\n")
         except OSError as exc:
             raise RunFolderError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+    def write_run_info(self, config: TournamentConfig) -> None:
+        """`run.json`: the tournament id and its configuration's fingerprint (for `--resume`)."""
+        path = self.path / resume.RUN_FILE
+        try:
+            path.write_text(json.dumps(resume.run_info(config, self.path.name), indent=2), encoding="utf-8")
+        except OSError as exc:
+            raise RunFolderError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+    def recorded_ids(self) -> set[str]:
+        """The match ids `matches.jsonl` holds a valid record of."""
+        return {r.match_id for r in resume.read_records(self.matches)}
+
+    def read_records(self, specs: list[MatchSpec] | None = None) -> list[MatchRecord]:
+        """The folder's records (first per match id), in the order of `specs` when given."""
+        found = {r.match_id: r for r in resume.read_records(self.matches)}
+        if specs is None:
+            return list(found.values())
+        return [found[s.match_id] for s in specs if s.match_id in found]
 
     def read_schedule(self) -> list[MatchSpec] | None:
         path = self.path / "schedule.jsonl"
@@ -162,7 +184,12 @@ class Collector:
 
     specs: list[MatchSpec]
     on_record: Callable[[MatchRecord], None]
+    # False (what `spielbus run` does): keep only the ids of the recorded matches, never the
+    # records (the run folder has them): a long run holds no per-record objects, so its memory and
+    # its full garbage collections stay flat (benchmarks/soak.py measures both).
+    keep: bool = True
     records: dict[str, MatchRecord] = field(default_factory=dict)
+    recorded: set[str] = field(default_factory=set)
     failed: dict[str, str] = field(default_factory=dict)
     started: set[str] = field(default_factory=set)
     rejected: int = 0
@@ -177,7 +204,7 @@ class Collector:
         self._check_done()
 
     def _check_done(self) -> None:
-        if self.error is not None or len(self.records) + len(self.failed) >= len(self.by_id):
+        if self.error is not None or len(self.recorded) + len(self.failed) >= len(self.by_id):
             self.done.set()
 
     def progress(self) -> None:
@@ -195,7 +222,7 @@ class Collector:
         if event.type == "started":
             self.started.add(event.match_id)
             return
-        if event.type != "ended" or event.match_id in self.records:
+        if event.type != "ended" or event.match_id in self.recorded:
             return
         problem = record_problem(spec, event)
         if problem is not None:
@@ -203,7 +230,9 @@ class Collector:
             log.warning("ignoring an ended event for %s: %s", event.match_id, problem)
             return
         assert event.record is not None
-        self.records[event.match_id] = event.record
+        self.recorded.add(event.match_id)
+        if self.keep:
+            self.records[event.match_id] = event.record
         self.failed.pop(event.match_id, None)
         try:
             self.on_record(event.record)
@@ -235,7 +264,7 @@ class Collector:
             mid = self.by_schedule_seq.get(int(adv["stream_seq"]))
         except (ValueError, KeyError, TypeError):
             return
-        if mid is None or mid in self.records:
+        if mid is None or mid in self.recorded:
             return
         kind = str(adv.get("type", ""))
         if "terminated" in kind:
@@ -249,7 +278,7 @@ class Collector:
 
     def give_up(self, reason: str) -> None:
         for mid in self.by_id:
-            if mid not in self.records and mid not in self.failed:
+            if mid not in self.recorded and mid not in self.failed:
                 self.failed[mid] = reason
         self._check_done()
 
@@ -285,8 +314,10 @@ async def submit_and_collect(
     collector: Collector | None = None,
     stop: asyncio.Event | None = None,
 ) -> list[MatchRecord]:
-    """Publish `specs` and wait for their records. Failed matches are in `collector.failed`;
-    raises `RunFolderError` when a record cannot be written, `CollectStopped` when `stop` is set."""
+    """Publish `specs` and wait for their records (returned in spec order unless the collector
+    was made with `keep=False`: then the list is empty and the run folder has them). Failed
+    matches are in `collector.failed`; raises `RunFolderError` when a record cannot be written,
+    `CollectStopped` when `stop` is set."""
     js = nc.jetstream()
     await ensure_streams(js, subjects)
     collector = collector or Collector(specs, on_record)

@@ -159,6 +159,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     _add_wait_flags(run)
     run.add_argument(
+        "--resume",
+        default=None,
+        metavar="RUN_DIR",
+        help="continue the interrupted run in this run folder (e.g. runs/NAME-DATE-ID): play only the "
+        "matches it has no record of, with the same seeds; FILE must be the tournament it ran (exit 2 "
+        "naming what differs)",
+    )
+    run.add_argument(
         "--absent-limit",
         type=_seconds,
         default=60.0,
@@ -326,6 +334,7 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
         deadline_s=args.deadline,
         idle_s=args.idle_timeout,
         absent_limit_s=getattr(args, "absent_limit", 60.0),
+        resume=getattr(args, "resume", None),
     )
     if submit_only:
         config = config.model_copy(

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from nats.aio.client import Client as NATS
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -33,10 +34,12 @@ from bus.connect import connect
 from bus.process import free_port
 from bus.protocol import MatchRecord, MatchSpec
 from bus.server import EmbeddedNats
+from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from observability.web.serve import Observability, start_observability
 from referee.config import ConfigError, TournamentConfig
 from referee.presence import DEFAULT_ABSENT_LIMIT_S
+from referee.resume import check_resumable
 from referee.schedule import build_schedule
 from referee.tournament import (
     DEFAULT_IDLE_S,
@@ -49,6 +52,7 @@ from referee.tournament import (
     tournament_id,
 )
 from referee.worker import DRAIN_GRACE_S, RefereeWorker
+from spielbus.collect import read_records as read_stream_records
 from spielbus.launch import AgentProcess, stop_all, wait_for_agents
 from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
 from spielbus.report import print_report
@@ -78,6 +82,8 @@ class RunOptions:
     # How long matches wait for an agent that does not answer before forfeiting it (docs/referee.md).
     absent_limit_s: float = DEFAULT_ABSENT_LIMIT_S
     drain_grace_s: float = DRAIN_GRACE_S
+    # `--resume RUN_DIR`: continue the run in this run folder (referee/resume.py checks it is ours).
+    resume: str | None = None
 
 
 @dataclass
@@ -127,8 +133,21 @@ async def run_tournament(
     console = console or Console()
     if opts.referee and opts.workers < 1:
         raise ConfigError(f"--workers must be at least 1 (got {opts.workers}); use --no-referee for none")
-    tid = tournament_id(config)
-    specs = build_schedule(config, tid)
+    if opts.resume:
+        # The stored schedule, not a new one: the same match ids, seeds and chance secrets.
+        resume_dir = Path(opts.resume)
+        tid = check_resumable(resume_dir, config, opts.config_path or "the tournament file")
+        folder = RunFolder(resume_dir.parent, tid)
+        try:
+            specs = folder.read_schedule() or []
+        except ValidationError as exc:
+            folder.close()
+            raise ConfigError(
+                f"--resume {resume_dir}: unreadable schedule.jsonl: {exc.errors()[:1]}"
+            ) from exc
+    else:
+        tid = tournament_id(config)
+        specs = build_schedule(config, tid)
     agent_env: dict[str, dict[str, str]] = {}
     referee_login: dict[str, str] = {}
     if opts.auth_dir:
@@ -141,8 +160,10 @@ async def run_tournament(
             for n, a in config.agents.items()
             if not a.external
         }
-    folder = RunFolder(opts.run_dir or config.run_dir, tid)
-    collected: list[MatchRecord] = []
+    if not opts.resume:
+        folder = RunFolder(opts.run_dir or config.run_dir, tid)
+    # Matches recorded in the folder (a resumed run starts with those of the earlier runs).
+    collected = _Count(len(folder.recorded_ids()) if opts.resume else 0)
     task = asyncio.current_task()
     loop = asyncio.get_running_loop()
     signalled: list[str] = []
@@ -171,25 +192,26 @@ async def run_tournament(
     except (asyncio.CancelledError, CollectStopped):
         if not signalled:
             raise
-        if not collected:
+        if not collected.n and not opts.resume:
             folder.close()
             shutil.rmtree(folder.path, ignore_errors=True)
         else:
             with contextlib.suppress(Exception):
-                table, rates = summarize(collected, config)
+                done = folder.read_records(specs)
+                table, rates = summarize(done, config)
                 folder.write_summary(
                     table,
                     rates,
                     {
                         "tournament": tid,
-                        "matches": len(collected),
+                        "matches": len(done),
                         "scheduled": len(specs),
                         "interrupted": signalled[0],
                     },
                 )
-        raise Interrupted(signalled[0], len(collected), len(specs), folder.path) from None
+        raise Interrupted(signalled[0], collected.n, len(specs), folder.path) from None
     except BaseException:
-        if not collected:
+        if not collected.n and not opts.resume:
             # A failed start leaves no empty run folder behind.
             folder.close()
             shutil.rmtree(folder.path, ignore_errors=True)
@@ -208,20 +230,22 @@ async def _run(
     tid: str,
     specs: list[MatchSpec],
     folder: RunFolder,
-    collected: list[MatchRecord],
+    collected: _Count,
     agent_env: dict[str, dict[str, str]],
     referee_login: dict[str, str],
     stop: asyncio.Event,
     collecting: list[bool],
 ) -> RunResult:
-    if opts.config_path:
+    if opts.config_path and not opts.resume:
         try:
             shutil.copy(opts.config_path, folder.path / "tournament.toml")
         except OSError as exc:
             raise RunFolderError(
                 f"cannot write to the run folder {folder.path}: {exc.strerror or exc}"
             ) from exc
-    folder.write_schedule(specs)
+    if not opts.resume:
+        folder.write_schedule(specs)
+        folder.write_run_info(config)
     subjects = Subjects(opts.prefix)
     url = _nats_url(opts)
     processes: list[AgentProcess] = []
@@ -235,6 +259,9 @@ async def _run(
             url = embedded.url
             console.print(f"Embedded nats-server at {url}")
         nc = await connect(url, name=f"spielbus-run-{tid}", **referee_login)
+        todo = specs
+        if opts.resume:
+            todo = await _resume_todo(nc, subjects, folder, specs, collected, console)
 
         async def close_nc() -> None:
             with contextlib.suppress(Exception):
@@ -309,11 +336,12 @@ async def _run(
             disable=opts.quiet,
         )
         with progress:
-            bar = progress.add_task(f"{tid}", total=len(specs))
+            bar = progress.add_task(f"{tid}", total=len(specs), completed=len(specs) - len(todo))
 
             def on_record(rec: MatchRecord) -> None:
+                # Written to the folder and counted, never kept: the folder is the record.
                 folder.append(rec)
-                collected.append(rec)
+                collected.n += 1
                 progress.advance(bar)
 
             def stalled() -> None:
@@ -322,12 +350,12 @@ async def _run(
                     f"against {url}?[/yellow]"
                 )
 
-            collector = Collector(specs, on_record)
+            collector = Collector(todo, on_record, keep=False)
             collecting.append(True)
             try:
-                records = await submit_and_collect(
+                await submit_and_collect(
                     nc,
-                    specs,
+                    todo,
                     subjects,
                     on_record,
                     stall_warning=stalled,
@@ -341,6 +369,9 @@ async def _run(
                     f"{exc}. Stopped; the bus keeps every record: `spielbus collect {tid}` "
                     "rebuilds the run folder once there is room"
                 ) from exc
+        # Read back once, after play (in schedule order, so a resumed run's ratings equal an
+        # uninterrupted run's): nothing per record was held while matches were being played.
+        records = folder.read_records(specs)
         table, rates = summarize(records, config)
         failed = dict(collector.failed)
         fallback_agents = [s.agent for s in table if s.mostly_fallbacks]
@@ -355,6 +386,7 @@ async def _run(
                 "rejected_records": collector.rejected,
                 "mostly_fallbacks": fallback_agents,
                 "nats": url,
+                **({"resumed": len(specs) - len(todo)} if opts.resume else {}),
             },
         )
         print_report(console, records, table, rates, str(folder.path))
@@ -379,6 +411,42 @@ async def _run(
             failed=failed,
             fallbacks=[] if config.allow_fallbacks else fallback_agents,
         )
+
+
+@dataclass
+class _Count:
+    """Matches recorded in the run folder so far."""
+
+    n: int = 0
+
+
+async def _resume_todo(
+    nc: NATS,
+    subjects: Subjects,
+    folder: RunFolder,
+    specs: list[MatchSpec],
+    collected: _Count,
+    console: Console,
+) -> list[MatchSpec]:
+    """The specs a resumed run still has to play: those without a record in the folder, less those
+    whose record the match stream still holds (written to the folder first: a run killed between
+    the stream and the folder loses nothing). An embedded server starts empty, so only the folder counts."""
+    done = folder.recorded_ids()
+    todo = [s for s in specs if s.match_id not in done]
+    if todo:
+        await ensure_streams(nc.jetstream(), subjects)  # a fresh embedded server has none yet
+        found, _ = await read_stream_records(nc, subjects, folder.path.name, todo)
+        for s in todo:
+            if s.match_id in found:
+                folder.append(found[s.match_id])
+                collected.n += 1
+        todo = [s for s in todo if s.match_id not in found]
+    console.print(
+        f"Resuming {folder.path.name}: {len(specs) - len(todo)} of {len(specs)} matches recorded; "
+        f"playing the other {len(todo)}",
+        highlight=False,
+    )
+    return todo
 
 
 @contextlib.asynccontextmanager
