@@ -65,6 +65,15 @@ def _rss_kb(pid: int) -> int | None:
     return None
 
 
+def _cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of `pid` so far (from /proc/PID/stat)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _children(pid: int) -> list[int]:
     out = []
     for p in Path("/proc").iterdir():
@@ -93,16 +102,20 @@ def _name(pid: int) -> str:
     return " ".join(words[:3])[:60]
 
 
-def _snapshot() -> dict[str, int]:
+RUN = "run (referee, page, metrics)"
+
+
+def _snapshot() -> dict[str, tuple[int, float]]:
+    """(RSS in KB, CPU seconds so far) of this process and each child."""
     me = os.getpid()
-    out = {"run (referee, page, metrics)": _rss_kb(me) or 0}
+    out = {RUN: (_rss_kb(me) or 0, _cpu_s(me) or 0.0)}
     for pid in _children(me):
         rss = _rss_kb(pid)
         if rss:
             name = _name(pid)
             while name in out:
                 name += "'"
-            out[name] = rss
+            out[name] = (rss, _cpu_s(pid) or 0.0)
     return out
 
 
@@ -112,23 +125,28 @@ class Watcher:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         self.lags: list[tuple[float, float]] = []  # (wall time, lag in ms)
-        self.samples: list[tuple[float, dict[str, int]]] = []
+        self.samples: list[tuple[float, dict[str, tuple[int, float]]]] = []
         self.metrics_url: str | None = None
         self.web_url: str | None = None
         self.scrapes = 0
         self.page_polls = 0
-        # Full (generation 2) garbage collections of the run process: (wall time, pause in ms).
-        self.gc2: list[tuple[float, float]] = []
-        self._gc_t0 = 0.0
+        # Full (generation 2) garbage collections of the run process: (wall time, pause in ms,
+        # the pause in this thread's CPU time: what the collection itself cost, whatever the
+        # machine's load added while the process waited for a core).
+        self.gc2: list[tuple[float, float, float]] = []
+        self._gc_t0 = self._gc_c0 = 0.0
+        # Objects the garbage collector tracks (gc.get_objects), every ten seconds: bounded or not.
+        self.objects: list[tuple[float, int]] = []
         gc.callbacks.append(self._gc)
 
     def _gc(self, phase: str, info: dict[str, int]) -> None:
         if info.get("generation") != 2:
             return
         if phase == "start":
-            self._gc_t0 = time.perf_counter()
+            self._gc_t0, self._gc_c0 = time.perf_counter(), time.thread_time()
         else:
-            self.gc2.append((time.time(), (time.perf_counter() - self._gc_t0) * 1000))
+            wall = (time.perf_counter() - self._gc_t0) * 1000
+            self.gc2.append((time.time(), wall, (time.thread_time() - self._gc_c0) * 1000))
 
     async def lag(self, period: float = 0.02) -> None:
         loop = asyncio.get_running_loop()
@@ -138,8 +156,12 @@ class Watcher:
             self.lags.append((time.time(), (loop.time() - t - period) * 1000))
 
     async def sample(self) -> None:
+        n = 0
         while True:
             self.samples.append((time.time(), await asyncio.to_thread(_snapshot)))
+            if n % 10 == 0:
+                self.objects.append((time.time(), len(gc.get_objects())))
+            n += 1
             await asyncio.sleep(1.0)
 
     def _get(self, url: str) -> None:
@@ -162,7 +184,7 @@ class Watcher:
                 await asyncio.to_thread(self._get, self.web_url + "api/standings")
                 self.page_polls += 1
 
-    def near(self, t: float) -> dict[str, int]:
+    def near(self, t: float) -> dict[str, tuple[int, float]]:
         return min(self.samples, key=lambda s: abs(s[0] - t))[1] if self.samples else {}
 
 
@@ -229,6 +251,7 @@ async def soak(args: argparse.Namespace) -> int:
     start, end = watcher.near(ends[0]) if ends else {}, watcher.near(ends[-1]) if ends else {}
     # While matches were being played (not the start-up, nor the final report's computation).
     lags = [ms for t, ms in watcher.lags if ends and ends[0] <= t <= ends[-1]]
+    objs = [k for t, k in watcher.objects if ends and ends[0] <= t <= ends[-1]]
     out = {
         "matches": n,
         "wall_s": round(wall, 1),
@@ -248,17 +271,43 @@ async def soak(args: argparse.Namespace) -> int:
             "ticks": len(lags),
         },
         "gc_full_collections": {
-            "count": len(gc2 := [ms for t, ms in watcher.gc2 if ends and ends[0] <= t <= ends[-1]]),
-            "max_ms": round(max(gc2), 1) if gc2 else None,
-            "total_ms": round(sum(gc2), 1),
+            "count": len(gc2 := [g for g in watcher.gc2 if ends and ends[0] <= g[0] <= ends[-1]]),
+            "max_ms": round(max(g[1] for g in gc2), 1) if gc2 else None,
+            "total_ms": round(sum(g[1] for g in gc2), 1),
+            "max_cpu_ms": round(max(g[2] for g in gc2), 1) if gc2 else None,
         },
-        "rss_kb_start": start,
-        "rss_kb_end": end,
+        "gc_tracked_objects_first_last": [objs[0], objs[-1]] if objs else [],
+        # For each forfeit: the worst loop lag and the longest full collection of the run process
+        # within a second before its match ended (the referee's stall, if any, that it met).
+        "forfeits_context": [
+            {
+                "match": r.match_id.rsplit("-", 1)[-1],
+                "faults": [f"{f.reason}: {f.detail[:70]}" for f in r.faults],
+                "max_lag_ms_1s_before": round(
+                    max([ms for t, ms in watcher.lags if r.ended_at - 1 <= t <= r.ended_at], default=0.0), 1
+                ),
+                "gc2_ms_1s_before": round(
+                    max([g[1] for g in watcher.gc2 if r.ended_at - 1 <= g[0] <= r.ended_at], default=0.0), 1
+                ),
+            }
+            for r in records
+            if r.outcome == "forfeit"
+        ][:30],
+        "rss_kb_start": {k: v[0] for k, v in start.items()},
+        "rss_kb_end": {k: v[0] for k, v in end.items()},
         "run_rss_growth_kb_per_match": round(
-            (end.get("run (referee, page, metrics)", 0) - start.get("run (referee, page, metrics)", 0))
-            / max(n - 1, 1),
-            2,
+            (end.get(RUN, (0, 0.0))[0] - start.get(RUN, (0, 0.0))[0]) / max(n - 1, 1), 2
         ),
+        # Share of one core each process used between the first and the last match's end: which
+        # process the run waits for (the machine's load average is beside it: a shared machine).
+        "cpu_share_of_one_core": {
+            k: round((end[k][1] - start[k][1]) / max(ends[-1] - ends[0], 1e-9), 2)
+            for k in end
+            if k in start
+        }
+        if ends
+        else {},
+        "load_average_end": os.getloadavg(),
         "scrapes": watcher.scrapes,
         "page_polls": watcher.page_polls,
         "run_folder": str(result.path),
