@@ -13,7 +13,13 @@ standings asked for every two seconds as an open browser tab does). It prints:
   wakes), percentiles from the first match's end to the last one's;
 - the resident memory (RSS) of every process (this one, nats-server, each agent)
   when the first match ends and when the last one does, and the run process's
-  growth per match.
+  growth per match; the objects its garbage collector tracks, first and last;
+- the run process's full garbage collections (count, longest pause in wall time
+  and in CPU time: on a loaded machine the wall time includes waiting for a core);
+- each process's CPU use (share of one core) and the load average: which process
+  the run waits for, and how loaded the machine was;
+- for each forfeit, the worst loop lag and full collection of the run process in
+  the second before its match ended (was it the referee's own stall?).
 
     .venv/bin/python benchmarks/soak.py [--matches 3000] [--concurrency 16] [--deadline-ms 300]
 
