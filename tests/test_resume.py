@@ -35,6 +35,7 @@ options = {{ seed = 1 }}
 kind = "random"
 options = {{ seed = 2 }}
 """
+GAME = GameSpec(name="tic_tac_toe")
 QUIET = ["--quiet", "--web-port", "off", "--metrics-port", "off"]
 
 
@@ -94,8 +95,7 @@ def test_the_collector_keeps_no_records_when_told_so(tmp_path: Path) -> None:
     """`spielbus run`'s collector writes each record to the folder and keeps only its id: the number
     of live MatchRecord objects does not grow with the matches (before: one per match, in memory)."""
     specs = [
-        MatchSpec(match_id=f"t-m{i}", tournament="t", game=GameSpec(name="tic_tac_toe"), seats=["a", "b"], seed=i)
-        for i in range(300)
+        MatchSpec(match_id=f"t-m{i}", tournament="t", game=GAME, seats=["a", "b"], seed=i) for i in range(300)
     ]
     folder = RunFolder(tmp_path, "t")
     collector = Collector(specs, folder.append, keep=False)
@@ -107,7 +107,8 @@ def test_the_collector_keeps_no_records_when_told_so(tmp_path: Path) -> None:
     before = live()
     for i, s in enumerate(specs):
         rec = _record(s.match_id).model_copy(update={"seed": i})
-        event = MatchEvent(type="ended", match_id=s.match_id, tournament="t", game=s.game, seats=s.seats, record=rec)
+        event = MatchEvent(type="ended", match_id=s.match_id, tournament="t", game=GAME, seats=s.seats,
+                           record=rec)  # fmt: skip
         collector.on_event(event, i + 1)
     del rec, event
     folder.close()
@@ -119,7 +120,8 @@ def test_the_collector_keeps_no_records_when_told_so(tmp_path: Path) -> None:
 def _essence(rec: dict) -> tuple:
     """What a record says about the match, without its wall-clock fields (times, latencies)."""
     return (
-        rec["match_id"], rec["seats"], rec["seed"], rec["secret"], rec["outcome"], rec["returns"], rec["ranks"],
+        rec["match_id"], rec["seats"], rec["seed"], rec["secret"],
+        rec["outcome"], rec["returns"], rec["ranks"],
         [(m["turn"], m["player"], m["action"], m["agent"]) for m in rec["moves"]],
         [(f["seat"], f["reason"]) for f in rec["faults"]],
     )  # fmt: skip
