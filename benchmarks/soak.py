@@ -39,6 +39,7 @@ import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -258,7 +259,7 @@ async def soak(args: argparse.Namespace) -> int:
     # While matches were being played (not the start-up, nor the final report's computation).
     lags = [ms for t, ms in watcher.lags if ends and ends[0] <= t <= ends[-1]]
     objs = [k for t, k in watcher.objects if ends and ends[0] <= t <= ends[-1]]
-    out = {
+    out: dict[str, Any] = {
         "matches": n,
         "wall_s": round(wall, 1),
         "window": k,
