@@ -51,7 +51,8 @@ from referee.tournament import (
 from referee.worker import DRAIN_GRACE_S, RefereeWorker
 from spielbus.launch import AgentProcess, stop_all, wait_for_agents
 from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
-from spielbus.report import print_report
+from spielbus.report import print_report, print_sprt
+from spielbus.sprt_run import run_sprt
 
 log = logging.getLogger(__name__)
 
@@ -324,18 +325,28 @@ async def _run(
 
             collector = Collector(specs, on_record)
             collecting.append(True)
+            sprt = None
             try:
-                records = await submit_and_collect(
-                    nc,
-                    specs,
-                    subjects,
-                    on_record,
-                    stall_warning=stalled,
-                    deadline_s=opts.deadline_s,
-                    idle_s=opts.idle_s,
-                    collector=collector,
-                    stop=stop,
-                )
+                if config.format == "sprt":
+                    sprt = await run_sprt(
+                        nc, specs, subjects, on_record, config,
+                        on_status=lambda st: progress.update(bar, description=f"{tid} {st.short()}"),
+                        stall_warning=stalled, deadline_s=opts.deadline_s, idle_s=opts.idle_s, stop=stop,
+                    )  # fmt: skip
+                    records, specs = sprt.records, specs[: sprt.submitted]
+                    collector.failed.update(sprt.failed)
+                else:
+                    records = await submit_and_collect(
+                        nc,
+                        specs,
+                        subjects,
+                        on_record,
+                        stall_warning=stalled,
+                        deadline_s=opts.deadline_s,
+                        idle_s=opts.idle_s,
+                        collector=collector,
+                        stop=stop,
+                    )
             except RunFolderError as exc:
                 raise RunFolderError(
                     f"{exc}. Stopped; the bus keeps every record: `spielbus collect {tid}` "
@@ -355,9 +366,12 @@ async def _run(
                 "rejected_records": collector.rejected,
                 "mostly_fallbacks": fallback_agents,
                 "nats": url,
+                **({"sprt": sprt.status.model_dump()} if sprt is not None else {}),
             },
         )
         print_report(console, records, table, rates, str(folder.path))
+        if sprt is not None:
+            print_sprt(console, sprt.status)
         if failed:
             reasons = ", ".join(f"{n} {r}" for r, n in Counter(failed.values()).most_common())
             console.print(
