@@ -189,7 +189,7 @@ class TournamentConfig(BaseModel):
             if len(self.games) != 1:
                 raise ValueError(f"format 'sprt' needs exactly one game, got {len(self.games)}")
         elif self.sprt is not None:
-            raise ValueError("an [sprt] table needs `format = \"sprt\"`")
+            raise ValueError('an [sprt] table needs `format = "sprt"`')
         return self
 
     @property
