@@ -32,6 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 from statistics import NormalDist
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -50,14 +51,14 @@ def fixed_pairs(elo0: float, elo1: float, alpha: float, beta: float) -> int:
     return math.ceil(((z(1 - alpha) + z(1 - beta)) / (t1 - t0)) ** 2)
 
 
-async def _play(config: TournamentConfig, run_dir: Path) -> tuple[dict[str, object], float]:
+async def _play(config: TournamentConfig, run_dir: Path) -> tuple[dict[str, Any], float]:
     t0 = time.monotonic()
     result = await run_tournament(config, RunOptions(run_dir=str(run_dir), quiet=True), Console(quiet=True))
     summary = json.loads((result.path / "summary.json").read_text())
     return summary["sprt"], time.monotonic() - t0
 
 
-def _fixed_verdict(sprt: dict, elo0: float, alpha: float) -> tuple[float, bool]:  # type: ignore[type-arg]
+def _fixed_verdict(sprt: dict[str, Any], elo0: float, alpha: float) -> tuple[float, bool]:
     """z of the normalized mean pair score against H0's, and whether it rejects H0 at alpha."""
     counts = sprt["pentanomial"]
     n = sum(counts)

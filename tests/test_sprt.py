@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.optimize import minimize
+from scipy.optimize import minimize  # type: ignore[import-untyped]  # scipy (via open-spiel) has no stubs
 
 from referee.config import ConfigError, parse_config
 from referee.schedule import build_schedule
