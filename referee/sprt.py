@@ -286,3 +286,25 @@ def status(cfg: SprtConfig, tested: str, baseline: str, pair_scores: Sequence[fl
         decision=decision,
         estimate=elo_estimate(penta),
     )
+
+
+def pair_score(pair: Sequence[MatchRecord], tested: str) -> float | None:
+    """The tested agent's mean score over a complete pair, None if a game has no result."""
+    scores = [game_score(r, tested) for r in pair]
+    if len(scores) != 2 or any(s is None for s in scores):
+        return None
+    return sum(s for s in scores if s is not None) / 2.0
+
+
+def status_of_records(
+    cfg: SprtConfig, tested: str, baseline: str, records: Sequence[MatchRecord]
+) -> SprtStatus:
+    """The test over a run folder's records (an interrupted run, `spielbus standings`): the two
+    matches of a pair are schedule numbers 2k and 2k + 1 (the match id's last part)."""
+    pairs: dict[str, list[MatchRecord]] = {}
+    for r in records:
+        prefix, _, number = r.match_id.rpartition("-")
+        if number.isdigit():
+            pairs.setdefault(f"{prefix}-{int(number) // 2}", []).append(r)
+    scores = [s for p in pairs.values() if (s := pair_score(p, tested)) is not None]
+    return status(cfg, tested, baseline, scores)

@@ -52,7 +52,7 @@ from referee.worker import DRAIN_GRACE_S, RefereeWorker
 from spielbus.launch import AgentProcess, stop_all, wait_for_agents
 from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
 from spielbus.report import print_report, print_sprt
-from spielbus.sprt_run import run_sprt
+from spielbus.sprt_run import run_sprt, sprt_summary
 
 log = logging.getLogger(__name__)
 
@@ -186,6 +186,7 @@ async def run_tournament(
                         "matches": len(collected),
                         "scheduled": len(specs),
                         "interrupted": signalled[0],
+                        **sprt_summary(config, collected),
                     },
                 )
         raise Interrupted(signalled[0], len(collected), len(specs), folder.path) from None
@@ -366,7 +367,7 @@ async def _run(
                 "rejected_records": collector.rejected,
                 "mostly_fallbacks": fallback_agents,
                 "nats": url,
-                **({"sprt": sprt.status.model_dump()} if sprt is not None else {}),
+                **sprt_summary(config, records),
             },
         )
         print_report(console, records, table, rates, str(folder.path))

@@ -25,7 +25,7 @@ from nats.aio.client import Client as NATS
 from bus.protocol import MatchRecord, MatchSpec
 from bus.subjects import Subjects
 from referee.config import TournamentConfig
-from referee.sprt import SprtStatus, game_score, status
+from referee.sprt import SprtStatus, pair_score, status, status_of_records
 from referee.tournament import DEFAULT_IDLE_S, Collector, submit_and_collect
 
 
@@ -35,14 +35,6 @@ class SprtResult:
     status: SprtStatus
     submitted: int  # matches put on the bus (2 per pair)
     failed: dict[str, str] = field(default_factory=dict)
-
-
-def pair_score(pair: list[MatchRecord], tested: str) -> float | None:
-    """The tested agent's mean score over a complete pair, None if a game has no result."""
-    scores = [game_score(r, tested) for r in pair]
-    if len(scores) != 2 or any(s is None for s in scores):
-        return None
-    return sum(s for s in scores if s is not None) / 2.0
 
 
 async def run_sprt(
@@ -123,3 +115,11 @@ async def run_sprt(
                 await t
     records = [recorded[s.match_id] for s in specs if s.match_id in recorded]
     return SprtResult(records=records, status=current, submitted=submitted, failed=failed)
+
+
+def sprt_summary(config: TournamentConfig, records: list[MatchRecord]) -> dict[str, object]:
+    """`{"sprt": the test over these records}` for summary.json; empty unless format sprt."""
+    if config.format != "sprt":
+        return {}
+    tested, baseline = list(config.agents)
+    return {"sprt": status_of_records(config.sprt_config, tested, baseline, records).model_dump()}

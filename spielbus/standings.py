@@ -3,7 +3,8 @@
 Offline (no bus): reads the records of the folder, rates them with the folder's
 `tournament.toml` (else `--file`, else the defaults) and prints the report. `--by-provenance`
 splits every agent by the provenance hash in its records (`name@hash`: a changed prompt or
-configuration is a new row), the same as `[ratings] split_by = "provenance"` in the file.
+configuration is a new row), the same as `[ratings] split_by = "provenance"` in the file. An
+SPRT run's test is printed again from its records.
 Nothing in the folder is changed. Exit 2 for a folder without matches.jsonl, an unreadable
 tournament file or a line that is no match record (named by its line number).
 """
@@ -17,10 +18,11 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from bus.protocol import MatchRecord
-from referee.config import ConfigError, RatingsConfig, load_config
+from referee.config import ConfigError, RatingsConfig, TournamentConfig, load_config
 from referee.provenance import split_by_provenance
 from referee.ratings import ratings, standings
-from spielbus.report import print_report
+from referee.sprt import status_of_records
+from spielbus.report import print_report, print_sprt
 
 
 def read_run_records(run_dir: Path) -> list[MatchRecord]:
@@ -41,13 +43,12 @@ def read_run_records(run_dir: Path) -> list[MatchRecord]:
     return records
 
 
-def _config(run_dir: Path, file: str | None) -> tuple[RatingsConfig, int]:
-    """The rating settings and seed: of `--file`, else the folder's tournament.toml, else defaults."""
+def _config(run_dir: Path, file: str | None) -> TournamentConfig | None:
+    """`--file`, else the folder's tournament.toml, else None (default rating settings)."""
     own = run_dir / "tournament.toml"
     if file is None and not own.is_file():
-        return RatingsConfig(), 0
-    config = load_config(file if file is not None else own)
-    return config.ratings, config.seed
+        return None
+    return load_config(file if file is not None else own)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,13 +62,17 @@ def main(argv: list[str] | None = None) -> int:
     console = Console()
     run_dir = Path(args.run_dir)
     try:
-        cfg, seed = _config(run_dir, args.file)
+        config = _config(run_dir, args.file)
         records = read_run_records(run_dir)
     except ConfigError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
+    cfg, seed = (config.ratings, config.seed) if config is not None else (RatingsConfig(), 0)
     if args.by_provenance or cfg.split_by == "provenance":
         records = split_by_provenance(records)
     table, rates = standings(records), ratings(records, cfg, seed=seed)
     print_report(console, records, table, rates, str(run_dir))
+    if config is not None and config.format == "sprt":
+        tested, baseline = list(config.agents)
+        print_sprt(console, status_of_records(config.sprt_config, tested, baseline, records))
     return 0

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize  # type: ignore[import-untyped]  # scipy (via open-spiel) has no stubs
 
+from bus.protocol import GameSpec, MatchRecord
 from referee.config import ConfigError, parse_config
 from referee.schedule import build_schedule
 from referee.sprt import (
@@ -28,7 +29,9 @@ from referee.sprt import (
     elo_to_score,
     llr,
     status,
+    status_of_records,
 )
+from spielbus import standings as standings_cmd
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,6 +117,32 @@ def test_bounds_decision_and_estimate() -> None:
     assert elo_estimate(Pentanomial()) is None
 
 
+def _rec(number: int, seats: list[str], ranks: list[int], outcome: str = "decisive") -> MatchRecord:
+    return MatchRecord(
+        match_id=f"s-20260101-000000000-abcdef-{number:05d}",
+        tournament="s",
+        game=GameSpec(name="tic_tac_toe"),
+        seats=seats,
+        seed=number // 2,
+        ranks=ranks,
+        outcome=outcome,
+    )
+
+
+def test_status_of_records_pairs_by_schedule_number() -> None:
+    records = [
+        _rec(0, ["a", "b"], [1, 2]),  # pair 0: a wins both -> WW
+        _rec(1, ["b", "a"], [2, 1]),
+        _rec(3, ["b", "a"], [1, 1]),  # pair 1: a draw and a loss (in either order) -> LD
+        _rec(2, ["a", "b"], [2, 1]),
+        _rec(4, ["a", "b"], [1, 2]),  # pair 2: one game without a result -> not scored
+        _rec(5, ["b", "a"], [], "error"),
+        _rec(6, ["a", "b"], [1, 2]),  # pair 3: incomplete -> not scored
+    ]
+    st = status_of_records(SprtConfig(), "a", "b", records)
+    assert st.pentanomial == [0, 1, 0, 0, 1] and st.pairs == 2
+
+
 SPRT_FILE = """
 name = "s"
 format = "sprt"
@@ -190,7 +219,9 @@ def test_schedule_is_colour_swapped_pairs_with_one_start_each() -> None:
 
 
 @pytest.mark.slow
-def test_sprt_run_stops_when_decided_and_records_every_submitted_match(tmp_path: Path) -> None:
+def test_sprt_run_stops_when_decided_and_records_every_submitted_match(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """MCTS against random on tic-tac-toe: H1 (at least 50 Elo better) is accepted long before
     max_pairs, no pair is submitted after the decision but the ones in flight, all recorded."""
     path = tmp_path / "t.toml"
@@ -216,3 +247,12 @@ def test_sprt_run_stops_when_decided_and_records_every_submitted_match(tmp_path:
     # Every submitted match is recorded; at most the pairs in flight (concurrency 2: one) beyond the decision.
     assert len(lines) == summary["matches"] == summary["scheduled"] == 2 * sprt["pairs"]
     assert "H1 accepted" in out.stdout and "LLR" in out.stdout
+    records = [MatchRecord.model_validate_json(line) for line in lines]
+    by_id = sorted(records, key=lambda r: r.match_id)
+    for a, b in zip(by_id[0::2], by_id[1::2], strict=True):
+        assert a.seed == b.seed and a.seats == b.seats[::-1]
+    # The folder alone gives the same test again (as an interrupted run's summary does).
+    again = status_of_records(SprtConfig(elo0=0, elo1=50, max_pairs=60), "mcts", "rand", records)
+    assert again.pentanomial == sprt["pentanomial"] and again.llr == pytest.approx(sprt["llr"])
+    assert standings_cmd.main([str(folder)]) == 0
+    assert "H1 accepted" in capsys.readouterr().out
