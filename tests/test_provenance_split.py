@@ -69,8 +69,18 @@ def test_one_name_two_provenances_are_two_rows_when_split() -> None:
     assert rated[old].bt > rated[new].bt
 
 
-def test_the_hash_ignores_the_name_and_a_record_without_provenance_keeps_its_names() -> None:
+def test_the_hash_ignores_the_name_and_the_llm_address_and_a_record_without_provenance_keeps_its_names() -> (
+    None
+):
     assert provenance_hash(OLD) == provenance_hash(OLD.model_copy(update={"agent": "other"}))
+    url = "openai/m@http://127.0.0.1:1/v1"
+    here = Provenance.model_validate(
+        {"agent": "llm", "kind": "llm_policy", "models": [url], "config_hash": "1", "options_hash": "abc"}
+    )
+    there = here.model_copy(update={"models": ["openai/m@http://127.0.0.1:2/v1"], "config_hash": "2"})
+    assert provenance_hash(here) == provenance_hash(there)
+    changed = Provenance.model_validate({**there.model_dump(), "options_hash": "abd"})
+    assert provenance_hash(changed) != provenance_hash(here)
     bare = _records()[0].model_copy(update={"provenance": []})
     assert split_by_provenance([bare])[0].seats == bare.seats
 
