@@ -251,6 +251,10 @@ def test_sprt_run_stops_when_decided_and_records_every_submitted_match(
     by_id = sorted(records, key=lambda r: r.match_id)
     for a, b in zip(by_id[0::2], by_id[1::2], strict=True):
         assert a.seed == b.seed and a.seats == b.seats[::-1]
+    # The agents' options hash reaches the records' provenance (what ratings split by provenance use).
+    assert all(
+        len((p.model_extra or {}).get("options_hash", "")) == 12 for r in records for p in r.provenance
+    )
     # The folder alone gives the same test again (as an interrupted run's summary does).
     again = status_of_records(SprtConfig(elo0=0, elo1=50, max_pairs=60), "mcts", "rand", records)
     assert again.pentanomial == sprt["pentanomial"] and again.llr == pytest.approx(sprt["llr"])
