@@ -52,7 +52,7 @@ from referee.worker import DRAIN_GRACE_S, RefereeWorker
 from spielbus.launch import AgentProcess, stop_all, wait_for_agents
 from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
 from spielbus.report import print_report, print_sprt
-from spielbus.sprt_run import run_sprt, sprt_summary
+from spielbus.sprt_run import SprtCollect, sprt_status, sprt_summary
 
 log = logging.getLogger(__name__)
 
@@ -326,28 +326,24 @@ async def _run(
 
             collector = Collector(specs, on_record)
             collecting.append(True)
-            sprt = None
+            # format sprt: pair by pair until the test decides, the LLR on the progress bar.
+            collect = (
+                SprtCollect(config, lambda st: progress.update(bar, description=f"{tid} {st.short()}"))
+                if config.format == "sprt"
+                else submit_and_collect
+            )
             try:
-                if config.format == "sprt":
-                    sprt = await run_sprt(
-                        nc, specs, subjects, on_record, config,
-                        on_status=lambda st: progress.update(bar, description=f"{tid} {st.short()}"),
-                        stall_warning=stalled, deadline_s=opts.deadline_s, idle_s=opts.idle_s, stop=stop,
-                    )  # fmt: skip
-                    records, specs = sprt.records, specs[: sprt.submitted]
-                    collector.failed.update(sprt.failed)
-                else:
-                    records = await submit_and_collect(
-                        nc,
-                        specs,
-                        subjects,
-                        on_record,
-                        stall_warning=stalled,
-                        deadline_s=opts.deadline_s,
-                        idle_s=opts.idle_s,
-                        collector=collector,
-                        stop=stop,
-                    )
+                records = await collect(
+                    nc,
+                    specs,
+                    subjects,
+                    on_record,
+                    stall_warning=stalled,
+                    deadline_s=opts.deadline_s,
+                    idle_s=opts.idle_s,
+                    collector=collector,
+                    stop=stop,
+                )
             except RunFolderError as exc:
                 raise RunFolderError(
                     f"{exc}. Stopped; the bus keeps every record: `spielbus collect {tid}` "
@@ -371,8 +367,8 @@ async def _run(
             },
         )
         print_report(console, records, table, rates, str(folder.path))
-        if sprt is not None:
-            print_sprt(console, sprt.status)
+        if (sprt := sprt_status(config, records)) is not None:
+            print_sprt(console, sprt)
         if failed:
             reasons = ", ".join(f"{n} {r}" for r, n in Counter(failed.values()).most_common())
             console.print(

@@ -35,6 +35,7 @@ class SprtResult:
     status: SprtStatus
     submitted: int  # matches put on the bus (2 per pair)
     failed: dict[str, str] = field(default_factory=dict)
+    rejected: int = 0  # ended events that were no valid record of their spec
 
 
 async def run_sprt(
@@ -57,13 +58,14 @@ async def run_sprt(
     scores: list[float] = []
     recorded: dict[str, MatchRecord] = {}
     failed: dict[str, str] = {}
+    rejected = 0
     current = status(cfg, tested, baseline, scores)
     decided = asyncio.Event()
     slots = asyncio.Semaphore(in_flight)
     t0 = time.monotonic()
 
     async def play(k: int, pair: list[MatchSpec]) -> None:
-        nonlocal current
+        nonlocal current, rejected
         try:
             collector = Collector(pair, on_record)
             left = None if deadline_s is None else max(deadline_s - (time.monotonic() - t0), 1.0)
@@ -81,6 +83,7 @@ async def run_sprt(
         finally:
             slots.release()
         failed.update(collector.failed)
+        rejected += collector.rejected
         recorded.update({r.match_id: r for r in recs})
         score = pair_score(recs, tested)
         if score is not None:
@@ -114,12 +117,60 @@ async def run_sprt(
             with contextlib.suppress(BaseException):
                 await t
     records = [recorded[s.match_id] for s in specs if s.match_id in recorded]
-    return SprtResult(records=records, status=current, submitted=submitted, failed=failed)
+    return SprtResult(records=records, status=current, submitted=submitted, failed=failed, rejected=rejected)
+
+
+def sprt_status(config: TournamentConfig, records: list[MatchRecord]) -> SprtStatus | None:
+    """The test over these records; None unless format sprt."""
+    if config.format != "sprt":
+        return None
+    tested, baseline = list(config.agents)
+    return status_of_records(config.sprt_config, tested, baseline, records)
 
 
 def sprt_summary(config: TournamentConfig, records: list[MatchRecord]) -> dict[str, object]:
     """`{"sprt": the test over these records}` for summary.json; empty unless format sprt."""
-    if config.format != "sprt":
-        return {}
-    tested, baseline = list(config.agents)
-    return {"sprt": status_of_records(config.sprt_config, tested, baseline, records).model_dump()}
+    st = sprt_status(config, records)
+    return {} if st is None else {"sprt": st.model_dump()}
+
+
+class SprtCollect:
+    """`submit_and_collect` for format sprt: the same call, played by `run_sprt`; failed and
+    rejected matches are added to the caller's collector."""
+
+    def __init__(
+        self, config: TournamentConfig, on_status: Callable[[SprtStatus], None] | None = None
+    ) -> None:
+        self.config = config
+        self.on_status = on_status
+        self.result: SprtResult | None = None
+
+    async def __call__(
+        self,
+        nc: NATS,
+        specs: list[MatchSpec],
+        subjects: Subjects,
+        on_record: Callable[[MatchRecord], None],
+        *,
+        stall_warning: Callable[[], None] | None = None,
+        deadline_s: float | None = None,
+        idle_s: float | None = DEFAULT_IDLE_S,
+        collector: Collector | None = None,
+        stop: asyncio.Event | None = None,
+    ) -> list[MatchRecord]:
+        self.result = await run_sprt(
+            nc,
+            specs,
+            subjects,
+            on_record,
+            self.config,
+            on_status=self.on_status,
+            stall_warning=stall_warning,
+            deadline_s=deadline_s,
+            idle_s=idle_s,
+            stop=stop,
+        )
+        if collector is not None:
+            collector.failed.update(self.result.failed)
+            collector.rejected += self.result.rejected
+        return self.result.records

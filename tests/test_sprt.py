@@ -245,7 +245,8 @@ def test_sprt_run_stops_when_decided_and_records_every_submitted_match(
     assert sprt["pairs"] < 60
     lines = (folder / "matches.jsonl").read_text().splitlines()
     # Every submitted match is recorded; at most the pairs in flight (concurrency 2: one) beyond the decision.
-    assert len(lines) == summary["matches"] == summary["scheduled"] == 2 * sprt["pairs"]
+    assert len(lines) == summary["matches"] == 2 * sprt["pairs"] < summary["scheduled"] == 120
+    assert summary["failed"] == {}
     assert "H1 accepted" in out.stdout and "LLR" in out.stdout
     records = [MatchRecord.model_validate_json(line) for line in lines]
     by_id = sorted(records, key=lambda r: r.match_id)
