@@ -119,10 +119,16 @@ def _root(f: Callable[[float], float], lo: float, hi: float, tol: float = 1e-12)
     return 0.5 * (a + b)
 
 
+class _Infeasible(ArithmeticError):
+    """The linearized constraint has no distribution with the observed support."""
+
+
 def _tilt(phat: Sequence[float], phi: Sequence[float]) -> list[float]:
     """The distribution p_i = phat_i / (1 + theta phi_i) with sum_i p_i phi_i = 0: the maximum
     likelihood distribution under the linear constraint E_p[phi] = 0 (a Lagrange multiplier theta;
     Van den Bergh, "Comparing the approximations...", eqs. 1.2-1.3)."""
+    if min(phi) >= 0.0 or max(phi) <= 0.0:
+        raise _Infeasible()
     lo, hi = -1.0 / max(phi), -1.0 / min(phi)
 
     def g(theta: float) -> float:
@@ -136,21 +142,33 @@ def _mle_logistic(phat: Sequence[float], s: float) -> list[float]:
     return _tilt(phat, [a - s for a in PAIR_SCORES])
 
 
-def _mle_normalized(phat: Sequence[float], t: float) -> list[float]:
-    """Maximum likelihood distribution with (mu - 1/2) / sigma = t, by the fixed-point iteration of
-    Van den Bergh's "Comments on normalized Elo" section 4.1 (linearize the constraint at the current
-    estimate, tilt, repeat)."""
-    p = [1.0 / len(PAIR_SCORES)] * len(PAIR_SCORES)
-    for _ in range(50):
+def _normalized_from(phat: Sequence[float], t: float, p: list[float]) -> list[float]:
+    """The fixed-point iteration of Van den Bergh's "Comments on normalized Elo" section 4.1 from
+    `p`: linearize (mu - 1/2) / sigma = t at the current estimate, tilt, repeat."""
+    for _ in range(100):
         mu = sum(a * q for a, q in zip(PAIR_SCORES, p, strict=True))
         sigma = math.sqrt(sum(q * (a - mu) ** 2 for a, q in zip(PAIR_SCORES, p, strict=True)))
         phi = [a - 0.5 - 0.5 * t * sigma * (1.0 + ((a - mu) / sigma) ** 2) for a in PAIR_SCORES]
         new = _tilt(phat, phi)
         diff = max(abs(x - y) for x, y in zip(new, p, strict=True))
         p = new
-        if diff < 1e-10:
+        if diff < 1e-12:
             break
     return p
+
+
+def _mle_normalized(phat: Sequence[float], t: float) -> list[float]:
+    """Maximum likelihood distribution with (mu - 1/2) / sigma = t. From the uniform distribution,
+    as Van den Bergh suggests; for a large |t| whose first linearization is infeasible, by
+    continuation: t in 20 steps from 0 (always feasible), each from the previous solution."""
+    uniform = [1.0 / len(PAIR_SCORES)] * len(PAIR_SCORES)
+    try:
+        return _normalized_from(phat, t, uniform)
+    except _Infeasible:
+        p = uniform
+        for k in range(1, 21):
+            p = _normalized_from(phat, t * k / 20, p)
+        return p
 
 
 def elo_to_score(elo: float) -> float:

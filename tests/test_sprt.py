@@ -85,6 +85,8 @@ def _constrained_loglik(phat: np.ndarray, constraint: str, value: float) -> floa
     [
         ((3, 10, 30, 12, 5), 0.0, 10.0, "normalized"),
         ((0, 2, 9, 6, 3), -5.0, 20.0, "normalized"),
+        ((1, 2, 3, 2, 1), 0.0, 300.0, "normalized"),  # a first linearization that is infeasible
+        ((0, 0, 5, 2, 8), 0.0, 1000.0, "normalized"),
         ((1, 4, 7, 4, 1), 0.0, 50.0, "logistic"),
         ((5, 25, 40, 20, 10), -10.0, 5.0, "logistic"),
     ],
