@@ -148,7 +148,7 @@ def test_status_of_records_pairs_by_schedule_number() -> None:
 SPRT_FILE = """
 name = "s"
 format = "sprt"
-concurrency = 2
+concurrency = 4
 deadline_ms = 5000
 seed = 3
 {openings}
@@ -246,7 +246,7 @@ def test_sprt_run_stops_when_decided_and_records_every_submitted_match(
     assert sprt["decision"] == "H1" and sprt["llr"] >= sprt["upper"]
     assert sprt["pairs"] < 60
     lines = (folder / "matches.jsonl").read_text().splitlines()
-    # Every submitted match is recorded; at most the pairs in flight (concurrency 2: one) beyond the decision.
+    # Every submitted match is recorded and counted, the pairs in flight at the decision (two) too.
     assert len(lines) == summary["matches"] == 2 * sprt["pairs"] < summary["scheduled"] == 120
     assert summary["failed"] == {}
     assert "H1 accepted" in out.stdout and "LLR" in out.stdout
