@@ -250,7 +250,7 @@ class SprtStatus(BaseModel):
 
     def line(self) -> str:
         return (
-            f"SPRT {self.tested} vs {self.baseline} [{self.elo0:g}, {self.elo1:g}]: "
+            f"SPRT {self.tested} vs {self.baseline} {self.model} [{self.elo0:g}, {self.elo1:g}]: "
             f"LLR {self.llr:.2f} ({self.lower:.2f}, {self.upper:.2f}) after {self.pairs} pairs "
             f"{self.pentanomial}; {self.elo_text()}; {self.decision_text()}"
         )

@@ -67,7 +67,8 @@ def print_report(
 
 def print_sprt(console: Console, st: SprtStatus) -> None:
     """The SPRT's outcome: LLR against its bounds, pentanomial counts, Elo with its 95% interval."""
-    t = Table(title=f"SPRT {st.tested} vs {st.baseline}: H0 Elo {st.elo0:g}, H1 Elo {st.elo1:g} ({st.model})")
+    unit = "nElo" if st.model == "normalized" else "Elo"
+    t = Table(title=f"SPRT {st.tested} vs {st.baseline}: H0 {unit} {st.elo0:g}, H1 {unit} {st.elo1:g}")
     for col in ("pairs", "LL LD WL+DD WD WW", "LLR", "bounds", "Elo (95%)", "decision"):
         t.add_column(col, justify="right")
     t.add_row(
