@@ -11,6 +11,7 @@ import abc
 import asyncio
 import concurrent.futures
 import hashlib
+import json
 import os
 import random
 import time
@@ -139,6 +140,15 @@ class Strategy(abc.ABC):
     def models(self) -> list[str]:
         """LLM model names this strategy uses (for provenance)."""
         return []
+
+    def options_hash(self) -> str:
+        """12 hex digits of the SHA-256 of the options, for provenance: a changed prompt or setting
+        changes it; the LLM's credentials and address do not (an embedded server's port changes
+        every run; referee/provenance.py)."""
+        data = self.options.model_dump(mode="json")
+        if isinstance(data.get("llm"), dict):
+            data["llm"] = {k: v for k, v in data["llm"].items() if k not in ("api_key", "base_url")}
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
     async def close(self) -> None:  # noqa: B027
         """Release resources (LLM clients, processes) on shutdown."""

@@ -146,6 +146,7 @@ class AgentService:
                     "strategy_version": cls.version,
                     "games": ",".join(cls.games) or "*",
                     "models": ",".join(self.strategy.models()),
+                    "options_hash": self.strategy.options_hash(),  # provenance: a changed prompt shows
                     "protocol": "1",
                 },
             ),

@@ -2,7 +2,7 @@
 
     name = "quickstart"
     openings = ["e4 e5 Nf3", "<FEN>"]   # chess only: each opening with both colour assignments
-    format = "round_robin"        # round_robin | gauntlet
+    format = "round_robin"        # round_robin | gauntlet | sprt (two agents, one game: see [sprt])
     games_per_pairing = 4         # per pairing and per seat order
     max_matches = 100000          # refuse larger schedules (the error says what they would cost)
     concurrency = 4
@@ -31,6 +31,16 @@ that an agent names with `llm = "local"` (they become its `llm` option). An LLM
 agent whose endpoint has no `base_url` (and no OPENAI_BASE_URL / OLLAMA_HOST in
 the environment) makes `spielbus run` start the embedded LLM server for it.
 
+`format = "sprt"` plays the first agent against the second in colour-swapped game pairs until
+the sequential probability ratio test decides (referee/sprt.py, docs/referee.md):
+
+    [sprt]
+    elo0 = 0                      # H0: Elo difference elo0; H1: elo1 (elo0 < elo1)
+    elo1 = 10
+    alpha = 0.05                  # error rates, each in (0, 1)
+    beta = 0.05
+    max_pairs = 500               # stop undecided after this many pairs
+
 Games of more than two players seat a sample of the agents in a random order per
 match (seeded).
 """
@@ -55,6 +65,7 @@ from pydantic import (
 
 from bus.protocol import FaultPolicy, GameSpec
 from bus.subjects import check_token
+from referee.sprt import SprtConfig
 
 
 class ConfigError(ValueError):
@@ -82,6 +93,10 @@ class RatingsConfig(BaseModel):
     invalid_adjustment: dict[str, float] = Field(
         default_factory=dict, description="per game: how much of a loss an invalid-action forfeit counts"
     )
+    split_by: Literal["agent", "provenance"] = Field(
+        default="agent",
+        description="`provenance`: one row per (agent, provenance hash), so a changed prompt is a new row",
+    )
 
 
 def _opening(text: str) -> str:
@@ -94,7 +109,7 @@ def _opening(text: str) -> str:
 class TournamentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str = "tournament"
-    format: Literal["round_robin", "gauntlet"] = "round_robin"
+    format: Literal["round_robin", "gauntlet", "sprt"] = "round_robin"
     champions: list[str] = Field(default_factory=list, description="gauntlet: the agents everyone else plays")
     games: list[GameSpec] = Field(min_length=1)
     agents: dict[str, AgentConfig] = Field(min_length=1)
@@ -116,6 +131,7 @@ class TournamentConfig(BaseModel):
     seed: int = 0
     policy: FaultPolicy = Field(default_factory=FaultPolicy)
     ratings: RatingsConfig = Field(default_factory=RatingsConfig)
+    sprt: SprtConfig | None = Field(default=None, description="format sprt: the test's parameters")
     llm: dict[str, dict[str, Any]] = Field(default_factory=dict, description="named LLM endpoints")
     run_dir: str = "runs"
     openings: list[Annotated[str, AfterValidator(_opening)]] = Field(
@@ -166,6 +182,22 @@ class TournamentConfig(BaseModel):
         return options
 
     @model_validator(mode="after")
+    def _sprt(self) -> TournamentConfig:
+        if self.format == "sprt":
+            if len(self.agents) != 2:
+                raise ValueError(f"format 'sprt' needs exactly two agents, got {len(self.agents)}")
+            if len(self.games) != 1:
+                raise ValueError(f"format 'sprt' needs exactly one game, got {len(self.games)}")
+        elif self.sprt is not None:
+            raise ValueError('an [sprt] table needs `format = "sprt"`')
+        return self
+
+    @property
+    def sprt_config(self) -> SprtConfig:
+        """The SPRT parameters (the defaults when the file has no [sprt] table)."""
+        return self.sprt or SprtConfig()
+
+    @model_validator(mode="after")
     def _gauntlet(self) -> TournamentConfig:
         if self.format == "gauntlet":
             if not self.champions:
@@ -177,7 +209,10 @@ class TournamentConfig(BaseModel):
 
 
 def match_count(config: TournamentConfig, players: list[int]) -> int:
-    """How many matches `config` schedules, given each game's number of players (no list built)."""
+    """How many matches `config` schedules, given each game's number of players (no list built);
+    for `sprt` the most it can schedule (it stops when the test decides)."""
+    if config.format == "sprt":
+        return 2 * config.sprt_config.max_pairs
     agents = len(config.agents)
     total = 0
     for n in players:

@@ -8,7 +8,9 @@ match by the tournament's seeded RNG. Each match gets its own seed, and its own
 chance secret drawn with `secrets` (never from the tournament's seed: anyone who
 knows the file could otherwise predict every hidden card; docs/referee.md). Chess
 with an opening set (`openings`): every opening, both colour assignments, per
-pairing, through the game's `fen` parameter.
+pairing, through the game's `fen` parameter. SPRT (`format = "sprt"`): `max_pairs` game pairs,
+each two matches with the seats swapped and the same seed (and, for chess with openings, the
+same opening, in turn); `spielbus.sprt_run` submits them pair by pair and stops when decided.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ def check_games(config: TournamentConfig) -> list[int]:
                 f"{len(config.agents)} agents"
             )
         counts.append(n)
+    if config.format == "sprt" and counts != [2]:
+        raise ConfigError(f"format 'sprt' needs a two-player game; {config.games[0].label()} has {counts[0]}")
     check_schedule_size(config, counts)
     return counts
 
@@ -57,7 +61,7 @@ def build_schedule(config: TournamentConfig, tournament_id: str) -> list[MatchSp
     rng = random.Random(config.seed)
     specs: list[MatchSpec] = []
 
-    def add(game_index: int, seats: list[str], fen: str | None = None) -> None:
+    def add(game_index: int, seats: list[str], fen: str | None = None, seed: int | None = None) -> None:
         game = config.games[game_index]
         if fen is not None:
             game = game.model_copy(update={"params": {**game.params, "fen": fen}})
@@ -67,13 +71,24 @@ def build_schedule(config: TournamentConfig, tournament_id: str) -> list[MatchSp
                 tournament=tournament_id,
                 game=game,
                 seats=seats,
-                seed=rng.randrange(2**31),
+                seed=rng.randrange(2**31) if seed is None else seed,
                 deadline_ms=config.deadline_ms,
                 policy=config.policy,
                 max_turns=config.max_turns,
                 secret=secrets.token_hex(16),
             )
         )
+
+    if config.format == "sprt":
+        tested, baseline = list(config.agents)
+        chess_openings = config.openings if config.games[0].name == "chess" else []
+        for k in range(config.sprt_config.max_pairs):
+            # A pair: one start (opening, seed), both seat orders.
+            fen = chess_openings[k % len(chess_openings)] if chess_openings else None
+            seed = rng.randrange(2**31)
+            add(0, [tested, baseline], fen, seed)
+            add(0, [baseline, tested], fen, seed)
+        return specs
 
     for gi, n in enumerate(counts):
         for group in _groups(config, n):

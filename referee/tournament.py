@@ -48,6 +48,7 @@ from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from referee import pgn, resume
 from referee.config import TournamentConfig
+from referee.provenance import split_by_provenance
 from referee.ratings import Rating, Standing, ratings, standings
 from referee.worker import DURABLE
 
@@ -394,4 +395,6 @@ async def submit_and_collect(
 
 
 def summarize(records: list[MatchRecord], config: TournamentConfig) -> tuple[list[Standing], list[Rating]]:
+    if config.ratings.split_by == "provenance":
+        records = split_by_provenance(records)  # one row per (agent, provenance hash)
     return standings(records), ratings(records, config.ratings, seed=config.seed)

@@ -104,6 +104,8 @@ class ProvenanceCache:
                 version=meta.get("strategy_version") or info.get("version"),
                 models=[m for m in (meta.get("models") or "").split(",") if m],
                 config_hash=hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:12],
+                # The agent's options without where its LLM runs (referee/provenance.py).
+                options_hash=meta.get("options_hash"),
             )
             self._cache[agent] = prov
         except (nats.errors.Error, TimeoutError, ValueError, TypeError, AttributeError):

@@ -11,6 +11,7 @@
     spielbus bot-check NAME         a conformance run against a bot on the bus (pass/fail table)
     spielbus auth init              nats-server users and permissions: one per agent, referee, spectator
     spielbus collect TOURNAMENT_ID  rebuild a run folder from the match stream
+    spielbus standings RUN_DIR      a run folder's standings and ratings again (--by-provenance)
 
 Exit codes: 0 success, 1 runtime failure, 2 bad input (arguments or tournament file).
 """
@@ -277,6 +278,7 @@ _MODULE_COMMANDS = {
     "collect": ("spielbus.collect", "rebuild a run folder from the match stream (spielbus collect --help)"),
     "puzzles": ("spielbus.puzzles", "mate-in-N chess puzzles through the referee (spielbus puzzles --help)"),
     "export": ("referee.pgn", "export a run folder: `spielbus export pgn RUN_DIR`"),
+    "standings": ("spielbus.standings", "a run folder's standings again (spielbus standings --help)"),
 }
 
 

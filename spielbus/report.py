@@ -9,6 +9,7 @@ from rich.table import Table
 
 from bus.protocol import FAULT_REASONS, MatchRecord
 from referee.ratings import Rating, Standing
+from referee.sprt import SprtStatus
 from spielbus.go_report import print_go_scores
 
 
@@ -62,3 +63,20 @@ def print_report(
     outcomes = ", ".join(f"{k}: {v}" for k, v in sorted(outcome_counts(records).items()))
     console.print(f"{len(records)} matches ({outcomes})")
     console.print(f"Run folder: [bold]{run_path}[/bold] (matches.jsonl, standings.json, ratings.json)")
+
+
+def print_sprt(console: Console, st: SprtStatus) -> None:
+    """The SPRT's outcome: LLR against its bounds, pentanomial counts, Elo with its 95% interval."""
+    unit = "nElo" if st.model == "normalized" else "Elo"
+    t = Table(title=f"SPRT {st.tested} vs {st.baseline}: H0 {unit} {st.elo0:g}, H1 {unit} {st.elo1:g}")
+    for col in ("pairs", "LL LD WL+DD WD WW", "LLR", "bounds", "Elo (95%)", "decision"):
+        t.add_column(col, justify="right")
+    t.add_row(
+        str(st.pairs),
+        " ".join(map(str, st.pentanomial)),
+        f"{st.llr:.2f}",
+        f"({st.lower:.2f}, {st.upper:.2f})",
+        st.elo_text().removeprefix("Elo "),
+        st.decision_text(),
+    )
+    console.print(t)

@@ -56,7 +56,8 @@ from referee.worker import DRAIN_GRACE_S, RefereeWorker
 from spielbus.collect import read_records as read_stream_records
 from spielbus.launch import AgentProcess, stop_all, wait_for_agents
 from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
-from spielbus.report import print_report
+from spielbus.report import print_report, print_sprt
+from spielbus.sprt_run import SprtCollect, sprt_status, sprt_summary
 
 log = logging.getLogger(__name__)
 
@@ -208,6 +209,7 @@ async def run_tournament(
                         "matches": len(done),
                         "scheduled": len(specs),
                         "interrupted": signalled[0],
+                        **sprt_summary(config, done),
                     },
                 )
         raise Interrupted(signalled[0], collected.n, len(specs), folder.path) from None
@@ -359,8 +361,14 @@ async def _run(
             # benchmarks/soak.py (10,000 matches): see docs/referee.md, "Soak".
             gc.freeze()
             stack.callback(gc.unfreeze)
+            # format sprt: pair by pair until the test decides, the LLR on the progress bar.
+            collect = (
+                SprtCollect(config, lambda st: progress.update(bar, description=f"{tid} {st.short()}"))
+                if config.format == "sprt"
+                else submit_and_collect
+            )
             try:
-                await submit_and_collect(
+                await collect(
                     nc,
                     todo,
                     subjects,
@@ -394,9 +402,12 @@ async def _run(
                 "mostly_fallbacks": fallback_agents,
                 "nats": url,
                 **({"resumed": len(specs) - len(todo)} if opts.resume else {}),
+                **sprt_summary(config, records),
             },
         )
         print_report(console, records, table, rates, str(folder.path))
+        if (sprt := sprt_status(config, records)) is not None:
+            print_sprt(console, sprt)
         if failed:
             reasons = ", ".join(f"{n} {r}" for r, n in Counter(failed.values()).most_common())
             console.print(
