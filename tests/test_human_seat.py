@@ -1,0 +1,223 @@
+"""The human seat: a person plays through the referee from a web page, like any agent.
+
+Real nats-server, real referee (`MatchRunner`), the `human` agent kind served by the runtime
+with its seat page on a real port; the browser is an aiohttp client speaking the page's HTTP
+API (a headless Chromium test that clicks the board is in tests/test_human_browser.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+
+from agents.base import StrategyOptions
+from agents.human import TOKEN_ENV, HumanOptions, HumanStrategy
+from agents.random_agent import RandomStrategy
+from bus.protocol import FaultPolicy, GameSpec, LegalAction, Turn
+from observability.web.clicks import click_cells
+from observability.web.seat import TOKEN_HEADER, Seat
+from tests.helpers import play, serving, spec, uid
+
+
+class Browser:
+    """What the seat page does over HTTP: poll the seat, post a move (a stand-in for the page's
+    JavaScript, speaking the same API)."""
+
+    def __init__(self, session: aiohttp.ClientSession, url: str, token: str | None) -> None:
+        self.session, self.url, self.token = session, url, token
+        self.played: list[str] = []
+
+    def headers(self) -> dict[str, str]:
+        return {TOKEN_HEADER: self.token} if self.token is not None else {}
+
+    async def seat(self) -> tuple[int, Any]:
+        async with self.session.get(self.url + "api/seat", headers=self.headers()) as r:
+            return r.status, await r.json()
+
+    async def move(self, body: Any) -> tuple[int, Any]:
+        async with self.session.post(self.url + "api/move", json=body, headers=self.headers()) as r:
+            return r.status, await r.json()
+
+    async def play_until(self, done: asyncio.Event, choose: Any) -> None:
+        """Poll like the page; answer every waiting turn with `choose(turn_view)`."""
+        while not done.is_set():
+            status, view = await self.seat()
+            assert status == 200, view
+            for t in view["turns"]:
+                action = choose(t)
+                status, out = await self.move({"match_id": t["match_id"], "turn": t["turn"], "action": action})
+                assert status == 200, out
+                self.played.append(out["text"])
+            await asyncio.sleep(0.05)
+
+
+@contextlib.asynccontextmanager
+async def human_seat(nc: Any, name: str) -> AsyncIterator[tuple[HumanStrategy, str]]:
+    strategy = HumanStrategy(HumanOptions())
+    async with serving(nc, strategy, name):
+        assert strategy.server is not None
+        yield strategy, strategy.server.url
+
+
+async def test_browser_plays_tic_tac_toe_against_random(nc) -> None:  # type: ignore[no-untyped-def]
+    me, bot = uid("human"), uid("rand")
+    done = asyncio.Event()
+    async with (
+        human_seat(nc, me) as (strategy, url),
+        serving(nc, RandomStrategy(StrategyOptions(seed=3)), bot),
+        aiohttp.ClientSession() as session,
+    ):
+        token = strategy.seat.token
+        # A spectator (no token, or a wrong one) sees nothing of the seat and cannot move for it.
+        for wrong in (None, "x" * 32):
+            stranger = Browser(session, url, wrong)
+            assert (await stranger.seat())[0] == 401
+            assert (await stranger.move({"match_id": "m", "turn": 1, "action": 0}))[0] == 401
+        async with session.get(url) as r:
+            assert r.status == 200 and "Spielbus seat" in await r.text()
+            assert "frame-ancestors 'none'" in r.headers["Content-Security-Policy"]
+
+        browser = Browser(session, url, token)
+        seen: list[dict[str, Any]] = []
+
+        def choose(t: dict[str, Any]) -> int:
+            seen.append(t)
+            # The player's own view, with the board clicks of each legal move.
+            assert t["seats"][t["seat"]] == me
+            assert all(a["cells"] == [a["text"][2:-1]] for a in t["legal"])
+            return int(t["legal"][-1]["id"])  # the last legal cell: not what `first` would play
+
+        player = asyncio.create_task(browser.play_until(done, choose))
+        try:
+            rec = await play(nc, spec("tic_tac_toe", [me, bot], deadline_ms=20_000))
+        finally:
+            done.set()
+            await player
+        status, view = await browser.seat()
+    assert rec.outcome in ("decisive", "draw") and not rec.faults
+    mine = [m for m in rec.moves if m.agent == me]
+    assert mine and [m.text for m in mine] == browser.played
+    assert [m.action for m in mine] == [int(t["legal"][-1]["id"]) for t in seen]
+    # The seat heard the end of its match.
+    assert view["results"][0]["match_id"] == rec.match_id and view["results"][0]["returns"] == rec.returns
+
+
+async def test_bad_moves_are_refused_and_the_turn_keeps_waiting(nc) -> None:  # type: ignore[no-untyped-def]
+    me, bot = uid("human"), uid("rand")
+    async with (
+        human_seat(nc, me) as (strategy, url),
+        serving(nc, RandomStrategy(StrategyOptions(seed=1)), bot),
+        aiohttp.ClientSession() as session,
+    ):
+        browser = Browser(session, url, strategy.seat.token)
+        match = asyncio.create_task(play(nc, spec("connect_four", [me, bot], deadline_ms=20_000, max_turns=2)))
+        while not (view := (await browser.seat())[1])["turns"]:
+            await asyncio.sleep(0.05)
+        t = view["turns"][0]
+        assert [a["cells"] for a in t["legal"]] == [[str(c)] for c in range(7)]
+        for body, status in [
+            ({"match_id": t["match_id"], "turn": t["turn"], "action": 99}, 400),  # not legal
+            ({"match_id": t["match_id"], "turn": t["turn"], "action": "3"}, 400),  # strict: no coercion
+            ({"match_id": t["match_id"], "turn": t["turn"], "action": 3, "x": 1}, 400),
+            ({"match_id": t["match_id"], "turn": t["turn"] + 7, "action": 3}, 404),  # no such turn
+            ({"match_id": "other", "turn": t["turn"], "action": 3}, 404),
+        ]:
+            assert (await browser.move(body))[0] == status, body
+        async with session.post(
+            url + "api/move", data=b"{" * 10_000, headers=browser.headers()
+        ) as r:  # over the body limit
+            assert r.status == 413
+        assert (await browser.move({"match_id": t["match_id"], "turn": t["turn"], "action": 3}))[0] == 200
+        assert (await browser.move({"match_id": t["match_id"], "turn": t["turn"], "action": 3}))[0] == 404
+        rec = await match
+    assert not rec.faults
+    assert rec.moves[0].agent == me and rec.moves[0].action == 3
+
+
+@pytest.mark.parametrize("policy", ["forfeit", "random"])
+async def test_a_closed_page_runs_out_the_seats_clock(nc, policy: str) -> None:  # type: ignore[no-untyped-def]
+    """Nobody answers the page: the seat's turn ends at its deadline, like any agent's, and the
+    tournament's fault policy applies."""
+    me, bot = uid("human"), uid("rand")
+    async with (
+        human_seat(nc, me) as (strategy, _url),
+        serving(nc, RandomStrategy(StrategyOptions(seed=1)), bot),
+    ):
+        rec = await play(
+            nc,
+            spec("tic_tac_toe", [me, bot], deadline_ms=600, policy=FaultPolicy(kind=policy)),  # type: ignore[arg-type]
+        )
+        assert not strategy.seat.waiting  # nothing left on the page
+    faults = [f for f in rec.faults if f.agent == me]
+    assert faults and all(f.reason == "error" and "deadline" in (f.detail or "") for f in faults)
+    if policy == "forfeit":
+        assert rec.outcome == "forfeit" and rec.forfeited == [0] and len(faults) == 1
+        assert rec.returns[0] < rec.returns[1]
+    else:
+        # Every one of the seat's turns was played for it at random and recorded as forced.
+        assert rec.outcome != "forfeit"
+        assert all(m.forced for m in rec.moves if m.player == 0)
+        assert len(faults) == sum(1 for m in rec.moves if m.player == 0)
+
+
+def _turn(game: str, observation: str, legal: list[tuple[int, str]]) -> Turn:
+    return Turn(
+        match_id="m",
+        game=GameSpec(name=game),
+        seat=0,
+        seats=["a", "b"],
+        turn=1,
+        deadline_ms=1000,
+        observation=observation,
+        legal_actions=[LegalAction(id=i, text=t) for i, t in legal],
+    )
+
+
+def test_board_clicks_per_game() -> None:
+    import pyspiel
+
+    from games.loader import initial_state, load_game
+    from games.view import legal_actions, observation_text
+
+    def cells(game: str, moves: list[int]) -> tuple[pyspiel.State, dict[int, list[str]]]:
+        g = load_game(game)
+        s = initial_state(g)
+        for a in moves:
+            s.apply_action(a)
+        p = s.current_player()
+        legal = [(la.id, la.text) for la in legal_actions(s, p)]
+        return s, click_cells(_turn(g.get_type().short_name, observation_text(s, p), legal))
+
+    _, ttt = cells("tic_tac_toe", [4])
+    assert ttt[0] == ["0,0"] and ttt[8] == ["2,2"] and 4 not in ttt
+    _, go = cells("go(board_size=5)", [])
+    assert go[0] == ["a1"] and go[24] == ["e5"] and 25 not in go  # 25: pass, from the list only
+    # Chess: from-square then to-square; castling is the king's two squares; promotions share theirs.
+    s, ch = cells("chess(fen=r3k2r/1P6/8/8/8/8/8/R3K2R w KQkq - 0 1)", [])
+    by_text = {s.action_to_string(s.current_player(), a): c for a, c in ch.items()}
+    assert by_text["O-O"] == ["e1", "g1"] and by_text["O-O-O"] == ["e1", "c1"]
+    promos = [c for t, c in by_text.items() if t.startswith("b8=")]
+    assert len(promos) == 4 and all(c == ["b7", "b8"] for c in promos)
+    assert len(ch) == len(s.legal_actions())
+    # Games without a picture, or views that do not parse: the list only.
+    assert click_cells(_turn("kuhn_poker", "0", [(0, "Pass"), (1, "Bet")])) == {}
+    assert click_cells(_turn("chess", "not a fen", [(0, "a3")])) == {}
+
+
+def test_seat_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="16 to 128"):
+        Seat(token="short")
+    with pytest.raises(ValueError):
+        Seat(token="has spaces and is long enough")
+    monkeypatch.setenv(TOKEN_ENV, "given-token-of-the-run-0123")
+    assert HumanStrategy(HumanOptions()).seat.token == "given-token-of-the-run-0123"
+    monkeypatch.delenv(TOKEN_ENV)
+    a, b = HumanStrategy(HumanOptions()).seat.token, HumanStrategy(HumanOptions()).seat.token
+    assert a != b and len(a) >= 32
+    seat = Seat(token=a)
+    assert seat.authorized(a) and not seat.authorized(b) and not seat.authorized(None)
