@@ -43,6 +43,15 @@ class Browser:
         async with self.session.post(self.url + "api/move", json=body, headers=self.headers()) as r:
             return r.status, await r.json()
 
+    async def first_turn(self) -> Any:
+        """Poll like the page until a turn waits."""
+        for _ in range(400):
+            _, view = await self.seat()
+            if view["turns"]:
+                return view["turns"][0]
+            await asyncio.sleep(0.05)
+        raise AssertionError("no turn reached the seat")
+
     async def play_until(self, done: asyncio.Event, choose: Any) -> None:
         """Poll like the page; answer every waiting turn with `choose(turn_view)`."""
         while not done.is_set():
@@ -50,7 +59,8 @@ class Browser:
             assert status == 200, view
             for t in view["turns"]:
                 action = choose(t)
-                status, out = await self.move({"match_id": t["match_id"], "turn": t["turn"], "action": action})
+                body = {"match_id": t["match_id"], "turn": t["turn"], "action": action}
+                status, out = await self.move(body)
                 assert status == 200, out
                 self.played.append(out["text"])
             await asyncio.sleep(0.05)
@@ -98,7 +108,7 @@ async def test_browser_plays_tic_tac_toe_against_random(nc) -> None:  # type: ig
         finally:
             done.set()
             await player
-        status, view = await browser.seat()
+        _, view = await browser.seat()
     assert rec.outcome in ("decisive", "draw") and not rec.faults
     mine = [m for m in rec.moves if m.agent == me]
     assert mine and [m.text for m in mine] == browser.played
@@ -115,10 +125,10 @@ async def test_bad_moves_are_refused_and_the_turn_keeps_waiting(nc) -> None:  # 
         aiohttp.ClientSession() as session,
     ):
         browser = Browser(session, url, strategy.seat.token)
-        match = asyncio.create_task(play(nc, spec("connect_four", [me, bot], deadline_ms=20_000, max_turns=2)))
-        while not (view := (await browser.seat())[1])["turns"]:
-            await asyncio.sleep(0.05)
-        t = view["turns"][0]
+        match = asyncio.create_task(
+            play(nc, spec("connect_four", [me, bot], deadline_ms=20_000, max_turns=2))
+        )
+        t = await browser.first_turn()
         assert [a["cells"] for a in t["legal"]] == [[str(c)] for c in range(7)]
         for body, status in [
             ({"match_id": t["match_id"], "turn": t["turn"], "action": 99}, 400),  # not legal

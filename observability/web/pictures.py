@@ -8,7 +8,8 @@ four columns `"3"`, tic-tac-toe cells `"1,2"`); `observability.web.clicks` says 
 choose which legal action. Texts are only ever set with `textContent`.
 """
 
-PICTURES_JS = r"""// ---- Pictures: boards drawn as SVG from the public text view; others keep the text. ----------
+PICTURES_JS = r"""
+// ---- Pictures: boards drawn as SVG from the public text view; others keep the text. ----------
 const SVGNS = "http://www.w3.org/2000/svg";
 function svg(tag, attrs, text) {
   const e = document.createElementNS(SVGNS, tag);
@@ -100,7 +101,8 @@ function discPicture(text, game) {
       root.appendChild(svg("rect", { x: c * S, y: r * S, width: S, height: S, fill: "transparent",
         stroke: "#333", "data-cell": r + "," + c }));
       if (ch !== ".") root.appendChild(svg("text", { x: cx, y: cy + S * 0.25, "text-anchor": "middle",
-        "font-size": S * 0.7, class: "mark", fill: ch === "x" ? "#b3261e" : "#1f5fbf", "pointer-events": "none" },
+        "font-size": S * 0.7, class: "mark", fill: ch === "x" ? "#b3261e" : "#1f5fbf",
+        "pointer-events": "none" },
         ch.toUpperCase()));
     }
     if (ch !== ".") marks++;

@@ -151,7 +151,9 @@ class Seat:
                     "seats": t.seats,
                     "turn": t.turn,
                     "observation": t.observation,
-                    "legal": [{"id": la.id, "text": la.text, "cells": w.cells.get(la.id)} for la in t.legal_actions],
+                    "legal": [
+                        {"id": la.id, "text": la.text, "cells": w.cells.get(la.id)} for la in t.legal_actions
+                    ],
                     "history": [h.model_dump() for h in t.history],
                     "retry": t.retry,
                     "left_ms": max(0, round((w.deadline - now) * 1000)),

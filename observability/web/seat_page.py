@@ -21,9 +21,11 @@ _HEAD = r"""<!doctype html>
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>
   body { font: 15px/1.4 system-ui, sans-serif; margin: 0; color: #1d232a; background: #f6f7f9; }
-  header { background: #22303c; color: #fff; padding: 8px 16px; display: flex; gap: 16px; align-items: baseline; }
+  header { background: #22303c; color: #fff; padding: 8px 16px; display: flex; gap: 16px;
+           align-items: baseline; }
   header h1 { font-size: 18px; margin: 0; }
-  main { padding: 12px; display: grid; gap: 12px; grid-template-columns: minmax(360px, 2fr) minmax(260px, 1fr); }
+  main { padding: 12px; display: grid; gap: 12px;
+         grid-template-columns: minmax(360px, 2fr) minmax(260px, 1fr); }
   section { background: #fff; border: 1px solid #dde1e6; border-radius: 6px; padding: 8px 12px; }
   h2 { font-size: 15px; margin: 4px 0 8px; }
   .muted { color: #6b7580; }
@@ -44,7 +46,8 @@ _HEAD = r"""<!doctype html>
 </style>
 </head>
 <body>
-<header><h1>Spielbus seat <span id="agent"></span></h1><span id="status" class="muted">connecting…</span></header>
+<header><h1>Spielbus seat <span id="agent"></span></h1>
+  <span id="status" class="muted">connecting…</span></header>
 <main>
   <section id="login">
     <h2>This seat needs its token</h2>
@@ -135,7 +138,8 @@ function mark(t) {
   }
 }
 function candidates(t, seq) {
-  return t.legal.filter(a => a.cells && a.cells.length >= seq.length && seq.every((k, i) => a.cells[i] === k));
+  return t.legal.filter(a => a.cells && a.cells.length >= seq.length &&
+    seq.every((k, i) => a.cells[i] === k));
 }
 function onCell(t, cell) {
   let seq = [...clicks, cell];
@@ -190,7 +194,9 @@ async function tick() {
   document.getElementById("agent").textContent = s.agent;
   document.getElementById("status").textContent = s.turns.length ? "your move" : "waiting";
   const tabs = document.getElementById("tabs");
-  if (!s.turns.some(t => t.key === current)) { current = s.turns.length ? s.turns[0].key : null; clicks = []; }
+  if (!s.turns.some(t => t.key === current)) {
+    current = s.turns.length ? s.turns[0].key : null; clicks = [];
+  }
   tabs.replaceChildren(...(s.turns.length > 1 ? s.turns.map(t => {
     const b = el("button", t.game + " " + t.seats.join("-"), t.key === current ? "on" : "");
     b.addEventListener("click", () => { current = t.key; clicks = []; shown = null; tick(); });
@@ -210,7 +216,8 @@ async function tick() {
     const mine = r.returns[r.seat], best = Math.max(...r.returns);
     const word = r.outcome === "draw" || r.returns.every(x => x === best) ? "draw" :
       mine === best ? "won" : "lost";
-    return el("li", (r.game || r.match_id) + ": " + word + " (" + r.outcome + ", " + r.returns.join(":") + ")");
+    return el("li", (r.game || r.match_id) + ": " + word + " (" + r.outcome + ", " +
+      r.returns.join(":") + ")");
   }));
 }
 document.getElementById("login-form").addEventListener("submit", e => {
