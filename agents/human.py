@@ -24,9 +24,7 @@ from pydantic import Field
 
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions, TurnExpired
 from bus.protocol import MatchEnded, MatchStarted, Turn
-from observability.web.seat import Seat, SeatServer, start_seat
-
-TOKEN_ENV = "SPIELBUS_SEAT_TOKEN"
+from observability.web.seat import TOKEN_ENV, Seat, SeatServer, start_seat
 
 
 class HumanOptions(StrategyOptions):

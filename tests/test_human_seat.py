@@ -55,7 +55,11 @@ class Browser:
     async def play_until(self, done: asyncio.Event, choose: Any) -> None:
         """Poll like the page; answer every waiting turn with `choose(turn_view)`."""
         while not done.is_set():
-            status, view = await self.seat()
+            try:
+                status, view = await self.seat()
+            except aiohttp.ClientConnectionError:  # the page retries too: the seat may be restarting
+                await asyncio.sleep(0.2)
+                continue
             assert status == 200, view
             for t in view["turns"]:
                 action = choose(t)
@@ -231,3 +235,60 @@ def test_seat_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     assert a != b and len(a) >= 32
     seat = Seat(token=a)
     assert seat.authorized(a) and not seat.authorized(b) and not seat.authorized(None)
+
+
+@pytest.mark.slow
+async def test_spielbus_run_seats_a_person(nats_url: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """examples/human_vs_mcts.toml through `spielbus run`'s own code: the human agent is a child
+    process, the console prints the seat address with its token, the live page links to the seat
+    without it, the browser plays, and the run folder records the person's moves."""
+    import io
+    import json
+    import re
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from referee.config import load_config
+    from spielbus.run import RunOptions, run_tournament
+
+    root = Path(__file__).resolve().parents[1]
+    config = load_config(root / "examples" / "human_vs_mcts.toml")
+    config = config.model_copy(
+        update={
+            "name": uid("human"),
+            "deadline_ms": 30_000,  # a broken test fails in minutes, not hours
+            "games": config.games[:1],  # tic-tac-toe, both seat orders: 2 matches
+            "agents": {
+                "you": config.agents["you"],
+                "mcts": config.agents["mcts"].model_copy(update={"options": {"simulations": 50, "seed": 2}}),
+            },
+        }
+    )
+    out = io.StringIO()
+    opts = RunOptions(nats=nats_url, run_dir=str(tmp_path), quiet=True, agent_wait_s=60, web_port=0)
+    run = asyncio.create_task(run_tournament(config, opts, Console(file=out, width=200)))
+    done = asyncio.Event()
+    async with aiohttp.ClientSession() as session:
+        while not (m := re.search(r"Seat of you \(human\): (\S+)#token=(\S+)", out.getvalue())):
+            assert not run.done(), out.getvalue()
+            await asyncio.sleep(0.1)
+        seat_url, token = m.group(1), m.group(2)
+        page = re.search(r"Live match page: (\S+)", out.getvalue())
+        assert page is not None
+        async with session.get(page.group(1) + "api/seats") as r:
+            body = await r.text()
+        assert json.loads(body)["seats"] == [{"agent": "you", "url": seat_url}] and token not in body
+        browser = Browser(session, seat_url, token)
+        player = asyncio.create_task(browser.play_until(done, lambda t: int(t["legal"][0]["id"])))
+        try:
+            result = await run
+        finally:
+            done.set()
+            await player
+    assert len(result.records) == 2 and not result.failed
+    kept = [json.loads(line) for line in (result.path / "matches.jsonl").read_text().splitlines()]
+    mine = [m["text"] for rec in kept for m in rec["moves"] if m.get("agent") == "you"]
+    assert mine and sorted(mine) == sorted(browser.played)
+    assert all(not rec["faults"] for rec in kept)
+    assert any(p["agent"] == "you" and p["kind"] == "human" for rec in kept for p in rec["provenance"])

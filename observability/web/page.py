@@ -68,6 +68,12 @@ _HEAD = r"""<!doctype html>
         <th class="num">L</th><th class="num">D</th><th class="num">faults/100</th><th class="num">BT</th>
         <th class="num">Elo</th></tr></thead><tbody></tbody></table>
     </section>
+    <section id="seats-box" hidden>
+      <h2>Seats for a person</h2>
+      <p class="muted">Play as one of these agents: open its seat, with the token printed on the console
+        that started it (no token, no seat: spectators cannot move for it).</p>
+      <ul id="seats"></ul>
+    </section>
     <section>
       <h2>Matches</h2>
       <table id="matches"><thead><tr><th>status</th><th>game</th><th>seats</th><th class="num">moves</th>
@@ -290,9 +296,20 @@ async function refreshMatch() {
   if (atBottom) box.scrollTop = box.scrollHeight;
 }
 
+async function refreshSeats() {
+  const s = await getJSON("/api/seats");
+  document.getElementById("seats-box").hidden = !s.seats.length;
+  fill(document.getElementById("seats"), s.seats.map(x => {
+    const li = el("li"), a = el("a", "take the seat of " + x.agent);
+    a.href = x.url; a.target = "_blank"; a.rel = "noopener";
+    li.appendChild(a);
+    return li;
+  }));
+}
+
 async function tick() {
   try {
-    await Promise.all([refreshList(), refreshStandings(), refreshMatch()]);
+    await Promise.all([refreshList(), refreshStandings(), refreshMatch(), refreshSeats()]);
   } catch (e) {
     document.getElementById("status").textContent = "disconnected: " + e.message;
   }

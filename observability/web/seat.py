@@ -44,6 +44,8 @@ from observability.web.seat_page import SEAT_PAGE
 log = logging.getLogger(__name__)
 
 TOKEN_HEADER = "X-Seat-Token"
+# Where a launcher hands the `human` agent process its seat token (so it can print the address).
+TOKEN_ENV = "SPIELBUS_SEAT_TOKEN"
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 MAX_RESULTS = 20
 MAX_BODY = 4096
