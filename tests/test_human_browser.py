@@ -1,0 +1,56 @@
+"""The human seat's page in the real headless Chromium: a person clicks the drawn board, the
+referee records the move. Real nats-server, real referee, the `human` agent served by the runtime."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from agents.base import StrategyOptions
+from agents.human import HumanOptions, HumanStrategy
+from agents.random_agent import FirstLegalStrategy
+from bus.protocol import GameSpec
+from tests.helpers import play, serving, spec, uid
+from tests.test_live_page import CHROMIUM_ARGS, _chromium
+
+
+@pytest.mark.slow
+async def test_a_person_clicks_the_board(nc) -> None:  # type: ignore[no-untyped-def]
+    chromium = _chromium()
+    from playwright.async_api import async_playwright
+
+    me, bot = uid("human"), uid("first")
+    strategy = HumanStrategy(HumanOptions())
+    async with (
+        serving(nc, strategy, me),
+        serving(nc, FirstLegalStrategy(StrategyOptions()), bot),
+        async_playwright() as pw,
+    ):
+        assert strategy.server is not None
+        browser = await pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+        try:
+            page = await browser.new_page(viewport={"width": 1280, "height": 1000})
+            # Without the token: the login form, nothing of the seat.
+            await page.goto(strategy.server.url)
+            await page.wait_for_selector("#login", state="visible", timeout=30_000)
+            assert await page.locator("#play").is_hidden()
+
+            await page.goto(strategy.server.private_url)
+
+            async def clicked(game: Any, seats: list[str], cells: list[str]) -> Any:
+                match = asyncio.create_task(play(nc, spec(game, seats, deadline_ms=60_000, max_turns=2)))
+                for cell in cells:
+                    await page.click(f'#picture [data-cell="{cell}"]', timeout=30_000)
+                await page.wait_for_selector("text=You played", timeout=30_000)
+                return await match
+
+            # Tic-tac-toe: one click on the centre.
+            ttt = await clicked("tic_tac_toe", [me, bot], ["1,1"])
+            # Chess (OpenSpiel seats black first, so white is seat 1): from-square, then to-square.
+            chess = await clicked(GameSpec(name="chess"), [bot, me], ["e2", "e4"])
+        finally:
+            await browser.close()
+    assert not ttt.faults and ttt.moves[0].agent == me and ttt.moves[0].text == "x(1,1)"
+    assert not chess.faults and chess.moves[0].agent == me and chess.moves[0].text == "e4"
