@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bus.process import free_port
-from observability.metrics import url_host
-from observability.web.seat import TOKEN_ENV
+from observability.web.seat import TOKEN_ENV, url_host
 from referee.config import ConfigError, TournamentConfig
 
 

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from nats.aio.client import Client as NATS
 
 from agents.base import StrategyOptions
 from agents.human import HumanOptions, HumanStrategy
@@ -17,7 +18,7 @@ from tests.test_live_page import CHROMIUM_ARGS, _chromium
 
 
 @pytest.mark.slow
-async def test_a_person_clicks_the_board(nc) -> None:  # type: ignore[no-untyped-def]
+async def test_a_person_clicks_the_board(nc: NATS) -> None:
     chromium = _chromium()
     from playwright.async_api import async_playwright
 

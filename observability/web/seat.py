@@ -37,11 +37,18 @@ from aiohttp import web
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bus.protocol import MatchEnded, MatchStarted, Turn
-from observability.metrics import url_host
 from observability.web.clicks import click_cells
 from observability.web.seat_page import SEAT_PAGE
 
 log = logging.getLogger(__name__)
+
+
+def url_host(host: str) -> str:
+    """The host part of a URL for a listening address. The same rule as `observability.metrics`'s,
+    which this module must not import: the human agent process loads no referee code."""
+    host = host or "0.0.0.0"
+    return f"[{host}]" if ":" in host else host
+
 
 TOKEN_HEADER = "X-Seat-Token"
 # Where a launcher hands the `human` agent process its seat token (so it can print the address).
