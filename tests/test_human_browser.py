@@ -12,7 +12,6 @@ from nats.aio.client import Client as NATS
 from agents.base import StrategyOptions
 from agents.human import HumanOptions, HumanStrategy
 from agents.random_agent import FirstLegalStrategy
-from bus.protocol import GameSpec
 from tests.helpers import play, serving, spec, uid
 from tests.test_live_page import CHROMIUM_ARGS, _chromium
 
@@ -42,16 +41,23 @@ async def test_a_person_clicks_the_board(nc: NATS) -> None:
 
             async def clicked(game: Any, seats: list[str], cells: list[str]) -> Any:
                 match = asyncio.create_task(play(nc, spec(game, seats, deadline_ms=60_000, max_turns=2)))
-                for cell in cells:
-                    await page.click(f'#picture [data-cell="{cell}"]', timeout=30_000)
+                for i, cell in enumerate(cells):
+                    target = f'#picture [data-cell="{cell}"]'
+                    if game == "chess" and i == 0:
+                        # The seat's own pawns are drawn at the bottom, whichever its colour.
+                        await page.wait_for_selector(target, timeout=30_000)
+                        assert await page.get_attribute(target, "y") == "240"
+                    await page.click(target, timeout=30_000)
                 await page.wait_for_selector("text=You played", timeout=30_000)
                 return await match
 
             # Tic-tac-toe: one click on the centre.
             ttt = await clicked("tic_tac_toe", [me, bot], ["1,1"])
             # Chess (OpenSpiel seats black first, so white is seat 1): from-square, then to-square.
-            chess = await clicked(GameSpec(name="chess"), [bot, me], ["e2", "e4"])
+            chess = await clicked("chess", [bot, me], ["e2", "e4"])
+            black = await clicked("chess", [me, bot], ["e7", "e5"])  # `first` opens as White
         finally:
             await browser.close()
     assert not ttt.faults and ttt.moves[0].agent == me and ttt.moves[0].text == "x(1,1)"
     assert not chess.faults and chess.moves[0].agent == me and chess.moves[0].text == "e4"
+    assert not black.faults and black.moves[1].agent == me and black.moves[1].text == "e5"

@@ -20,9 +20,12 @@ function svg(tag, attrs, text) {
 function gameName(label) { return String(label || "").split("(")[0]; }
 // Solid glyphs for both colours, told apart by fill and outline.
 const CHESS_GLYPHS = { k: "\u265A", q: "\u265B", r: "\u265C", b: "\u265D", n: "\u265E", p: "\u265F" };
-function chessPicture(fen) {
+// `flip`: Black's side at the bottom (the seat page, when the seat plays Black): `at` turns a board
+// row or column (row 0 = rank 8) into its place on the picture; `data-cell` keys stay square names.
+function chessPicture(fen, flip) {
   const rows = String(fen).trim().split(/\s+/)[0].split("/");
   if (rows.length !== 8) return null;
+  const at = i => flip ? 7 - i : i;
   const S = 40, root = svg("svg", { viewBox: "0 0 " + (8 * S + 16) + " " + (8 * S + 16), width: 8 * S + 16,
     "data-game": "chess", role: "img" });
   let pieces = 0;
@@ -33,20 +36,21 @@ function chessPicture(fen) {
       const g = CHESS_GLYPHS[ch.toLowerCase()];
       if (!g || c > 7) return null;
       const white = ch !== ch.toLowerCase();
-      root.appendChild(svg("text", { x: 16 + c * S + S / 2, y: r * S + S * 0.8, "text-anchor": "middle",
-        "font-size": S * 0.8, fill: white ? "#fff" : "#111", stroke: white ? "#111" : "#fff",
-        "stroke-width": white ? 1.2 : 0.4, class: "piece", "data-piece": ch, "pointer-events": "none" }, g));
+      root.appendChild(svg("text", { x: 16 + at(c) * S + S / 2, y: at(r) * S + S * 0.8,
+        "text-anchor": "middle", "font-size": S * 0.8, fill: white ? "#fff" : "#111",
+        stroke: white ? "#111" : "#fff", "stroke-width": white ? 1.2 : 0.4, class: "piece", "data-piece": ch,
+        "pointer-events": "none" }, g));
       pieces++; c++;
     }
     if (c !== 8) return null;
   }
   for (let r = 0; r < 8; r++) {
     for (let c = 0; c < 8; c++) {
-      root.insertBefore(svg("rect", { x: 16 + c * S, y: r * S, width: S, height: S,
+      root.insertBefore(svg("rect", { x: 16 + at(c) * S, y: at(r) * S, width: S, height: S,
         fill: (r + c) % 2 ? "#b58863" : "#f0d9b5", "data-cell": "abcdefgh"[c] + (8 - r) }), root.firstChild);
     }
-    root.appendChild(svg("text", { x: 4, y: r * S + S * 0.6, "font-size": 11, fill: "#555" }, 8 - r));
-    root.appendChild(svg("text", { x: 16 + r * S + S / 2, y: 8 * S + 12, "font-size": 11, fill: "#555",
+    root.appendChild(svg("text", { x: 4, y: at(r) * S + S * 0.6, "font-size": 11, fill: "#555" }, 8 - r));
+    root.appendChild(svg("text", { x: 16 + at(r) * S + S / 2, y: 8 * S + 12, "font-size": 11, fill: "#555",
       "text-anchor": "middle" }, "abcdefgh"[r]));
   }
   root.dataset.pieces = pieces;
@@ -134,11 +138,11 @@ function cardsPicture(m, game) {
   });
   return deals.length ? root : null;
 }
-function picture(m) {
+function picture(m, flip) {
   const game = gameName(m.game);
   if (game === "kuhn_poker" || game === "leduc_poker") return cardsPicture(m, game);
   if (!m.observation) return null;
-  if (game === "chess") return chessPicture(m.observation);
+  if (game === "chess") return chessPicture(m.observation, flip);
   if (game === "go") return goPicture(m.observation);
   if (game === "connect_four" || game === "tic_tac_toe") return discPicture(m.observation, game);
   return null;

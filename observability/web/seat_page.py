@@ -7,8 +7,8 @@ pictures where the game has one, the text view always), the clock left, the refu
 retried turn, the steps the seat may know, and the legal moves as buttons. A move is chosen by
 a button or by clicking the board (`data-cell` keys; a chess move is two clicks, from-square
 then to-square; when several moves share the clicks, such as the four promotions, they are
-marked in the list). Every text is set with `textContent`, never parsed as HTML. Limits: the
-chess board is drawn from White's side for both colours.
+marked in the list). A seat playing Black in chess sees the board from Black's side. Every text
+is set with `textContent`, never parsed as HTML.
 """
 
 from observability.web.pictures import PICTURES_JS
@@ -160,7 +160,9 @@ function draw(t) {
     t.seats[t.seat] + ") · turn " + t.turn;
   document.getElementById("retry").textContent = t.retry ? "Your last answer was refused: " + t.retry : "";
   document.getElementById("view").textContent = t.observation;
-  const pic = picture({ game: t.game, observation: t.observation, steps: steps(t), seats: t.seats });
+  // Chess: the side to move on the seat's own turn is the seat's colour; Black sees its side below.
+  const black = gameName(t.game) === "chess" && String(t.observation).trim().split(/\s+/)[1] === "b";
+  const pic = picture({ game: t.game, observation: t.observation, steps: steps(t), seats: t.seats }, black);
   if (pic) pic.addEventListener("click", e => {
     const c = e.target.closest("[data-cell]");
     if (c) onCell(t, c.getAttribute("data-cell"));
