@@ -4,6 +4,7 @@ referee records the move. Real nats-server, real referee, the `human` agent serv
 from __future__ import annotations
 
 import asyncio
+import os
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from agents.base import StrategyOptions
 from agents.human import HumanOptions, HumanStrategy
 from agents.random_agent import FirstLegalStrategy
 from tests.helpers import play, serving, spec, uid
-from tests.test_live_page import CHROMIUM_ARGS, _chromium
+from tests.test_live_page import CHROMIUM_ARGS, ROOT, _chromium
 
 
 @pytest.mark.slow
@@ -47,6 +48,9 @@ async def test_a_person_clicks_the_board(nc: NATS) -> None:
                         # The seat's own pawns are drawn at the bottom, whichever its colour.
                         await page.wait_for_selector(target, timeout=30_000)
                         assert await page.get_attribute(target, "y") == "240"
+                        if os.environ.get("SPIELBUS_DOC_SCREENSHOTS") and seats[1] == me:
+                            shot = ROOT / "docs" / "img" / "seat-page.png"
+                            await page.screenshot(path=str(shot), full_page=True)
                     await page.click(target, timeout=30_000)
                 await page.wait_for_selector("text=You played", timeout=30_000)
                 return await match
