@@ -10,7 +10,8 @@ tournament's fault policy applies.
 
 The page is served by this process, on `seat_port` (0: any free port) of `seat_host`
 (127.0.0.1), and guarded by a seat token: `SPIELBUS_SEAT_TOKEN` from the environment (what
-`spielbus run` passes, so it can print the address), else a fresh random one. The address with
+`spielbus run` passes, so it can print the address; 16 to 128 URL-safe characters), else a
+fresh random one. The address with
 the token is printed at start (`seat NAME: http://...#token=...`). Limits: one player per
 agent name (run one replica); nothing is learned or searched, the person is the strategy.
 """
@@ -34,11 +35,6 @@ class HumanOptions(StrategyOptions):
     )
 
 
-def seat_token() -> str:
-    """The token of this process's seat: `SPIELBUS_SEAT_TOKEN`, else a new random one."""
-    return os.environ.get(TOKEN_ENV) or secrets.token_urlsafe(24)
-
-
 class HumanStrategy(Strategy):
     kind = "human"
     Options = HumanOptions
@@ -47,12 +43,24 @@ class HumanStrategy(Strategy):
         super().__init__(options)
         assert isinstance(options, HumanOptions)
         self.opts = options
-        self.seat = Seat(token=seat_token())
+        self.seat = Seat(token=secrets.token_urlsafe(24))
         self.server: SeatServer | None = None
 
     async def start(self, name: str) -> None:
+        """Serve the seat page. ValueError (`spielbus agent` exits 2 with it) for a bad
+        `SPIELBUS_SEAT_TOKEN` or a port that cannot be served."""
+        given = os.environ.get(TOKEN_ENV)
+        if given:
+            try:
+                self.seat = Seat(token=given)
+            except ValueError as exc:
+                raise ValueError(f"{TOKEN_ENV}: {exc}") from None
         self.seat.agent = name
-        self.server = await start_seat(self.seat, self.opts.seat_port, self.opts.seat_host)
+        try:
+            self.server = await start_seat(self.seat, self.opts.seat_port, self.opts.seat_host)
+        except OSError as exc:
+            where = f"{self.opts.seat_host}:{self.opts.seat_port}"
+            raise ValueError(f"cannot serve the seat page on {where}: {exc.strerror or exc}") from None
         # The player's address, token included: printed for whoever started the seat (its console
         # or log), never published on the bus.
         print(f"seat {name}: {self.server.private_url}", flush=True)

@@ -229,13 +229,26 @@ def test_board_clicks_per_game() -> None:
     assert click_cells(_turn("chess", "not a fen", [(0, "a3")])) == {}
 
 
-def test_seat_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_seat_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(ValueError, match="16 to 128"):
         Seat(token="short")
     with pytest.raises(ValueError):
         Seat(token="has spaces and is long enough")
     monkeypatch.setenv(TOKEN_ENV, "given-token-of-the-run-0123")
-    assert HumanStrategy(HumanOptions()).seat.token == "given-token-of-the-run-0123"
+    given = HumanStrategy(HumanOptions())
+    await given.start("you")
+    try:
+        assert given.seat.token == "given-token-of-the-run-0123" and given.server is not None
+        assert given.server.private_url.endswith("#token=given-token-of-the-run-0123")
+        # A fixed port already in use, a bad token: errors that name the problem (exit 2).
+        busy = HumanStrategy(HumanOptions(seat_port=given.server.port))
+        with pytest.raises(ValueError, match="cannot serve the seat page"):
+            await busy.start("you2")
+    finally:
+        await given.close()
+    monkeypatch.setenv(TOKEN_ENV, "bad token")
+    with pytest.raises(ValueError, match=TOKEN_ENV):
+        await HumanStrategy(HumanOptions()).start("you")
     monkeypatch.delenv(TOKEN_ENV)
     a, b = HumanStrategy(HumanOptions()).seat.token, HumanStrategy(HumanOptions()).seat.token
     assert a != b and len(a) >= 32

@@ -55,6 +55,7 @@ TOKEN_HEADER = "X-Seat-Token"
 TOKEN_ENV = "SPIELBUS_SEAT_TOKEN"
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
 MAX_RESULTS = 20
+MAX_PLAYING = 200
 MAX_BODY = 4096
 
 
@@ -131,6 +132,8 @@ class Seat:
 
     def started(self, msg: MatchStarted) -> None:
         self.playing[msg.match_id] = msg
+        while len(self.playing) > MAX_PLAYING:  # a lost `match_ended` must not grow it forever
+            self.playing.pop(next(iter(self.playing)))
 
     def ended(self, msg: MatchEnded) -> None:
         head = self.playing.pop(msg.match_id, None)
