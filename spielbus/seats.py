@@ -17,25 +17,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from bus.process import free_port
-from observability.web.seat import TOKEN_ENV, url_host
+from observability.web.seat import TOKEN_ENV, SeatAddress
 from referee.config import ConfigError, TournamentConfig
 
 
 @dataclass(frozen=True)
-class SeatPlan:
+class SeatPlan(SeatAddress):
     agent: str
-    host: str
-    port: int
-    token: str
-
-    @property
-    def url(self) -> str:
-        """The seat page without its token: what spectators may see."""
-        return f"http://{url_host(self.host)}:{self.port}/"
-
-    @property
-    def private_url(self) -> str:
-        return f"{self.url}#token={self.token}"
 
     def env(self) -> dict[str, str]:
         return {TOKEN_ENV: self.token}

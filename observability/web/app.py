@@ -24,6 +24,7 @@ from aiohttp import web
 
 from observability.metrics import port_free, url_host
 from observability.web.feed import MatchFeed
+from observability.web.http import serve_app
 from observability.web.page import PAGE
 
 log = logging.getLogger(__name__)
@@ -108,10 +109,5 @@ async def start_web(
         log.info("web port %s is busy; using a free one", port)
         port = 0
     seats: list[dict[str, str]] = []
-    runner = web.AppRunner(make_app(feed, seats), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    # AppRunner.addresses: the bound (host, port, ...) of every site, so port 0 reports the real one.
-    actual = int(runner.addresses[0][1]) if runner.addresses else port
+    runner, actual = await serve_app(make_app(feed, seats), host, port)
     return WebServer(runner=runner, port=actual, host=host, seats=seats)

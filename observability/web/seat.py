@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from bus.protocol import MatchEnded, MatchStarted, Turn
 from observability.web.clicks import click_cells
+from observability.web.http import serve_app
 from observability.web.seat_page import SEAT_PAGE
 
 log = logging.getLogger(__name__)
@@ -243,9 +244,10 @@ def make_seat_app(seat: Seat) -> web.Application:
     return app
 
 
-@dataclass
-class SeatServer:
-    runner: web.AppRunner
+@dataclass(frozen=True)
+class SeatAddress:
+    """Where a seat's page is, and its token."""
+
     host: str
     port: int
     token: str
@@ -260,6 +262,11 @@ class SeatServer:
         """The page with the token in its fragment: for the player only."""
         return f"{self.url}#token={self.token}"
 
+
+@dataclass(frozen=True)
+class SeatServer(SeatAddress):
+    runner: web.AppRunner
+
     async def stop(self) -> None:
         with contextlib.suppress(Exception):
             await self.runner.cleanup()
@@ -267,8 +274,5 @@ class SeatServer:
 
 async def start_seat(seat: Seat, port: int, host: str = "127.0.0.1") -> SeatServer:
     """Serve the seat's page on `port` (0: any free port) in the running event loop."""
-    runner = web.AppRunner(make_seat_app(seat), access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    actual = int(runner.addresses[0][1]) if runner.addresses else port
+    runner, actual = await serve_app(make_seat_app(seat), host, port)
     return SeatServer(runner=runner, host=host, port=actual, token=seat.token)
