@@ -55,6 +55,15 @@ async def test_a_person_clicks_the_board(nc: NATS) -> None:
                 await page.wait_for_selector("text=You played", timeout=30_000)
                 return await match
 
+            # Kuhn poker: the seat's own card face up, the other face down; the move typed, Enter.
+            kuhn_task = asyncio.create_task(play(nc, spec("kuhn_poker", [me, bot], deadline_ms=60_000)))
+            await page.wait_for_selector("#picture rect.card.up", timeout=30_000)
+            assert await page.locator("#picture rect.card.up").count() == 1
+            assert await page.locator("#picture rect.card.down").count() == 1
+            await page.fill("#filter", "bet")
+            await page.press("#filter", "Enter")
+            kuhn = await kuhn_task
+
             # Tic-tac-toe: one click on the centre.
             ttt = await clicked("tic_tac_toe", [me, bot], ["1,1"])
             # Chess (OpenSpiel seats black first, so white is seat 1): from-square, then to-square.
@@ -62,6 +71,8 @@ async def test_a_person_clicks_the_board(nc: NATS) -> None:
             black = await clicked("chess", [me, bot], ["e7", "e5"])  # `first` opens as White
         finally:
             await browser.close()
+    mine = [m for m in kuhn.moves if m.agent == me]
+    assert not kuhn.faults and mine[0].text == "Bet"
     assert not ttt.faults and ttt.moves[0].agent == me and ttt.moves[0].text == "x(1,1)"
     assert not chess.faults and chess.moves[0].agent == me and chess.moves[0].text == "e4"
     assert not black.faults and black.moves[1].agent == me and black.moves[1].text == "e5"

@@ -64,7 +64,10 @@ _HEAD = r"""<!doctype html>
     <div>Clock: <span id="clock" class="clock">–</span></div>
     <div id="picture"></div>
     <h2>Your moves</h2>
+    <form id="filter-form"><input id="filter" size="30" autocomplete="off"
+      placeholder="type to find a move (Enter plays the only match)"></form>
     <div id="legal"></div>
+    <div id="more" class="muted"></div>
     <div id="sent" class="muted"></div>
     <details open><summary class="muted">your view (text)</summary><pre id="view"></pre></details>
   </section>
@@ -168,21 +171,37 @@ function draw(t) {
     if (c) onCell(t, c.getAttribute("data-cell"));
   });
   document.getElementById("picture").replaceChildren(...(pic ? [pic] : []));
-  document.getElementById("legal").replaceChildren(...t.legal.map(a => {
+  document.getElementById("filter").value = "";
+  buttons(t);
+  document.getElementById("history").replaceChildren(...t.history.map(h => el("li",
+    (h.player >= 0 ? t.seats[h.player] : h.player === -1 ? "chance" : "all") + ": " +
+    (h.text === null ? "(hidden)" : h.text), h.text === null ? "muted" : "")));
+  mark(t);
+}
+// The legal moves as buttons: all of them up to SHOW, else those the filter matches (a word game
+// offers thousands of words).
+const SHOW = 120;
+function matching(t) {
+  const f = document.getElementById("filter").value.trim().toLowerCase();
+  return f ? t.legal.filter(a => a.text.toLowerCase().includes(f)) : t.legal;
+}
+function buttons(t) {
+  const hits = matching(t);
+  document.getElementById("legal").replaceChildren(...hits.slice(0, SHOW).map(a => {
     const b = el("button", a.text);
     b.dataset.id = a.id;
     b.addEventListener("click", () => play(t, a.id));
     return b;
   }));
-  document.getElementById("history").replaceChildren(...t.history.map(h => el("li",
-    (h.player >= 0 ? t.seats[h.player] : h.player === -1 ? "chance" : "all") + ": " +
-    (h.text === null ? "(hidden)" : h.text), h.text === null ? "muted" : "")));
+  document.getElementById("more").textContent = hits.length > SHOW ?
+    (hits.length - SHOW) + " more: type to narrow them down" : "";
   mark(t);
 }
 function clear() {
   for (const id of ["meta", "retry", "view", "history"]) document.getElementById(id).replaceChildren();
   document.getElementById("picture").replaceChildren();
   document.getElementById("legal").replaceChildren();
+  document.getElementById("more").textContent = "";
   document.getElementById("title").textContent = "Waiting for your turn…";
   document.getElementById("clock").textContent = "–";
 }
@@ -222,6 +241,15 @@ async function tick() {
       r.returns.join(":") + ")");
   }));
 }
+document.getElementById("filter").addEventListener("input", () => { if (shown) buttons(shown); });
+document.getElementById("filter-form").addEventListener("submit", e => {
+  e.preventDefault();
+  if (!shown) return;
+  const f = document.getElementById("filter").value.trim().toLowerCase();
+  const hits = matching(shown), exact = hits.filter(a => a.text.toLowerCase() === f);
+  const pick = exact.length === 1 ? exact : hits;
+  if (pick.length === 1) play(shown, pick[0].id);
+});
 document.getElementById("login-form").addEventListener("submit", e => {
   e.preventDefault();
   location.hash = "token=" + document.getElementById("token-input").value.trim();
