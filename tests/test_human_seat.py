@@ -199,12 +199,10 @@ def _turn(game: str, observation: str, legal: list[tuple[int, str]]) -> Turn:
 
 
 def test_board_clicks_per_game() -> None:
-    import pyspiel
-
     from games.loader import initial_state, load_game
     from games.view import legal_actions, observation_text
 
-    def cells(game: str, moves: list[int]) -> tuple[pyspiel.State, dict[int, list[str]]]:
+    def cells(game: str, moves: list[int]) -> tuple[Any, dict[int, list[str]]]:  # Any: pyspiel.State
         g = load_game(game)
         s = initial_state(g)
         for a in moves:
