@@ -303,7 +303,8 @@ async def _run(
                 "(--absent-limit), then their turns are recorded as `no_responder`"
             )
         for seat in seats.values():  # once their pages are up
-            console.print(f"Seat of {seat.agent} (human): {seat.private_url}", highlight=False)
+            line = f"Seat of {seat.agent} (human): {seat.private_url}"
+            console.print(line, highlight=False, soft_wrap=True)  # one line: the address is copied whole
             if obs.web is not None:
                 obs.web.seats.append({"agent": seat.agent, "url": seat.url})
         if opts.referee:
