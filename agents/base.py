@@ -131,6 +131,10 @@ class Strategy(abc.ABC):
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         """Choose an action for `turn`. Must return before `ctx.deadline` (see `MatchContext`)."""
 
+    async def start(self, name: str) -> None:  # noqa: B027
+        """Optional hook: called once by the runtime, in its event loop, before the agent `name`
+        joins the bus (e.g. the `human` kind starts its seat page here)."""
+
     async def match_started(self, msg: MatchStarted, ctx: MatchContext) -> None:  # noqa: B027
         """Optional hook: set up per-match state."""
 

@@ -135,6 +135,7 @@ class AgentService:
 
     async def start(self) -> None:
         cls = type(self.strategy)
+        await self.strategy.start(self.name)
         self._service = await add_service(
             self.nc,
             ServiceConfig(

@@ -57,6 +57,7 @@ from spielbus.collect import read_records as read_stream_records
 from spielbus.launch import AgentProcess, stop_all, wait_for_agents
 from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
 from spielbus.report import print_report, print_sprt
+from spielbus.seats import plan_seats
 from spielbus.sprt_run import SprtCollect, sprt_status, sprt_summary
 
 log = logging.getLogger(__name__)
@@ -299,12 +300,16 @@ async def _run(
             console.print(f"Embedded LLM server (llama.cpp, SmolLM2-135M) at {llm_server.base_url}")
             for n in llm_users:
                 agent_options[n]["llm"] = {**agent_options[n].get("llm", {}), "base_url": llm_server.base_url}
+        # Human seats (docs/human.md): the token only on this console, the bare address on the page.
+        seats = plan_seats(config, agent_options)
         for name, acfg in config.agents.items():
             if acfg.external:
                 continue
             for i in range(acfg.replicas):
                 log_path = folder.path / "logs" / f"{name}-{i}.log"
                 creds = agent_env.get(name)
+                if name in seats:
+                    creds = {**(creds or {}), **seats[name].env()}
                 port = free_port() if opts.metrics_port is not None else None
                 processes.append(
                     AgentProcess(
@@ -327,6 +332,11 @@ async def _run(
                 f"{', '.join(missing)}; their matches wait up to {opts.absent_limit_s:.0f}s for them "
                 "(--absent-limit), then their turns are recorded as `no_responder`"
             )
+        for seat in seats.values():  # once their pages are up
+            line = f"Seat of {seat.agent} (human): {seat.private_url}"
+            console.print(line, highlight=False, soft_wrap=True)  # one line: the address is copied whole
+            if obs.web is not None:
+                obs.web.seats.append({"agent": seat.agent, "url": seat.url})
         if opts.referee:
             await stack.enter_async_context(_workers(nc, subjects, config, opts, obs))
 

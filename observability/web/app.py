@@ -6,6 +6,8 @@ Routes (all read-only, no authentication: bind it to a trusted network):
     GET /api/matches            {"tournaments": [...], "matches": [summary, ...]}  (?tournament=ID)
     GET /api/matches/{id}       one match: steps, faults, clocks, public board
     GET /api/standings          standings and live ratings of a tournament (default: the latest)
+    GET /api/seats              the human seats of this run: agent and seat page address, never
+                                the seat's token (docs/human.md)
     GET /healthz                "ok"
 
 The page never sees more than the feed holds, and the feed holds only public
@@ -16,17 +18,19 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
 from observability.metrics import port_free, url_host
 from observability.web.feed import MatchFeed
+from observability.web.http import serve_app
 from observability.web.page import PAGE
 
 log = logging.getLogger(__name__)
 
 FEED_KEY = web.AppKey("feed", MatchFeed)
+SEATS_KEY = web.AppKey("seats", list[dict[str, str]])
 
 
 async def _index(request: web.Request) -> web.Response:
@@ -58,17 +62,23 @@ async def _standings(request: web.Request) -> web.Response:
     return web.json_response(table.model_dump(mode="json"))
 
 
+async def _seats(request: web.Request) -> web.Response:
+    return web.json_response({"seats": request.app[SEATS_KEY]})
+
+
 async def _health(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-def make_app(feed: MatchFeed) -> web.Application:
+def make_app(feed: MatchFeed, seats: list[dict[str, str]] | None = None) -> web.Application:
     app = web.Application()
     app[FEED_KEY] = feed
+    app[SEATS_KEY] = seats if seats is not None else []
     app.router.add_get("/", _index)
     app.router.add_get("/api/matches", _matches)
     app.router.add_get("/api/matches/{match_id}", _match)
     app.router.add_get("/api/standings", _standings)
+    app.router.add_get("/api/seats", _seats)
     app.router.add_get("/healthz", _health)
     return app
 
@@ -78,6 +88,8 @@ class WebServer:
     runner: web.AppRunner
     port: int
     host: str
+    # Human seats shown on the page ({"agent", "url"}, no token); filled by whoever starts them.
+    seats: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def url(self) -> str:
@@ -96,10 +108,6 @@ async def start_web(
     if fallback and port and not port_free(port, host):
         log.info("web port %s is busy; using a free one", port)
         port = 0
-    runner = web.AppRunner(make_app(feed), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    # AppRunner.addresses: the bound (host, port, ...) of every site, so port 0 reports the real one.
-    actual = int(runner.addresses[0][1]) if runner.addresses else port
-    return WebServer(runner=runner, port=actual, host=host)
+    seats: list[dict[str, str]] = []
+    runner, actual = await serve_app(make_app(feed, seats), host, port)
+    return WebServer(runner=runner, port=actual, host=host, seats=seats)

@@ -10,10 +10,13 @@ matrix and the rating chart are computed in the page from the finished two-seat
 matches of the list (the chart replays a plain Elo, K = 32, in finishing order: a
 picture of the course, not the tournament's ratings).
 The selected match is kept in the URL fragment (`#match=<id>`), so a link to a
-match can be shared.
+match can be shared. The board pictures are `observability.web.pictures`, shared with the
+human seat's page.
 """
 
-PAGE = r"""<!doctype html>
+from observability.web.pictures import PICTURES_JS
+
+_HEAD = r"""<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -64,6 +67,12 @@ PAGE = r"""<!doctype html>
       <table id="standings"><thead><tr><th>agent</th><th class="num">played</th><th class="num">W</th>
         <th class="num">L</th><th class="num">D</th><th class="num">faults/100</th><th class="num">BT</th>
         <th class="num">Elo</th></tr></thead><tbody></tbody></table>
+    </section>
+    <section id="seats-box" hidden>
+      <h2>Seats for a person</h2>
+      <p class="muted">Play as one of these agents: open its seat, with the token printed on the console
+        that started it (no token, no seat: spectators cannot move for it).</p>
+      <ul id="seats"></ul>
     </section>
     <section>
       <h2>Matches</h2>
@@ -127,134 +136,9 @@ function readHash() {
 }
 function select(id) { location.hash = "match=" + id; }
 
-// ---- Pictures: boards drawn as SVG from the public text view; others keep the text. ----------
-const SVGNS = "http://www.w3.org/2000/svg";
-function svg(tag, attrs, text) {
-  const e = document.createElementNS(SVGNS, tag);
-  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
-  if (text !== undefined) e.textContent = String(text);
-  return e;
-}
-function gameName(label) { return String(label || "").split("(")[0]; }
-// Solid glyphs for both colours, told apart by fill and outline.
-const CHESS_GLYPHS = { k: "\u265A", q: "\u265B", r: "\u265C", b: "\u265D", n: "\u265E", p: "\u265F" };
-function chessPicture(fen) {
-  const rows = String(fen).trim().split(/\s+/)[0].split("/");
-  if (rows.length !== 8) return null;
-  const S = 40, root = svg("svg", { viewBox: "0 0 " + (8 * S + 16) + " " + (8 * S + 16), width: 8 * S + 16,
-    "data-game": "chess", role: "img" });
-  let pieces = 0;
-  for (let r = 0; r < 8; r++) {
-    let c = 0;
-    for (const ch of rows[r]) {
-      if (/[1-8]/.test(ch)) { c += Number(ch); continue; }
-      const g = CHESS_GLYPHS[ch.toLowerCase()];
-      if (!g || c > 7) return null;
-      const white = ch !== ch.toLowerCase();
-      root.appendChild(svg("text", { x: 16 + c * S + S / 2, y: r * S + S * 0.8, "text-anchor": "middle",
-        "font-size": S * 0.8, fill: white ? "#fff" : "#111", stroke: white ? "#111" : "#fff",
-        "stroke-width": white ? 1.2 : 0.4, class: "piece", "data-piece": ch }, g));
-      pieces++; c++;
-    }
-    if (c !== 8) return null;
-  }
-  for (let r = 0; r < 8; r++) {
-    for (let c = 0; c < 8; c++) {
-      root.insertBefore(svg("rect", { x: 16 + c * S, y: r * S, width: S, height: S,
-        fill: (r + c) % 2 ? "#b58863" : "#f0d9b5" }), root.firstChild);
-    }
-    root.appendChild(svg("text", { x: 4, y: r * S + S * 0.6, "font-size": 11, fill: "#555" }, 8 - r));
-    root.appendChild(svg("text", { x: 16 + r * S + S / 2, y: 8 * S + 12, "font-size": 11, fill: "#555",
-      "text-anchor": "middle" }, "abcdefgh"[r]));
-  }
-  root.dataset.pieces = pieces;
-  return root;
-}
-function gridRows(text, re) {
-  return String(text).split("\n").map(l => l.match(re)).filter(Boolean).map(m => m[1]);
-}
-function goPicture(text) {
-  const rows = gridRows(text, /^\s*\d+ ([+XO.]+)\s*$/);
-  const n = rows.length;
-  if (!n || rows.some(r => r.length !== n)) return null;
-  const S = 28, P = 22, W = P * 2 + S * (n - 1);
-  const root = svg("svg", { viewBox: "0 0 " + W + " " + W, width: W, "data-game": "go", role: "img" });
-  root.appendChild(svg("rect", { x: 0, y: 0, width: W, height: W, fill: "#dcb35c" }));
-  for (let i = 0; i < n; i++) {
-    const end = P + (n - 1) * S, at = P + i * S;
-    root.appendChild(svg("line", { x1: P, y1: at, x2: end, y2: at, stroke: "#333" }));
-    root.appendChild(svg("line", { x1: at, y1: P, x2: at, y2: end, stroke: "#333" }));
-  }
-  let stones = 0;
-  rows.forEach((row, r) => [...row].forEach((ch, c) => {
-    if (ch !== "X" && ch !== "O") return;
-    stones++;
-    root.appendChild(svg("circle", { cx: P + c * S, cy: P + r * S, r: S * 0.45, class: "stone",
-      fill: ch === "X" ? "#111" : "#f8f8f8", stroke: "#111" }));
-  }));
-  root.dataset.stones = stones;
-  return root;
-}
-function discPicture(text, game) {
-  const rows = gridRows(text, /^([.xo]+)\s*$/);
-  if (!rows.length || rows.some(r => r.length !== rows[0].length)) return null;
-  const S = 44, w = rows[0].length, h = rows.length, c4 = game === "connect_four";
-  const root = svg("svg", { viewBox: "0 0 " + w * S + " " + h * S, width: w * S, "data-game": game,
-    role: "img" });
-  root.appendChild(svg("rect", { x: 0, y: 0, width: w * S, height: h * S, fill: c4 ? "#1f5fbf" : "#fff",
-    stroke: "#333" }));
-  let marks = 0;
-  rows.forEach((row, r) => [...row].forEach((ch, c) => {
-    const cx = c * S + S / 2, cy = r * S + S / 2;
-    if (c4) {
-      root.appendChild(svg("circle", { cx, cy, r: S * 0.4, class: ch === "." ? "hole" : "mark",
-        fill: ch === "x" ? "#d62828" : ch === "o" ? "#f6c915" : "#fff" }));
-    } else {
-      root.appendChild(svg("rect", { x: c * S, y: r * S, width: S, height: S, fill: "none",
-        stroke: "#333" }));
-      if (ch !== ".") root.appendChild(svg("text", { x: cx, y: cy + S * 0.25, "text-anchor": "middle",
-        "font-size": S * 0.7, class: "mark", fill: ch === "x" ? "#b3261e" : "#1f5fbf" }, ch.toUpperCase()));
-    }
-    if (ch !== ".") marks++;
-  }));
-  root.dataset.marks = marks;
-  return root;
-}
-// Poker: the chance steps deal the cards; a card is face down while its step is hidden.
-const KUHN = ["J", "Q", "K"];
-const LEDUC = ["J\u2660", "J\u2665", "Q\u2660", "Q\u2665", "K\u2660", "K\u2665"];
-function cardsPicture(m, game) {
-  const deals = m.steps.filter(s => s.player < 0);
-  const names = game === "kuhn_poker" ? KUHN : LEDUC;
-  const who = deals.map((_, i) => i < m.seats.length ? m.seats[i] : "board");
-  const W = 64, H = 88;
-  const root = svg("svg", { viewBox: "0 0 " + (deals.length * (W + 56) + 24) + " " + (H + 30),
-    width: deals.length * (W + 56) + 24, "data-game": game, role: "img" });
-  deals.forEach((s, i) => {
-    const x = 36 + i * (W + 56);
-    const id = (String(s.text).match(/(\d+)\s*$/) || [])[1];
-    const down = s.hidden || id === undefined;
-    root.appendChild(svg("rect", { x, y: 4, width: W, height: H, rx: 6, stroke: "#333",
-      fill: down ? "#22303c" : "#fff", class: down ? "card down" : "card up" }));
-    root.appendChild(svg("text", { x: x + W / 2, y: H / 2 + 14, "text-anchor": "middle", "font-size": 28,
-      fill: down ? "#8fa3b5" : /\u2665/.test(names[id] || "") ? "#b3261e" : "#111" },
-      down ? "?" : (names[id] || id)));
-    root.appendChild(svg("text", { x: x + W / 2, y: H + 24, "text-anchor": "middle", "font-size": 12,
-      fill: "#555" }, who[i]));
-  });
-  return deals.length ? root : null;
-}
-function picture(m) {
-  const game = gameName(m.game);
-  if (game === "kuhn_poker" || game === "leduc_poker") return cardsPicture(m, game);
-  if (!m.observation) return null;
-  if (game === "chess") return chessPicture(m.observation);
-  if (game === "go") return goPicture(m.observation);
-  if (game === "connect_four" || game === "tic_tac_toe") return discPicture(m.observation, game);
-  return null;
-}
+"""
 
-// ---- Head to head and rating over time, from the finished matches of the list. -------------
+_TAIL = r"""// ---- Head to head and rating over time, from the finished matches of the list. -------------
 function finishedPairs(matches) {
   return matches.filter(m => m.status === "ended" && m.seats.length === 2 && m.returns.length === 2)
     .sort((a, b) => a.updated - b.updated);
@@ -412,9 +296,20 @@ async function refreshMatch() {
   if (atBottom) box.scrollTop = box.scrollHeight;
 }
 
+async function refreshSeats() {
+  const s = await getJSON("/api/seats");
+  document.getElementById("seats-box").hidden = !s.seats.length;
+  fill(document.getElementById("seats"), s.seats.map(x => {
+    const li = el("li"), a = el("a", "take the seat of " + x.agent);
+    a.href = x.url; a.target = "_blank"; a.rel = "noopener";
+    li.appendChild(a);
+    return li;
+  }));
+}
+
 async function tick() {
   try {
-    await Promise.all([refreshList(), refreshStandings(), refreshMatch()]);
+    await Promise.all([refreshList(), refreshStandings(), refreshMatch(), refreshSeats()]);
   } catch (e) {
     document.getElementById("status").textContent = "disconnected: " + e.message;
   }
@@ -430,3 +325,5 @@ setInterval(tick, 1000);
 </body>
 </html>
 """
+
+PAGE = _HEAD + PICTURES_JS + _TAIL

@@ -1,0 +1,83 @@
+"""`human`: a person plays from a web page, as an ordinary agent on the bus.
+
+The referee treats this seat like any other agent: the same `turn` requests, the same clock,
+the same fault policy. Each turn waits on the seat's page (`observability.web.seat`) until the
+player chooses a legal move, by a button or by clicking the board; a player who does not move
+in time (the page closed, the person away) runs out the turn's clock, and the runtime refuses
+the turn at the end of it like any agent's strategy that overruns (the referee records an
+`error` fault saying the player or strategy did not decide before the deadline), after which the
+tournament's fault policy applies.
+
+The page is served by this process, on `seat_port` (0: any free port) of `seat_host`
+(127.0.0.1), and guarded by a seat token: `SPIELBUS_SEAT_TOKEN` from the environment (what
+`spielbus run` passes, so it can print the address; 16 to 128 URL-safe characters), else a
+fresh random one. The address with
+the token is printed at start (`seat NAME: http://...#token=...`). Limits: one player per
+agent name (run one replica); nothing is learned or searched, the person is the strategy.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+
+from pydantic import Field
+
+from agents.base import Decision, MatchContext, Strategy, StrategyOptions, TurnExpired
+from bus.protocol import MatchEnded, MatchStarted, Turn
+from observability.web.seat import TOKEN_ENV, Seat, SeatServer, start_seat
+
+
+class HumanOptions(StrategyOptions):
+    seat_port: int = Field(default=0, ge=0, le=65535, description="port of the seat page (0: any free port)")
+    seat_host: str = Field(
+        default="127.0.0.1", description="address the seat page listens on (0.0.0.0: every interface)"
+    )
+
+
+class HumanStrategy(Strategy):
+    kind = "human"
+    Options = HumanOptions
+
+    def __init__(self, options: StrategyOptions) -> None:
+        super().__init__(options)
+        assert isinstance(options, HumanOptions)
+        self.opts = options
+        self.seat = Seat(token=secrets.token_urlsafe(24))
+        self.server: SeatServer | None = None
+
+    async def start(self, name: str) -> None:
+        """Serve the seat page. ValueError (`spielbus agent` exits 2 with it) for a bad
+        `SPIELBUS_SEAT_TOKEN` or a port that cannot be served."""
+        given = os.environ.get(TOKEN_ENV)
+        if given:
+            try:
+                self.seat = Seat(token=given)
+            except ValueError as exc:
+                raise ValueError(f"{TOKEN_ENV}: {exc}") from None
+        self.seat.agent = name
+        try:
+            self.server = await start_seat(self.seat, self.opts.seat_port, self.opts.seat_host)
+        except OSError as exc:
+            where = f"{self.opts.seat_host}:{self.opts.seat_port}"
+            raise ValueError(f"cannot serve the seat page on {where}: {exc.strerror or exc}") from None
+        # The player's address, token included: printed for whoever started the seat (its console
+        # or log), never published on the bus.
+        print(f"seat {name}: {self.server.private_url}", flush=True)
+
+    async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
+        try:
+            action = await self.seat.wait(turn, ctx.deadline)
+        except TimeoutError:
+            raise TurnExpired("the player did not move before the deadline") from None
+        return Decision(action=action)
+
+    async def match_started(self, msg: MatchStarted, ctx: MatchContext) -> None:
+        self.seat.started(msg)
+
+    async def match_ended(self, msg: MatchEnded, ctx: MatchContext) -> None:
+        self.seat.ended(msg)
+
+    async def close(self) -> None:
+        if self.server is not None:
+            await self.server.stop()
