@@ -130,7 +130,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--games", default="kuhn_poker,leduc_poker")
     ap.add_argument("--iterations", default="100,1000,3000,10000", help="checkpoints, increasing")
-    ap.add_argument("--xfp-max", type=int, default=1000, help="run our XFP reading up to this many iterations")
+    ap.add_argument("--xfp-max", type=int, default=1000, help="our XFP reading up to this many iterations")
     args = ap.parse_args()
     checkpoints = sorted(int(x) for x in args.iterations.split(","))
     for name in args.games.split(","):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pyspiel
 import pytest
-
 from open_spiel.python.algorithms import exploitability as os_exploitability
 
 from agents.coach.cfvfp import CFVFPSolver, exploitability, to_tabular_policy

@@ -149,9 +149,8 @@ class CFVFPSolver:
         for lv, (starts, parents) in zip(reversed(t.levels), reversed(self._runs), strict=True):
             mine = lv.decision & (lv.actor == player)
             if mine.any():
-                q = np.bincount(
-                    lv.slot[mine], weights=others_reach[lv.parent[mine]] * v[lv.child[mine]], minlength=br.size
-                ).reshape(br.shape)
+                cf = others_reach[lv.parent[mine]] * v[lv.child[mine]]
+                q = np.bincount(lv.slot[mine], weights=cf, minlength=br.size).reshape(br.shape)
                 rows = np.unique(lv.slot[mine] // t.max_actions)
                 best = np.where(t.mask[rows], q[rows], -np.inf).argmax(axis=1)
                 br[rows] = 0.0

@@ -61,8 +61,14 @@ class ReferenceCFVFP:
         for a in state.legal_actions():
             self._discover(state.child(a))
 
-    def _walk(self, state: pyspiel.State, reach: list[float], update: set[int],
-              dq: dict[str, np.ndarray], da: dict[str, np.ndarray]) -> np.ndarray:
+    def _walk(
+        self,
+        state: pyspiel.State,
+        reach: list[float],
+        update: set[int],
+        dq: dict[str, np.ndarray],
+        da: dict[str, np.ndarray],
+    ) -> np.ndarray:
         """Expected payoffs (all players) under `cur` from `state`; records updates on the way up."""
         if state.is_terminal():
             return np.asarray(state.returns(), dtype=float)
