@@ -5,8 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pyspiel
 import pytest
+from open_spiel.python.algorithms import exploitability as os_exploitability
 
-from agents.coach.cfvfp import CFVFPSolver, exploitability
+from agents.coach.cfvfp import CFVFPSolver, exploitability, to_tabular_policy
+from agents.coach.cfvfp_reference import ReferenceCFVFP
 from agents.coach.tree import GameTree
 from games.loader import load_game
 
@@ -32,6 +34,45 @@ def test_kuhn_converges_like_cfr_and_to_the_game_value() -> None:
     # Kuhn poker's value for the first player is -1/18.
     value = solver.values(solver.average_array())[0, 0]
     assert value == pytest.approx(-1 / 18, abs=0.005)
+
+
+@pytest.mark.parametrize(
+    ("name", "iterations", "alternating"),
+    [("kuhn_poker", 200, True), ("kuhn_poker", 200, False), ("leduc_poker", 2, True)],
+)
+def test_fast_solver_equals_the_independent_reference(name: str, iterations: int, alternating: bool) -> None:
+    # The reference walks OpenSpiel states one history at a time and shares no code with the
+    # numpy solver: equal average policies mean the reach, counterfactual-value and eq. 6
+    # averaging passes (chance included) compute what the definition says.
+    game = pyspiel.load_game(name)
+    fast = CFVFPSolver(game, alternating=alternating)
+    ref = ReferenceCFVFP(game, alternating=alternating)
+    fast.iterate(iterations)
+    ref.iterate(iterations)
+    a, b = fast.average_policy(), ref.average_policy()
+    assert a.keys() == b.keys()
+    worst = max(abs(a[k][act] - b[k][act]) for k in a for act in a[k])
+    assert worst < 1e-9, worst
+
+
+def test_best_response_value_equals_openspiels() -> None:
+    game = pyspiel.load_game("kuhn_poker")
+    solver = CFVFPSolver(game)
+    solver.iterate(5)
+    policy = to_tabular_policy(game, solver.average_policy())
+    for player in range(2):
+        _, value = solver.best_response(solver.average_array(), player)
+        expected = os_exploitability.best_response(game, policy, player)["best_response_value"]
+        assert value == pytest.approx(expected, abs=1e-12)
+
+
+def test_xfp_reading_converges_on_kuhn() -> None:
+    game = pyspiel.load_game("kuhn_poker")
+    solver = CFVFPSolver(game, mode="xfp")
+    solver.iterate(300)
+    assert exploitability(game, solver.average_policy()) < 0.015
+    with pytest.raises(ValueError, match="mode"):
+        CFVFPSolver(game, mode="literal")
 
 
 def test_policies_are_distributions_over_the_legal_actions() -> None:

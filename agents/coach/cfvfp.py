@@ -9,14 +9,23 @@ policy weights each iteration's policy by the player's own reach probability (eq
 Q is Ju et al.'s cumulative form: the sum over iterations of the counterfactual values under
 each iteration's policies. Counterfactual values are linear in the opponents' reach, so the
 argmax is the local best response to the opponents' average play (the paper's eq. 4 with
-the average profile); one forward and one backward pass per iteration. (Reading eq. 4
-literally, with the downstream play also averaged, did not converge on Kuhn poker in our
-trials: exploitability stayed near 0.22; so it is not offered.)
+the average profile); one forward and one backward pass per iteration. An independent
+implementation (`agents.coach.cfvfp_reference`: recursion over OpenSpiel states) produces
+identical iterates; tests/test_cfvfp.py checks it.
+
+`mode = "xfp"` reads eqs. 4-5 the other way: each iteration's policy is the full best response
+to the opponents' average, computed bottom-up by counterfactual values (the own downstream
+play being that best response too), averaged by eq. 6 (Heinrich et al.'s XFP). Reading eq. 4
+with the own downstream play averaged as well (a local argmax only) does not converge
+(Kuhn 0.042 after 1,000 iterations, Leduc 1.8 after 300), so it is not offered.
 
 `alternating = True` updates one player per pass (as OpenSpiel's CFR does by default);
 False updates all players from one pass. Ties in the argmax are split evenly. `q_power` and
 `avg_power` weight iteration t's values and policy by t**power (0, the default, is plain
-CFVFP; linear weights did not speed up Leduc in our trials).
+CFVFP). Measured on Leduc (docs/coach.md): the default (cumulative, alternating) is the
+fastest of these; every reading stays several times CFR's exploitability at 10,000
+iterations, growing with iterations: pure best responses converge more slowly than regret
+matching in full-width play.
 
 Limits: what `agents.coach.tree.GameTree` supports (small sequential games held whole
 in memory). The exploitability of the result is measured with OpenSpiel's own code
@@ -40,9 +49,13 @@ class CFVFPSolver:
         alternating: bool = True,
         q_power: float = 0.0,
         avg_power: float = 0.0,
+        mode: str = "cumulative",
         tree: GameTree | None = None,
     ) -> None:
+        if mode not in ("cumulative", "xfp"):
+            raise ValueError(f"mode must be 'cumulative' or 'xfp', not {mode!r}")
         self.game = game
+        self.mode = mode
         self.tree = tree or GameTree.build(game)
         self.alternating = alternating
         self.q_power = q_power
@@ -121,8 +134,39 @@ class CFVFPSolver:
             self._iterate()
             self.iteration += 1
 
+    def best_response(self, sigma: np.ndarray, player: int) -> tuple[np.ndarray, float]:
+        """`player`'s best response to the others playing `sigma` (rows of `player` replaced) and
+        its value: bottom-up, each information set takes the argmax of its counterfactual values
+        with the best response already in place below it (first action on ties).
+
+        Needs every history of an information set at one depth (true of Kuhn, Leduc and our
+        Hold'em, where chance acts at fixed points)."""
+        t = self.tree
+        reach = self.reach(sigma)
+        others_reach = np.prod(np.delete(reach, player, axis=0), axis=0)
+        br = sigma.copy()
+        v = self._term_value[player].copy()
+        for lv, (starts, parents) in zip(reversed(t.levels), reversed(self._runs), strict=True):
+            mine = lv.decision & (lv.actor == player)
+            if mine.any():
+                cf = others_reach[lv.parent[mine]] * v[lv.child[mine]]
+                q = np.bincount(lv.slot[mine], weights=cf, minlength=br.size).reshape(br.shape)
+                rows = np.unique(lv.slot[mine] // t.max_actions)
+                best = np.where(t.mask[rows], q[rows], -np.inf).argmax(axis=1)
+                br[rows] = 0.0
+                br[rows, best] = 1.0
+            v[parents] = np.add.reduceat(v[lv.child] * self._edge_probs(br, lv), starts)
+        return br, float(v[0])
+
     def _iterate(self) -> None:
         t = self.tree
+        if self.mode == "xfp":
+            avg = self.average_array()
+            for p in range(t.num_players):
+                br, _ = self.best_response(avg, p)
+                who = t.infoset_player == p
+                self.avg_sum[who] += self._own_reach(self.reach(br))[who, None] * br[who]
+            return
         groups = [t.infoset_player == p for p in range(t.num_players)] if self.alternating else [None]
         wq = (self.iteration + 1) ** self.q_power
         wa = (self.iteration + 1) ** self.avg_power
