@@ -1,22 +1,38 @@
-"""Referee overhead against the raw NATS round trip, measured in one run.
+"""Referee overhead against the raw NATS round trip, measured in one run, in alternating slices.
 
-(a) raw nats-py request/reply round trips per second between two connections;
-(b) moves per second through the referee (`MatchRunner`) against an agent service
-    that answers instantly with the first legal action, for 1 match at a time and
-    for 32 concurrent matches.
+Three phases take turns in short slices (`--slice` seconds each, `--rounds` rounds), so every
+ratio compares stretches of the same noisy minute:
 
-Prints (b)/(a). Per move the referee does what the raw round trip does not: build
-the seat's view, serialize and validate the messages, check legality, record,
-publish the event. Everything runs in this one process on one embedded nats-server.
+(a) raw nats-py request/reply round trips per second between two connections (a 600-byte
+    payload, about a tic-tac-toe turn), one in flight;
+(b) moves per second through the referee worker path (`RefereeWorker.play`: `MatchRunner`,
+    provenance, `EventPublisher`, the `ended` record stored in JetStream) against agent
+    services that answer instantly with the first legal action, 1 match at a time;
+(c) the same with 32 matches at once.
 
-    .venv/bin/python benchmarks/bus_overhead.py [--game connect_four] [--seconds 5]
+Each ratio printed is the median over rounds of (b)/(a) and (c)/(a) of the same round.
+
+CPU per move, measured apart: the referee side (requester, referee, its nats-py read loop and
+flusher) runs on the main thread's event loop; the agent side (the two agent services, or the
+raw echo responder, with their own connection and nats-py tasks) runs on a second thread with
+its own event loop. Each thread's CPU time is read with `clock_gettime` on its
+`pthread_getcpuclockid` clock at the slice edges, so referee-side and agent-side CPU µs per move
+(per round trip in the raw phase) are counted apart. Both threads share one interpreter (the
+GIL), so neither side can use a second core here; `benchmarks/pipeline.py` measures the deployed
+shape, one process each. The nats-server runs as its own process and is not counted.
+
+    .venv/bin/python benchmarks/bus_overhead.py [--game connect_four] [--rounds 10] [--slice 0.5]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import statistics
+import threading
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from agents.base import StrategyOptions
 from agents.random_agent import FirstLegalStrategy
@@ -25,80 +41,163 @@ from bus.connect import connect
 from bus.protocol import MatchEvent, MatchSpec
 from bus.server import EmbeddedNats
 from games.loader import parse_spec
-from referee.match import MatchRunner
+from referee.worker import RefereeWorker
+
+ECHO = "bench.echo"
+PAYLOAD = b"x" * 600
+Work = Callable[[float, list[int]], Awaitable[None]]
 
 
-async def raw_round_trips(url: str, seconds: float) -> float:
-    a = await connect(url, name="bench-responder")
-    b = await connect(url, name="bench-requester")
+class AgentThread:
+    """The agent side on its own thread and event loop: two instant agents and a raw echo."""
 
-    async def echo(msg) -> None:  # type: ignore[no-untyped-def]
-        await msg.respond(msg.data)
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.ready = threading.Event()
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._main, name="agents", daemon=True)
+        self._stop: asyncio.Event | None = None
 
-    await a.subscribe("bench.echo", cb=echo)
-    await a.flush()
-    payload = b"x" * 600  # about the size of a tic-tac-toe turn
-    n = 0
-    t0 = time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        await b.request("bench.echo", payload, timeout=5)
-        n += 1
-    rate = n / (time.perf_counter() - t0)
-    await a.drain()
-    await b.drain()
-    return rate
+    def _main(self) -> None:
+        self.loop.run_until_complete(self._serve())
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        nc = await connect(self.url, name="bench-agents")
+
+        async def echo(msg) -> None:  # type: ignore[no-untyped-def]  # nats-py's Msg callback
+            await msg.respond(msg.data)
+
+        await nc.subscribe(ECHO, cb=echo)
+        services = [
+            AgentService(nc, FirstLegalStrategy(StrategyOptions()), name=n, max_concurrency=64)
+            for n in ("bench-a", "bench-b")
+        ]
+        for svc in services:
+            await svc.start()
+        await nc.flush()
+        self.ready.set()
+        await self._stop.wait()
+        for svc in services:
+            await svc.stop()
+        await nc.drain()
+
+    def start(self) -> None:
+        self.thread.start()
+        if not self.ready.wait(30):
+            raise RuntimeError("the agent thread did not start")
+
+    def stop(self) -> None:
+        assert self._stop is not None
+        self.loop.call_soon_threadsafe(self._stop.set)
+        self.thread.join(30)
+
+    def cpu(self) -> float:
+        assert self.thread.ident is not None
+        return time.clock_gettime(time.pthread_getcpuclockid(self.thread.ident))
 
 
-async def referee_moves(url: str, game: str, concurrent: int, seconds: float) -> float:
-    agent_nc = await connect(url, name="bench-agent")
-    ref_nc = await connect(url, name="bench-referee")
-    svc_a = AgentService(agent_nc, FirstLegalStrategy(StrategyOptions()), name="bench-a", max_concurrency=64)
-    svc_b = AgentService(agent_nc, FirstLegalStrategy(StrategyOptions()), name="bench-b", max_concurrency=64)
-    await svc_a.start()
-    await svc_b.start()
+@dataclass
+class Phase:
+    name: str
+    rates: list[float] = field(default_factory=list)
+    ref_us: list[float] = field(default_factory=list)
+    agent_us: list[float] = field(default_factory=list)
 
-    async def sink(event: MatchEvent) -> None:
-        # What the worker does with every event: serialize and publish it.
-        await ref_nc.publish(f"bench.match.{event.type}", event.model_dump_json(exclude_none=True).encode())
 
-    moves = 0
-    counter = 0
-    t0 = time.perf_counter()
-
-    async def loop() -> None:
-        nonlocal moves, counter
-        while time.perf_counter() - t0 < seconds:
-            counter += 1
-            spec = MatchSpec(
-                match_id=f"bench-{counter}", tournament="bench", game=parse_spec(game),
-                seats=["bench-a", "bench-b"], seed=counter, deadline_ms=10_000,
-            )  # fmt: skip
-            rec = await MatchRunner(ref_nc, spec, publish_event=sink).run()
-            moves += sum(1 for m in rec.moves if m.player >= 0)
-
-    await asyncio.gather(*(loop() for _ in range(concurrent)))
-    rate = moves / (time.perf_counter() - t0)
-    await svc_a.stop()
-    await svc_b.stop()
-    await agent_nc.drain()
-    await ref_nc.drain()
-    return rate
+async def _slice(work: Work, agents: AgentThread, seconds: float, phase: Phase) -> None:
+    """One slice of a phase: `work(end, count)` runs until `end`, incrementing `count[0]` per unit
+    (round trip or move); `count[1]` is the count at `end`. The rate counts what happened before
+    `end`; CPU per unit divides the whole slice's CPU (matches still in flight finish after `end`)
+    by every unit of the slice."""
+    count = [0, 0]
+    r0, a0, t0 = time.thread_time(), agents.cpu(), time.perf_counter()
+    end = t0 + seconds
+    loop = asyncio.get_running_loop()
+    snap = loop.call_later(seconds, lambda: count.__setitem__(1, count[0]))
+    await work(end, count)
+    snap.cancel()
+    if time.perf_counter() < end:  # finished early (cannot happen: each phase runs to `end`)
+        count[1] = count[0]
+    r1, a1 = time.thread_time(), agents.cpu()
+    n = max(count[0], 1)
+    phase.rates.append(count[1] / seconds)
+    phase.ref_us.append((r1 - r0) / n * 1e6)
+    phase.agent_us.append((a1 - a0) / n * 1e6)
 
 
 async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--game", default="connect_four")
-    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--slice", type=float, default=0.5, help="seconds per phase slice")
     args = p.parse_args()
-    with EmbeddedNats(jetstream=False) as srv:
-        raw = await raw_round_trips(srv.url, args.seconds)
-        one = await referee_moves(srv.url, args.game, 1, args.seconds)
-        many = await referee_moves(srv.url, args.game, 32, args.seconds)
-    print(f"(a) raw request/reply:            {raw:9.0f} round trips/s")
-    print(f"(b) referee, 1 match:             {one:9.0f} moves/s   ratio (b)/(a) = {one / raw:.2f}")
-    print(f"(b) referee, 32 concurrent:       {many:9.0f} moves/s   ratio (b)/(a) = {many / raw:.2f}")
-    overhead = raw / one - 1
-    print(f"referee overhead per move, single match: {overhead:.0%} of a raw round trip (aim: under 30%)")
+    with EmbeddedNats() as srv:
+        agents = AgentThread(srv.url)
+        agents.start()
+        req = await connect(srv.url, name="bench-requester")
+        ref_nc = await connect(srv.url, name="bench-referee")
+        worker = RefereeWorker(ref_nc, concurrency=32)
+        game = parse_spec(args.game)
+        counter = 0
+        current: list[list[int]] = [[0, 0]]  # the running slice's counters
+
+        async def count_moves(event: MatchEvent) -> None:
+            if event.type == "moved" and event.move is not None and event.move.player >= 0:
+                current[0][0] += 1
+
+        worker.publisher.listeners.append(count_moves)
+
+        async def raw(end: float, count: list[int]) -> None:
+            while time.perf_counter() < end:
+                await req.request(ECHO, PAYLOAD, timeout=5)
+                count[0] += 1
+
+        def matches(concurrent: int) -> Work:
+            async def run(end: float, count: list[int]) -> None:
+                nonlocal counter
+                current[0] = count
+
+                async def one_loop() -> None:
+                    nonlocal counter
+                    while time.perf_counter() < end:
+                        counter += 1
+                        spec = MatchSpec(
+                            match_id=f"bench-{counter}", tournament="bench", game=game,
+                            seats=["bench-a", "bench-b"], seed=counter, deadline_ms=10_000,
+                        )  # fmt: skip
+                        await worker.play(spec)
+
+                await asyncio.gather(*(one_loop() for _ in range(concurrent)))
+
+            return run
+
+        # Warm up every path once (imports, caches, JetStream streams) before measuring.
+        warm = Phase("warm")
+        for work in (raw, matches(1), matches(32)):
+            await _slice(work, agents, 0.3, warm)
+        phases = [Phase("raw"), Phase("1 match"), Phase("32 matches")]
+        works = [raw, matches(1), matches(32)]
+        for _ in range(args.rounds):
+            for work, phase in zip(works, phases, strict=True):
+                await _slice(work, agents, args.slice, phase)
+        await req.drain()
+        await ref_nc.drain()
+        agents.stop()
+
+    raw_p, one_p, many_p = phases
+    one_ratio = statistics.median(o / r for o, r in zip(one_p.rates, raw_p.rates, strict=True))
+    many_ratio = statistics.median(m / r for m, r in zip(many_p.rates, raw_p.rates, strict=True))
+    med = statistics.median
+    print(f"{args.rounds} rounds of {args.slice} s slices, game {args.game}; medians over rounds")
+    print(f"{'phase':<12} {'per s':>9} {'ratio':>6} {'referee-side CPU µs':>20} {'agent-side CPU µs':>18}")
+    for ph, ratio in ((raw_p, 1.0), (one_p, one_ratio), (many_p, many_ratio)):
+        unit = "round trip" if ph is raw_p else "move"
+        print(
+            f"{ph.name:<12} {med(ph.rates):9.0f} {ratio:6.2f} {med(ph.ref_us):20.0f} {med(ph.agent_us):18.0f}"
+            f"   (per {unit})"
+        )
+    print(f"single-match ratio {one_ratio:.2f} (aim: at least 0.77); 32-match ratio {many_ratio:.2f}")
 
 
 if __name__ == "__main__":
