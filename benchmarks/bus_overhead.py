@@ -12,14 +12,14 @@ ratio compares stretches of the same noisy minute:
 
 Each ratio printed is the median over rounds of (b)/(a) and (c)/(a) of the same round.
 
-CPU per move, measured apart: the referee side (requester, referee, its nats-py read loop and
-flusher) runs on the main thread's event loop; the agent side (the two agent services, or the
-raw echo responder, with their own connection and nats-py tasks) runs on a second thread with
-its own event loop. Each thread's CPU time is read with `clock_gettime` on its
-`pthread_getcpuclockid` clock at the slice edges, so referee-side and agent-side CPU µs per move
-(per round trip in the raw phase) are counted apart. Both threads share one interpreter (the
-GIL), so neither side can use a second core here; `benchmarks/pipeline.py` measures the deployed
-shape, one process each. The nats-server runs as its own process and is not counted.
+CPU per move, measured apart: the referee side (the requester, the referee worker, their nats-py
+read loops and flushers) runs in this process; the agent side (the two agent services and the
+raw echo responder, with their connection) runs in a child process with its own event loop, as
+deployed (no interpreter lock shared with the referee). Each side's `time.process_time()` is read
+at the slice edges (the child answers a request on `bench.cpu` with its own), so referee-side and
+agent-side CPU µs per move (per round trip in the raw phase) are counted apart. The nats-server is
+a third process and is not counted; `benchmarks/pipeline.py` counts every process, submitter and
+`spielbus referee` included.
 
     .venv/bin/python benchmarks/bus_overhead.py [--game connect_four] [--rounds 10] [--slice 0.5]
 """
@@ -28,11 +28,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import statistics
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+
+import nats.errors
+from nats.aio.client import Client as NATS
 
 from agents.base import StrategyOptions
 from agents.random_agent import FirstLegalStrategy
@@ -48,53 +51,70 @@ PAYLOAD = b"x" * 600
 Work = Callable[[float, list[int]], Awaitable[None]]
 
 
-class AgentThread:
-    """The agent side on its own thread and event loop: two instant agents and a raw echo."""
+CPU_SUBJECT = "bench.cpu"
+
+
+def _agents_main(url: str) -> None:
+    """The agent process: two instant agents, the raw echo, and its own CPU clock on request."""
+    asyncio.run(_serve_agents(url))
+
+
+async def _serve_agents(url: str) -> None:
+    nc = await connect(url, name="bench-agents")
+    stop = asyncio.Event()
+
+    async def echo(msg) -> None:  # type: ignore[no-untyped-def]  # nats-py's Msg callback
+        await msg.respond(msg.data)
+
+    async def cpu(msg) -> None:  # type: ignore[no-untyped-def]
+        if msg.data == b"stop":
+            stop.set()
+        await msg.respond(repr(time.process_time()).encode())
+
+    await nc.subscribe(ECHO, cb=echo)
+    await nc.subscribe(CPU_SUBJECT, cb=cpu)
+    services = [
+        AgentService(nc, FirstLegalStrategy(StrategyOptions()), name=n, max_concurrency=64)
+        for n in ("bench-a", "bench-b")
+    ]
+    for svc in services:
+        await svc.start()
+    await nc.flush()
+    await stop.wait()
+    for svc in services:
+        await svc.stop()
+    await nc.drain()
+
+
+class AgentProcess:
+    """The agent side in its own process (as deployed): no shared interpreter lock with the referee."""
 
     def __init__(self, url: str) -> None:
-        self.url = url
-        self.ready = threading.Event()
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self._main, name="agents", daemon=True)
-        self._stop: asyncio.Event | None = None
+        self.proc = multiprocessing.get_context("spawn").Process(
+            target=_agents_main, args=(url,), daemon=True
+        )
+        self.nc: NATS | None = None
 
-    def _main(self) -> None:
-        self.loop.run_until_complete(self._serve())
+    async def start(self, nc: NATS) -> None:
+        self.nc = nc
+        self.proc.start()
+        for _ in range(300):
+            try:
+                await self.cpu()
+                return
+            except (nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                await asyncio.sleep(0.1)
+        raise RuntimeError("the agent process did not start")
 
-    async def _serve(self) -> None:
-        self._stop = asyncio.Event()
-        nc = await connect(self.url, name="bench-agents")
+    async def cpu(self, body: bytes = b"") -> float:
+        """The agent process's CPU seconds so far (its own `time.process_time()`)."""
+        assert self.nc is not None
+        msg = await self.nc.request(CPU_SUBJECT, body, timeout=5)
+        return float(msg.data)
 
-        async def echo(msg) -> None:  # type: ignore[no-untyped-def]  # nats-py's Msg callback
-            await msg.respond(msg.data)
-
-        await nc.subscribe(ECHO, cb=echo)
-        services = [
-            AgentService(nc, FirstLegalStrategy(StrategyOptions()), name=n, max_concurrency=64)
-            for n in ("bench-a", "bench-b")
-        ]
-        for svc in services:
-            await svc.start()
-        await nc.flush()
-        self.ready.set()
-        await self._stop.wait()
-        for svc in services:
-            await svc.stop()
-        await nc.drain()
-
-    def start(self) -> None:
-        self.thread.start()
-        if not self.ready.wait(30):
-            raise RuntimeError("the agent thread did not start")
-
-    def stop(self) -> None:
-        assert self._stop is not None
-        self.loop.call_soon_threadsafe(self._stop.set)
-        self.thread.join(30)
-
-    def cpu(self) -> float:
-        assert self.thread.ident is not None
-        return time.clock_gettime(time.pthread_getcpuclockid(self.thread.ident))
+    async def stop(self) -> None:
+        await self.cpu(b"stop")
+        await asyncio.get_running_loop().run_in_executor(None, self.proc.join, 30)
 
 
 @dataclass
@@ -105,13 +125,13 @@ class Phase:
     agent_us: list[float] = field(default_factory=list)
 
 
-async def _slice(work: Work, agents: AgentThread, seconds: float, phase: Phase) -> None:
+async def _slice(work: Work, agents: AgentProcess, seconds: float, phase: Phase) -> None:
     """One slice of a phase: `work(end, count)` runs until `end`, incrementing `count[0]` per unit
     (round trip or move); `count[1]` is the count at `end`. The rate counts what happened before
     `end`; CPU per unit divides the whole slice's CPU (matches still in flight finish after `end`)
     by every unit of the slice."""
     count = [0, 0]
-    r0, a0, t0 = time.thread_time(), agents.cpu(), time.perf_counter()
+    r0, a0, t0 = time.process_time(), await agents.cpu(), time.perf_counter()
     end = t0 + seconds
     loop = asyncio.get_running_loop()
     snap = loop.call_later(seconds, lambda: count.__setitem__(1, count[0]))
@@ -119,7 +139,7 @@ async def _slice(work: Work, agents: AgentThread, seconds: float, phase: Phase) 
     snap.cancel()
     if time.perf_counter() < end:  # finished early (cannot happen: each phase runs to `end`)
         count[1] = count[0]
-    r1, a1 = time.thread_time(), agents.cpu()
+    r1, a1 = time.process_time(), await agents.cpu()
     n = max(count[0], 1)
     phase.rates.append(count[1] / seconds)
     phase.ref_us.append((r1 - r0) / n * 1e6)
@@ -133,9 +153,9 @@ async def main() -> None:
     p.add_argument("--slice", type=float, default=0.5, help="seconds per phase slice")
     args = p.parse_args()
     with EmbeddedNats() as srv:
-        agents = AgentThread(srv.url)
-        agents.start()
         req = await connect(srv.url, name="bench-requester")
+        agents = AgentProcess(srv.url)
+        await agents.start(req)
         ref_nc = await connect(srv.url, name="bench-referee")
         worker = RefereeWorker(ref_nc, concurrency=32)
         game = parse_spec(args.game)
@@ -181,13 +201,14 @@ async def main() -> None:
         for _ in range(args.rounds):
             for work, phase in zip(works, phases, strict=True):
                 await _slice(work, agents, args.slice, phase)
+        await agents.stop()
         await req.drain()
         await ref_nc.drain()
-        agents.stop()
 
     raw_p, one_p, many_p = phases
-    one_ratio = statistics.median(o / r for o, r in zip(one_p.rates, raw_p.rates, strict=True))
-    many_ratio = statistics.median(m / r for m, r in zip(many_p.rates, raw_p.rates, strict=True))
+    # A round whose raw slice stalled completely (a loaded machine) has no ratio.
+    one_ratio = statistics.median(o / r for o, r in zip(one_p.rates, raw_p.rates, strict=True) if r)
+    many_ratio = statistics.median(m / r for m, r in zip(many_p.rates, raw_p.rates, strict=True) if r)
     med = statistics.median
     print(f"{args.rounds} rounds of {args.slice} s slices, game {args.game}; medians over rounds")
     print(f"{'phase':<12} {'per s':>9} {'ratio':>6} {'referee-side CPU µs':>20} {'agent-side CPU µs':>18}")
