@@ -88,18 +88,29 @@ def action_text(state: pyspiel.State, player: int, action: int) -> str:
         return str(action)
 
 
-def legal_actions(state: pyspiel.State, seat: int) -> list[LegalAction]:
+def legal_actions(
+    state: pyspiel.State, seat: int, known: dict[tuple[int, str], LegalAction] | None = None
+) -> list[LegalAction]:
     """Every legal action of `seat` with its text. A game may offer `legal_action_texts(seat)`
     (ids and texts in one call, e.g. Word chain's thousands of words) instead of one
     `action_to_string` round trip through pyspiel per action. Built unvalidated: ids and texts
-    come from the game itself, not from the wire."""
+    come from the game itself, not from the wire. `known`: a match's cache of the (immutable)
+    entries already built, keyed by id and text, so a recurring action is not built again."""
     bulk = getattr(state, "legal_action_texts", None)
     pairs = (
         bulk(seat)
         if bulk is not None
         else [(a, action_text(state, seat, a)) for a in state.legal_actions(seat)]
     )
-    return [LegalAction.model_construct(id=a, text=t) for a, t in pairs]
+    if known is None:
+        return [LegalAction.model_construct(id=a, text=t) for a, t in pairs]
+    out = []
+    for pair in pairs:
+        entry = known.get(pair)
+        if entry is None:
+            entry = known[pair] = LegalAction.model_construct(id=pair[0], text=pair[1])
+        out.append(entry)
+    return out
 
 
 def _apply(state: pyspiel.State, player: int, action: int, joint: list[int] | None) -> pyspiel.State:

@@ -150,6 +150,7 @@ class MatchRunner:
         self._rules_sent: set[int] = set()
         self._subject = {agent: self.subjects.turn(agent) for agent in dict.fromkeys(spec.seats)}
         self._facts: GameFacts | None = None  # read once the game is loaded
+        self._legal_known: dict[tuple[int, str], LegalAction] = {}
         # `moved` and `forfeit` events wait here and go out while the referee waits for a reply
         # (`_pump`), not between a reply and the next turn; `ended` drains them first.
         self._events: asyncio.Queue[tuple[str, dict[str, object]] | None] = asyncio.Queue()
@@ -309,7 +310,7 @@ class MatchRunner:
         retry_reason: str | None = None
         attempts = 0
         lag_reasks = 0
-        legal = legal_actions(state, seat)
+        legal = legal_actions(state, seat, self._legal_known)
         while True:
             attempts += 1
             self.turn_no += 1
