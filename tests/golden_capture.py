@@ -16,8 +16,8 @@ order on each subject are.
 
 Normalised, and nothing else: the clock fields (`latency_ms`, `started_at`, `ended_at`,
 `sent_at`) and the random inbox tokens of reply subjects (a reply is kept with the request it
-answers). Replies to the referee's own control requests (JetStream API, publish acks,
-`$SRV.INFO`) are left out: they carry server ids and dates, and are NATS's bytes, not ours.
+answers). Replies to the referee's own control requests (JetStream API, the `ended` event's
+publish ack with its stream sequence, `$SRV.INFO`) are left out: they carry server ids and dates, and are NATS's bytes, not ours.
 Regenerate the golden file with
 
     PYTHONPATH=$PWD .venv/bin/python -m tests.golden_capture
@@ -192,7 +192,7 @@ def _match_capture(match_id: str, record_json: str, seen: list[Msg]) -> dict[str
             entry["replies"].append({"data": _payload(msg.data), "headers": msg.headers or {}})
             continue
         item: dict[str, Any] = {"data": _payload(msg.data), "headers": msg.headers or {}}
-        if msg.reply:
+        if msg.reply and ".turn." in msg.subject:  # other replies are JetStream's publish acks
             item["replies"] = []
             requests[msg.reply] = item
         bus.setdefault(msg.subject, []).append(item)
