@@ -17,7 +17,8 @@ order on each subject are.
 Normalised, and nothing else: the clock fields (`latency_ms`, `started_at`, `ended_at`,
 `sent_at`) and the random inbox tokens of reply subjects (a reply is kept with the request it
 answers). Replies to the referee's own control requests (JetStream API, the `ended` event's
-publish ack with its stream sequence, `$SRV.INFO`) are left out: they carry server ids and dates, and are NATS's bytes, not ours.
+publish ack with its stream sequence, `$SRV.INFO`) are left out: they carry server ids and dates, and
+are NATS's bytes, not ours.
 Regenerate the golden file with
 
     PYTHONPATH=$PWD .venv/bin/python -m tests.golden_capture
