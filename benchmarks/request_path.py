@@ -76,7 +76,11 @@ async def measure(url: str, rounds: int, requests: int) -> dict[str, list[tuple[
     async def lean() -> Msg:
         reply = f"bench.inbox.{next(tokens)}"
         fut = waiting[reply] = loop.create_future()
-        timer = loop.call_later(5, lambda: fut.done() or fut.set_exception(TimeoutError()))
+        def expire() -> None:
+            if not fut.done():
+                fut.set_exception(TimeoutError())
+
+        timer = loop.call_later(5, expire)
         await nc.publish("bench.echo", PAYLOAD, reply=reply)
         try:
             return await fut
