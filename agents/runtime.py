@@ -184,8 +184,13 @@ class AgentService:
         wait = until - time.monotonic()
         if wait <= 0:
             raise _Refused("504", "the turn's time ran out before it reached the agent")
+        if not self._sem.locked():  # a free slot and nobody queued before us: taken at once
+            await self._sem.acquire()
+            return
         try:
-            await asyncio.wait_for(self._sem.acquire(), wait)
+            # `asyncio.timeout`, not `wait_for`: no extra task per turn (Python 3.11's `wait_for` makes one).
+            async with asyncio.timeout(wait):
+                await self._sem.acquire()
         except TimeoutError:
             raise _Refused(
                 "504",
@@ -218,7 +223,8 @@ class AgentService:
             if left <= 0:
                 raise _Refused("504", "the turn's time ran out before the strategy could start")
             try:
-                decision = await asyncio.wait_for(self.strategy.decide(turn, ctx), left)
+                async with asyncio.timeout(left):
+                    decision = await self.strategy.decide(turn, ctx)
             except TimeoutError:
                 raise _Refused("504", "the strategy did not decide before the deadline") from None
             move = Move(

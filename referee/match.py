@@ -39,6 +39,7 @@ import random
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import nats.errors
 import pyspiel
@@ -292,15 +293,17 @@ class MatchRunner:
         move, reason, detail = check_reply(turn, msg.data, msg.headers)
         return move, reason, detail, latency
 
-    def _move_record(self, seat: int, action: LegalAction, latency: float, **fields: object) -> MoveRecord:
-        return MoveRecord(
+    def _move_record(self, seat: int, action: LegalAction, latency: float, **fields: Any) -> MoveRecord:
+        # Unvalidated: the referee's own values, and the agent's usage, stats, note and policy as its
+        # reply was validated (`check_reply`).
+        return MoveRecord.model_construct(
             turn=self.turn_no,
             player=seat,
             action=action.id,
             text=action.text,  # the text the seat was offered: computed once per turn
             agent=self.spec.seats[seat],
             latency_ms=round(latency, 3),
-            **fields,  # type: ignore[arg-type]
+            **fields,
         )
 
     async def _ask(self, state: pyspiel.State, seat: int) -> tuple[int, MoveRecord]:
