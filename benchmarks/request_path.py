@@ -76,6 +76,7 @@ async def measure(url: str, rounds: int, requests: int) -> dict[str, list[tuple[
     async def lean() -> Msg:
         reply = f"bench.inbox.{next(tokens)}"
         fut = waiting[reply] = loop.create_future()
+
         def expire() -> None:
             if not fut.done():
                 fut.set_exception(TimeoutError())
