@@ -422,10 +422,11 @@ class MatchRunner:
         return self.record
 
     async def _played(self) -> None:
-        """`_run`, and the event pump stopped when the attempt is aborted or cancelled."""
+        """`_run`, and the event pump stopped when the attempt is aborted or cancelled (an internal
+        error still ends the match with an `ended` event, after the queued events)."""
         try:
             await self._run()
-        except BaseException:
+        except (MatchAborted, asyncio.CancelledError):
             if self._pump_task is not None:  # no `ended` follows: queued events are void
                 self._pump_task.cancel()
                 self._pump_task = None
