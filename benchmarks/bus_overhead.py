@@ -3,7 +3,7 @@
 Three phases take turns in short slices (`--slice` seconds each, `--rounds` rounds), so every
 ratio compares stretches of the same noisy minute:
 
-(a) raw nats-py request/reply round trips per second between two connections (a 600-byte
+(a) raw nats-py request/reply round trips per second, this process asking the child (a 600-byte
     payload, about a tic-tac-toe turn), one in flight;
 (b) moves per second through the referee worker path (`RefereeWorker.play`: `MatchRunner`,
     provenance, `EventPublisher`, the `ended` record stored in JetStream) against agent
