@@ -24,6 +24,16 @@
   error note and the referee records the fault. The service keeps running.
 - On SIGTERM/SIGINT: stop taking turns (one that still arrives gets an immediate error
   reply, so the referee need not wait out its deadline), finish those in flight, drain, exit.
+
+Limits: `$SRV.STATS` (`nats micro stats`) describes the hand-off, not the turns. nats.micro
+measures and counts errors around its endpoint handler, and runs that handler one request at a
+time per endpoint (nats-py awaits a subscription's callback before the next message); a handler
+that awaited the whole turn and raised `ServiceError` would make its figures true but serve one
+turn at a time, and more endpoints in the same queue group would not help (the server picks a
+queue member at random, busy or not, so a turn would wait behind a slow LLM turn while other
+slots idle). So each turn runs in its own task and the handler returns at once: the stats show
+every request with a hand-off time of microseconds and no errors. The truth about turns (answered,
+refused by reason, decision time) is the agent's Prometheus metrics (`agents.metrics`).
 """
 
 from __future__ import annotations
@@ -186,8 +196,13 @@ class AgentService:
         wait = until - time.monotonic()
         if wait <= 0:
             raise _Refused("504", "the turn's time ran out before it reached the agent")
+        if not self._sem.locked():  # a free slot and nobody queued before us: taken at once
+            await self._sem.acquire()
+            return
         try:
-            await asyncio.wait_for(self._sem.acquire(), wait)
+            # `asyncio.timeout`, not `wait_for`: no extra task per turn (Python 3.11's `wait_for` makes one).
+            async with asyncio.timeout(wait):
+                await self._sem.acquire()
         except TimeoutError:
             raise _Refused(
                 "504",
@@ -220,7 +235,8 @@ class AgentService:
             if left <= 0:
                 raise _Refused("504", "the turn's time ran out before the strategy could start")
             try:
-                decision = await asyncio.wait_for(self.strategy.decide(turn, ctx), left)
+                async with asyncio.timeout(left):
+                    decision = await self.strategy.decide(turn, ctx)
             except TimeoutError:
                 raise _Refused("504", "the strategy did not decide before the deadline") from None
             move = Move(

@@ -1,7 +1,12 @@
 """The two JetStream streams of protocol v1, created idempotently by whoever needs them first.
 
-- `SPIELBUS_MATCHES` keeps every match event (`<prefix>.match.>`): the durable
-  record and the spectators' feed. File storage, limits retention.
+- `SPIELBUS_MATCHES` keeps the durable match events (`<prefix>.match.*.started`, `.forfeit`,
+  `.ended`): the `ended` record is the durable truth of a match. `moved` events are plain
+  publishes, not stored: one per step, they cost about a tenth of the referee pipeline's
+  throughput when stored, and everything in them is in the `ended` record. The live page
+  follows moves on a plain subscription (`observability.web.feed`). File storage, limits
+  retention. A stream created by an older version (`<prefix>.match.>`) is left as it is and
+  keeps storing `moved` too (`nats stream edit` narrows it).
 - `SPIELBUS_SCHEDULE` is a work queue of match specs (`<prefix>.schedule`):
   each spec is delivered to one referee worker and removed when acknowledged.
 
@@ -39,6 +44,9 @@ MAX_REPLICAS = 5  # JetStream's own limit
 ENSURE_WAIT_S = 30.0
 
 _replicas_setting: int | None = None
+
+# The match events the stream keeps; `moved` is live-only (see the module docstring).
+DURABLE_EVENTS = ("started", "forfeit", "ended")
 
 
 class StreamError(RuntimeError):
@@ -152,7 +160,7 @@ async def ensure_streams(
         js,
         StreamConfig(
             name=subjects.matches_stream,
-            subjects=[f"{subjects.prefix}.match.>"],
+            subjects=[subjects.match_all(e) for e in DURABLE_EVENTS],
             retention=RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
             max_age=7 * 24 * 3600,

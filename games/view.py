@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import inspect
 import time
+from dataclasses import dataclass
 
 import pyspiel
 
-from bus.protocol import GameSpec, HistoryItem, LegalAction, Turn
+from bus.protocol import GameSpec, HistoryItem, LegalAction, Turn, check_finite
 
 CHANCE = int(pyspiel.PlayerId.CHANCE)
 SIMULTANEOUS = int(pyspiel.PlayerId.SIMULTANEOUS)
@@ -29,29 +30,55 @@ def is_perfect_information(game: pyspiel.Game) -> bool:
     return game.get_type().information == pyspiel.GameType.Information.PERFECT_INFORMATION
 
 
-def seat_info(state: pyspiel.State, seat: int) -> str:
+@dataclass(frozen=True)
+class GameFacts:
+    """The game-type facts the views consult on every step, read once (a match keeps one):
+    `get_type()` is a pybind round trip that builds a new object each call."""
+
+    short_name: str
+    perfect: bool
+    information_state_string: bool
+    observation_string: bool
+    num_players: int
+
+    @classmethod
+    def of(cls, game: pyspiel.Game) -> GameFacts:
+        gt = game.get_type()
+        return cls(
+            short_name=gt.short_name,
+            perfect=gt.information == pyspiel.GameType.Information.PERFECT_INFORMATION,
+            information_state_string=gt.provides_information_state_string,
+            observation_string=gt.provides_observation_string,
+            num_players=game.num_players(),
+        )
+
+
+def _facts(state: pyspiel.State, facts: GameFacts | None) -> GameFacts:
+    return facts if facts is not None else GameFacts.of(state.get_game())
+
+
+def seat_info(state: pyspiel.State, seat: int, facts: GameFacts | None = None) -> str:
     """The most complete text the seat may know: information state where the game has one."""
-    gt = state.get_game().get_type()
-    if gt.provides_information_state_string:
+    gt = _facts(state, facts)
+    if gt.information_state_string:
         return state.information_state_string(seat)
-    if gt.provides_observation_string:
+    if gt.observation_string:
         return state.observation_string(seat)
-    if gt.information == pyspiel.GameType.Information.PERFECT_INFORMATION:
+    if gt.perfect:
         return str(state)
     raise ValueError(f"{gt.short_name} provides no per-seat view")
 
 
-def observation_text(state: pyspiel.State, seat: int) -> str:
+def observation_text(state: pyspiel.State, seat: int, facts: GameFacts | None = None) -> str:
     """The text an LLM reads: a board for perfect-information games, the information state otherwise."""
-    game = state.get_game()
-    gt = game.get_type()
-    if is_perfect_information(game):
-        if gt.provides_observation_string:
+    gt = _facts(state, facts)
+    if gt.perfect:
+        if gt.observation_string:
             text = state.observation_string(seat)
         else:
             text = str(state)
         return text
-    return seat_info(state, seat)
+    return seat_info(state, seat, gt)
 
 
 def action_text(state: pyspiel.State, player: int, action: int) -> str:
@@ -61,18 +88,29 @@ def action_text(state: pyspiel.State, player: int, action: int) -> str:
         return str(action)
 
 
-def legal_actions(state: pyspiel.State, seat: int) -> list[LegalAction]:
+def legal_actions(
+    state: pyspiel.State, seat: int, known: dict[tuple[int, str], LegalAction] | None = None
+) -> list[LegalAction]:
     """Every legal action of `seat` with its text. A game may offer `legal_action_texts(seat)`
     (ids and texts in one call, e.g. Word chain's thousands of words) instead of one
     `action_to_string` round trip through pyspiel per action. Built unvalidated: ids and texts
-    come from the game itself, not from the wire."""
+    come from the game itself, not from the wire. `known`: a match's cache of the (immutable)
+    entries already built, keyed by id and text, so a recurring action is not built again."""
     bulk = getattr(state, "legal_action_texts", None)
     pairs = (
         bulk(seat)
         if bulk is not None
         else [(a, action_text(state, seat, a)) for a in state.legal_actions(seat)]
     )
-    return [LegalAction.model_construct(id=a, text=t) for a, t in pairs]
+    if known is None:
+        return [LegalAction.model_construct(id=a, text=t) for a, t in pairs]
+    out = []
+    for pair in pairs:
+        entry = known.get(pair)
+        if entry is None:
+            entry = known[pair] = LegalAction.model_construct(id=pair[0], text=pair[1])
+        out.append(entry)
+    return out
 
 
 def _apply(state: pyspiel.State, player: int, action: int, joint: list[int] | None) -> pyspiel.State:
@@ -86,14 +124,20 @@ def _apply(state: pyspiel.State, player: int, action: int, joint: list[int] | No
     return child
 
 
-def visible_to(state: pyspiel.State, player: int, action: int, joint: list[int] | None = None) -> list[bool]:
+def visible_to(
+    state: pyspiel.State,
+    player: int,
+    action: int,
+    joint: list[int] | None = None,
+    facts: GameFacts | None = None,
+) -> list[bool]:
     """For each seat, whether it can tell that `player` chose `action` at `state` (before applying).
 
     For a simultaneous node pass the whole `joint` action; `player` is the seat whose part is tested.
     """
-    game = state.get_game()
-    n = game.num_players()
-    if is_perfect_information(game):
+    gt = _facts(state, facts)
+    n = gt.num_players
+    if gt.perfect:
         return [True] * n
     alternatives = (
         [a for a, _ in state.chance_outcomes()] if player == CHANCE else list(state.legal_actions(player))
@@ -105,8 +149,8 @@ def visible_to(state: pyspiel.State, player: int, action: int, joint: list[int] 
         if seat == player:
             seen.append(True)
             continue
-        mine = seat_info(taken, seat)
-        seen.append(all(seat_info(_apply(state, player, a, joint), seat) != mine for a in alternatives))
+        mine = seat_info(taken, seat, gt)
+        seen.append(all(seat_info(_apply(state, player, a, joint), seat, gt) != mine for a in alternatives))
     return seen
 
 
@@ -117,15 +161,27 @@ class SeatHistory:
         self.items: list[list[HistoryItem]] = [[] for _ in range(num_players)]
         self.public: list[bool] = []
 
-    def record(self, state: pyspiel.State, player: int, action: int, joint: list[int] | None = None) -> bool:
-        """Record a step before it is applied to `state`. Returns whether every seat sees it."""
-        seen = visible_to(state, player, action, joint)
-        text = action_text(state, player, action)
-        for seat, ok in enumerate(seen):
-            self.items[seat].append(
-                HistoryItem(player=player, action=action, text=text) if ok else HistoryItem(player=player)
-            )
+    def record(
+        self,
+        state: pyspiel.State,
+        player: int,
+        action: int,
+        joint: list[int] | None = None,
+        *,
+        text: str | None = None,
+        facts: GameFacts | None = None,
+    ) -> bool:
+        """Record a step before it is applied to `state`. Returns whether every seat sees it.
+        `text`: the action's text when the caller has it already (the referee's legal list)."""
+        seen = visible_to(state, player, action, joint, facts)
+        if text is None:
+            text = action_text(state, player, action)
+        # Built unvalidated: every field comes from the game, not from the wire.
+        shown = HistoryItem.model_construct(player=player, action=action, text=text)
         public = all(seen)
+        hidden = shown if public else HistoryItem.model_construct(player=player)
+        for seat, ok in enumerate(seen):
+            self.items[seat].append(shown if ok else hidden)
         self.public.append(public)
         return public
 
@@ -143,21 +199,27 @@ def build_turn(
     rules: str | None = None,
     retry: str | None = None,
     legal: list[LegalAction] | None = None,
+    facts: GameFacts | None = None,
 ) -> Turn:
-    game = state.get_game()
-    perfect = is_perfect_information(game)
-    return Turn(
+    """The turn for `seat`. Built unvalidated (`model_construct`): every field comes from the
+    referee and the game, not from the wire; the one check a game's output needs, finite numbers
+    in its JSON view, is made here. The agent validates the turn strictly where it arrives."""
+    gt = _facts(state, facts)
+    observation_json = json_view(state, seat, gt)
+    if observation_json is not None:
+        check_finite(observation_json, "observation_json")
+    return Turn.model_construct(
         match_id=match_id,
         game=spec,
         seat=seat,
         seats=seats,
         turn=turn,
         deadline_ms=deadline_ms,
-        observation=observation_text(state, seat),
-        observation_json=json_view(state, seat),
+        observation=observation_text(state, seat, gt),
+        observation_json=observation_json,
         legal_actions=legal if legal is not None else legal_actions(state, seat),
         history=history.items[seat] if history is not None else [],
-        state=list(state.history()) if perfect else None,
+        state=list(state.history()) if gt.perfect else None,
         rules=rules,
         retry=retry,
         # Built right before it is sent: lets an agent count its deadline from the referee's clock.
@@ -165,24 +227,24 @@ def build_turn(
     )
 
 
-def json_view(state: pyspiel.State, seat: int) -> object | None:
+def json_view(state: pyspiel.State, seat: int, facts: GameFacts | None = None) -> object | None:
     """A structured view where the game has one: `json_view()` (whole state, perfect-information
     games only) or `json_view(seat)` (the seat's own view)."""
     fn = getattr(state, "json_view", None)
     if fn is None:
-        if state.get_game().get_type().short_name == "mnk":  # C++ game: the view is built outside
+        if _facts(state, facts).short_name == "mnk":  # C++ game: the view is built outside
             from games.cwm.gen_tic_tac_toe import mnk_json_view
 
             return mnk_json_view(state)
         return None
     if inspect.signature(fn).parameters:
         return fn(seat)
-    return fn() if is_perfect_information(state.get_game()) else None
+    return fn() if _facts(state, facts).perfect else None
 
 
-def public_observation(state: pyspiel.State) -> str | None:
+def public_observation(state: pyspiel.State, facts: GameFacts | None = None) -> str | None:
     """A spectator's view: the full state for perfect information, nothing otherwise."""
-    if is_perfect_information(state.get_game()):
+    if _facts(state, facts).perfect:
         return str(state)
     return None
 

@@ -39,6 +39,7 @@ import random
 import secrets
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import nats.errors
 import pyspiel
@@ -47,6 +48,7 @@ from nats.aio.client import Client as NATS
 from bus.protocol import (
     FaultReason,
     FaultRecord,
+    LegalAction,
     MatchEnded,
     MatchEvent,
     MatchRecord,
@@ -62,7 +64,15 @@ from bus.replies import check_reply
 from bus.subjects import Subjects
 from games.loader import GameSpecError, initial_state, load_game_async
 from games.rules import rules_text
-from games.view import SeatHistory, action_text, build_turn, legal_actions, match_action, public_observation
+from games.view import (
+    GameFacts,
+    SeatHistory,
+    action_text,
+    build_turn,
+    legal_actions,
+    match_action,
+    public_observation,
+)
 from referee.outcome import ranks_from_returns
 from referee.presence import Presence
 from referee.records import repair_record
@@ -139,6 +149,13 @@ class MatchRunner:
             attempt=attempt,
         )
         self._rules_sent: set[int] = set()
+        self._subject = {agent: self.subjects.turn(agent) for agent in dict.fromkeys(spec.seats)}
+        self._facts: GameFacts | None = None  # read once the game is loaded
+        self._legal_known: dict[tuple[int, str], LegalAction] = {}
+        # `moved` and `forfeit` events wait here and go out while the referee waits for a reply
+        # (`_pump`), not between a reply and the next turn; `ended` drains them first.
+        self._events: asyncio.Queue[tuple[str, dict[str, object]] | None] = asyncio.Queue()
+        self._pump_task: asyncio.Task[None] | None = None
 
     # -- events -------------------------------------------------------------------------------
 
@@ -153,14 +170,32 @@ class MatchRunner:
             **fields,  # type: ignore[arg-type]
         )
 
-    async def _emit(self, kind: str, **fields: object) -> None:
+    def _emit(self, kind: str, **fields: object) -> None:
+        """Queue a spectator event (`started`, `moved`, `forfeit`) for `_pump`, in order."""
         if self.publish_event is None:
             return
-        try:
-            await self.publish_event(self._event(kind, **fields))
-        except Exception:
-            # A lost spectator event must not cost the match; the record still has everything.
-            log.warning("match %s: could not publish %s event", self.spec.match_id, kind, exc_info=True)
+        if self._pump_task is None:
+            self._pump_task = asyncio.create_task(self._pump(), name=f"events-{self.spec.match_id}")
+        self._events.put_nowait((kind, fields))
+
+    async def _pump(self) -> None:
+        """Build and publish queued events. It runs while the match waits on an agent, so the
+        event's model, its JSON and its publish are off the path from a reply to the next turn."""
+        assert self.publish_event is not None
+        while (item := await self._events.get()) is not None:
+            kind, fields = item
+            try:
+                await self.publish_event(self._event(kind, **fields))
+            except Exception:
+                # A lost spectator event must not cost the match; the record still has everything.
+                log.warning("match %s: could not publish %s event", self.spec.match_id, kind, exc_info=True)
+
+    async def _flush_events(self) -> None:
+        """Every queued event published (before `ended`, which must come after them)."""
+        if self._pump_task is not None:
+            self._events.put_nowait(None)
+            await self._pump_task
+            self._pump_task = None
 
     async def _notify(self, msg: MatchStarted | MatchEnded, agent: str) -> None:
         try:
@@ -184,7 +219,7 @@ class MatchRunner:
         Raises `MatchAborted` for the bus's faults and `_RefereeLag` when the deadline timer
         fired late because this referee stalled."""
         payload = turn.model_dump_json(exclude_none=True).encode()
-        subject = self.subjects.turn(agent)
+        subject = self._subject[agent]
         loop = asyncio.get_running_loop()
         deadline_s = self.spec.deadline_ms / 1000
         end = loop.time() + deadline_s
@@ -258,17 +293,17 @@ class MatchRunner:
         move, reason, detail = check_reply(turn, msg.data, msg.headers)
         return move, reason, detail, latency
 
-    def _move_record(
-        self, state: pyspiel.State, seat: int, action: int, latency: float, **fields: object
-    ) -> MoveRecord:
-        return MoveRecord(
+    def _move_record(self, seat: int, action: LegalAction, latency: float, **fields: Any) -> MoveRecord:
+        # Unvalidated: the referee's own values, and the agent's usage, stats, note and policy as its
+        # reply was validated (`check_reply`).
+        return MoveRecord.model_construct(
             turn=self.turn_no,
             player=seat,
-            action=action,
-            text=action_text(state, seat, action),
+            action=action.id,
+            text=action.text,  # the text the seat was offered: computed once per turn
             agent=self.spec.seats[seat],
             latency_ms=round(latency, 3),
-            **fields,  # type: ignore[arg-type]
+            **fields,
         )
 
     async def _ask(self, state: pyspiel.State, seat: int) -> tuple[int, MoveRecord]:
@@ -278,7 +313,7 @@ class MatchRunner:
         retry_reason: str | None = None
         attempts = 0
         lag_reasks = 0
-        legal = legal_actions(state, seat)
+        legal = legal_actions(state, seat, self._legal_known)
         while True:
             attempts += 1
             self.turn_no += 1
@@ -297,6 +332,7 @@ class MatchRunner:
                 rules=rules,
                 retry=retry_reason,
                 legal=legal,
+                facts=self._facts,
             )
             try:
                 move, reason, detail, latency = await self._request(turn, agent)
@@ -318,9 +354,8 @@ class MatchRunner:
                 action = match_action(legal, move.action, move.action_text)
                 if action is not None:
                     return action, self._move_record(
-                        state,
                         seat,
-                        action,
+                        next(la for la in legal if la.id == action),
                         latency,
                         usage=move.usage,
                         stats=move.stats,
@@ -337,14 +372,14 @@ class MatchRunner:
             )
             self.record.faults.append(fault)
             if policy.kind == "random":
-                action = self.rng.choice(legal).id
-                return action, self._move_record(
-                    state, seat, action, latency, forced=True, note=f"played at random after {reason}"
+                chosen = self.rng.choice(legal)
+                return chosen.id, self._move_record(
+                    seat, chosen, latency, forced=True, note=f"played at random after {reason}"
                 )
             if policy.kind == "retry" and attempts <= policy.retries and reason != "no_responder":
                 retry_reason = f"{reason}: {detail}"
                 continue
-            await self._emit("forfeit", fault=fault)
+            self._emit("forfeit", fault=fault)
             raise _Forfeit(seat)
 
     # -- the match ----------------------------------------------------------------------------
@@ -354,7 +389,7 @@ class MatchRunner:
         referee failed the attempt, or the `ended` event could not be stored: the caller replays."""
         self.record.started_at = time.time()
         try:
-            await self._run()
+            await self._played()
         except MatchAborted:
             raise
         except Exception as exc:
@@ -369,6 +404,7 @@ class MatchRunner:
         self.record.secret = self.secret
         self.record = repair_record(self.record)
         if self.publish_event is not None:
+            await self._flush_events()
             try:
                 await self.publish_event(self._event("ended", record=self.record))
             except Exception as exc:
@@ -385,6 +421,17 @@ class MatchRunner:
             )
         return self.record
 
+    async def _played(self) -> None:
+        """`_run`, and the event pump stopped when the attempt is aborted or cancelled (an internal
+        error still ends the match with an `ended` event, after the queued events)."""
+        try:
+            await self._run()
+        except (MatchAborted, asyncio.CancelledError):
+            if self._pump_task is not None:  # no `ended` follows: queued events are void
+                self._pump_task.cancel()
+                self._pump_task = None
+            raise
+
     async def _run(self) -> None:
         spec = self.spec
         try:
@@ -395,12 +442,13 @@ class MatchRunner:
         if n != len(spec.seats):
             raise RuntimeError(f"{spec.game.label()} has {n} seats, the match spec names {len(spec.seats)}")
         state = initial_state(game)
+        self._facts = GameFacts.of(game)
         self._history = SeatHistory(n)
         for seat, agent in enumerate(spec.seats):
             await self._notify(
                 MatchStarted(match_id=spec.match_id, game=spec.game, seat=seat, seats=spec.seats), agent
             )
-        await self._emit("started", observation=public_observation(state))
+        self._emit("started", observation=public_observation(state, self._facts))
         try:
             while not state.is_terminal():
                 if self.turn_no >= spec.max_turns:
@@ -447,24 +495,26 @@ class MatchRunner:
             joint[p] = r[0]
             recs.append(r[1])
         for rec in recs:
-            public = self._history.record(state, rec.player, rec.action, joint)
+            public = self._history.record(
+                state, rec.player, rec.action, joint, text=rec.text, facts=self._facts
+            )
             self.record.moves.append(rec)
-            await self._emit_move(rec, public, None)
+            self._emit_move(rec, public, None)
         state.apply_actions(joint)
 
     async def _apply(self, state: pyspiel.State, rec: MoveRecord) -> None:
-        public = self._history.record(state, rec.player, rec.action)
+        public = self._history.record(state, rec.player, rec.action, text=rec.text, facts=self._facts)
         state.apply_action(rec.action)
         self.record.moves.append(rec)
-        await self._emit_move(rec, public, public_observation(state))
+        self._emit_move(rec, public, public_observation(state, self._facts))
 
-    async def _emit_move(self, rec: MoveRecord, public: bool, observation: str | None) -> None:
+    def _emit_move(self, rec: MoveRecord, public: bool, observation: str | None) -> None:
         if public:
-            await self._emit("moved", move=rec, observation=observation)
+            self._emit("moved", move=rec, observation=observation)
         else:
             # Spectators learn that a seat acted, not what it did, until the `ended` event.
             hidden = MoveRecord(turn=rec.turn, player=rec.player, action=-1, text="(hidden)", agent=rec.agent)
-            await self._emit("moved", move=hidden, hidden=True)
+            self._emit("moved", move=hidden, hidden=True)
 
     def _forfeit(self, game: pyspiel.Game, seat: int) -> None:
         n = game.num_players()

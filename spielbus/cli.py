@@ -127,7 +127,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("file", help="tournament TOML file")
     _add_nats_flags(run, "use this NATS server (or cluster: URLs comma-separated) instead of an embedded one")
     run.add_argument("--no-referee", action="store_true", help="do not start referee workers here")
-    run.add_argument("--workers", type=int, default=1, help="referee workers in this process (default 1)")
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="referees: 1 (default) plays in this process; N > 1 starts N `spielbus referee` processes",
+    )
     run.add_argument(
         "--run-dir", default=None, help="parent folder of the run folder (default: the file's run_dir)"
     )

@@ -162,3 +162,52 @@ def check_agent_options(agents: dict[str, tuple[str, dict[str, object]]]) -> lis
             message = lines[-1] if lines else f"exit code {proc.returncode}"
             problems.append(f"agents.{name}: {message.removeprefix('spielbus agent: ')}")
     return problems
+
+
+class RefereeProcess:
+    """One `spielbus referee` child of `spielbus run --workers N` (N > 1): a referee in its own
+    interpreter, so refereeing can use a core of its own (the workers inside `spielbus run` share
+    one interpreter and one connection). It pulls from the same work queue as any referee, logs
+    in as the referee user with `--auth`, and on stop drains like any referee (SIGTERM: matches in
+    flight are handed back)."""
+
+    def __init__(
+        self,
+        url: str,
+        prefix: str,
+        log_path: Path,
+        *,
+        concurrency: int,
+        absent_limit_s: float,
+        drain_grace_s: float,
+        auth_dir: str | None = None,
+    ) -> None:
+        self.log_path = log_path
+        cmd = [
+            sys.executable,
+            "-m",
+            "spielbus.cli",
+            "referee",
+            "--nats",
+            url,
+            "--prefix",
+            prefix,
+            "--concurrency",
+            str(concurrency),
+            "--absent-limit",
+            str(absent_limit_s),
+            "--drain-grace",
+            str(drain_grace_s),
+        ]
+        if auth_dir is not None:
+            cmd += ["--auth", auth_dir]
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(log_path, "ab")
+        env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.proc = subprocess.Popen(
+            cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent
+        )
+
+    def stop(self, grace_s: float) -> None:
+        stop_process(self.proc, grace_s=grace_s)
+        self._log.close()

@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import signal
+import tempfile
 from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -54,7 +55,7 @@ from referee.tournament import (
 )
 from referee.worker import DRAIN_GRACE_S, RefereeWorker
 from spielbus.collect import read_records as read_stream_records
-from spielbus.launch import AgentProcess, stop_all, wait_for_agents
+from spielbus.launch import AgentProcess, RefereeProcess, stop_all, wait_for_agents
 from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
 from spielbus.report import print_report, print_sprt
 from spielbus.seats import plan_seats
@@ -338,7 +339,7 @@ async def _run(
             if obs.web is not None:
                 obs.web.seats.append({"agent": seat.agent, "url": seat.url})
         if opts.referee:
-            await stack.enter_async_context(_workers(nc, subjects, config, opts, obs))
+            await stack.enter_async_context(_workers(nc, subjects, config, opts, obs, folder.path / "logs"))
 
         progress = Progress(
             TextColumn("[bold]{task.description}"),
@@ -479,8 +480,39 @@ async def _resume_todo(
 
 @contextlib.asynccontextmanager
 async def _workers(
-    nc: NATS, subjects: Subjects, config: TournamentConfig, opts: RunOptions, obs: Observability
+    nc: NATS,
+    subjects: Subjects,
+    config: TournamentConfig,
+    opts: RunOptions,
+    obs: Observability,
+    log_dir: Path | None = None,
 ) -> AsyncIterator[list[RefereeWorker]]:
+    """`--workers 1`: one referee worker in this process. `--workers N` (N > 1): N `spielbus referee`
+    processes (`spielbus.launch.RefereeProcess`), each with the tournament's concurrency; their
+    logs go to `log_dir` (the run folder's logs), their metrics are their own (not re-exported)."""
+    if opts.workers > 1:
+        url = nc.connected_url.geturl() if nc.connected_url is not None else (opts.nats or "")
+        logs = log_dir or Path(tempfile.mkdtemp(prefix="spielbus-referees-"))
+        children = [
+            RefereeProcess(
+                url,
+                opts.prefix,
+                logs / f"referee-{i}.log",
+                concurrency=config.concurrency,
+                absent_limit_s=opts.absent_limit_s,
+                drain_grace_s=opts.drain_grace_s,
+                auth_dir=opts.auth_dir,
+            )
+            for i in range(opts.workers)
+        ]
+        try:
+            yield []
+        finally:
+            # Shielded: an interrupted run still lets each referee hand its matches back.
+            await asyncio.shield(
+                asyncio.gather(*(asyncio.to_thread(c.stop, opts.drain_grace_s + 5) for c in children))
+            )
+        return
     workers: list[RefereeWorker] = []
     tasks: list[asyncio.Task[None]] = []
     for _ in range(opts.workers):

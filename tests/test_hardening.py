@@ -103,7 +103,7 @@ async def test_nats_client_refuses_crlf_in_subjects(nc) -> None:
     with pytest.raises(nats.errors.BadSubjectError):
         await nc.subscribe("spielbus.turn.x\r\nSUB >")
     pinned = (ROOT / "pyproject.toml").read_text()
-    assert '"nats-py>=2.16"' in pinned
+    assert '"nats-py==2.16.0"' in pinned  # at least 2.16 (the CR/LF refusal); exactly the one measured
 
 
 def test_log_level_before_agent_is_passed_on() -> None:

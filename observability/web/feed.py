@@ -1,10 +1,15 @@
 """The spectators' view of the bus: every match, move by move, from `SPIELBUS_MATCHES` events.
 
 `MatchFeed.follow(nc)` starts from recent state, not from the beginning of the
-stream: it replays at most the last `replay_events` events (default 2,000; 0:
-only new ones) and then follows the stream (a JetStream ordered consumer). A page
-opened mid-tournament therefore shows the matches in flight and the recent ones,
-while a bus holding a week of events costs the referee nothing at start. Only
+stream: it replays at most the last `replay_events` stored events (default 2,000; 0:
+only new ones) and then follows the stream (a JetStream ordered consumer). `moved`
+events are not stored (`bus.streams`): they are followed on a plain subscription, so
+a match in flight shows the moves made since the page started following, and all of
+them once its `ended` record arrives. The two deliveries are not ordered with each
+other: a `moved` event may come before its match's `started`, and a `started` seen
+after moves does not reset the view. A page opened mid-tournament therefore shows the
+matches in flight and the recent ones, while a bus holding a week of events costs the
+referee nothing at start. Only
 public information is kept while a match is in progress: `moved` events of
 private steps arrive as `hidden` with no action; the `ended` event carries the
 full record, and only then are its steps revealed.
@@ -177,6 +182,7 @@ class MatchFeed:
         self.tallies: OrderedDict[str, _Tally] = OrderedDict()
         self.events_seen = 0
         self._sub: Any = None
+        self._moves_sub: Any = None
         self._pending: set[asyncio.Task[None]] = set()
 
     # -- following the bus --------------------------------------------------------------------
@@ -191,6 +197,8 @@ class MatchFeed:
             if state.messages:
                 start = max(state.first_seq, state.last_seq - self.replay_events + 1)
                 config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
+        # Moves first: a move must not be missed between the replay's end and the live follow.
+        self._moves_sub = await nc.subscribe(self.subjects.match_all("moved"), cb=self._on_msg)
         self._sub = await js.subscribe(
             f"{self.subjects.prefix}.match.>",
             cb=self._on_msg,
@@ -204,10 +212,11 @@ class MatchFeed:
             task.cancel()
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
+        for sub in (self._sub, self._moves_sub):
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+        self._sub = self._moves_sub = None
 
     async def _on_msg(self, msg: Msg) -> None:
         try:
@@ -232,7 +241,7 @@ class MatchFeed:
             self.matches[event.match_id] = view
             self._trim()
         view.updated = time.time()
-        if event.observation is not None:
+        if event.observation is not None and not (event.type == "started" and view.steps):
             view.observation = event.observation
         if event.type == "moved" and event.move is not None and view.status == "playing":
             view.steps.append(Step.of(event.move, hidden=event.hidden))
