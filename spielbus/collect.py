@@ -83,8 +83,8 @@ async def read_records(
         stream=subjects.matches_stream,
     )
     try:
-        # The last `ended` event may lie before the stream's last message (a `moved` one):
-        # stop when the consumer has nothing pending, or has been quiet for a while.
+        # The last `ended` event may lie before the stream's last message (a later match's
+        # `started` or `forfeit`): stop when the consumer has nothing pending, or has been quiet for a while.
         while not done.is_set() and time.monotonic() - last < QUIET_S:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(done.wait(), 0.5)
