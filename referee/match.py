@@ -83,6 +83,12 @@ EventSink = Callable[[MatchEvent], Awaitable[None]]
 
 # A deadline timer that fires this much later than asked means the referee's loop stalled.
 LAG_TOLERANCE_S = 0.25
+# A deadline timer this late or later means the loop was busy at the deadline: a reply read in that
+# stall may have been waiting in the socket before the deadline, so it is not the agent's fault.
+STALL_S = 0.02
+# How long after the stalled deadline timer a reply may be read and still count as read in the stall
+# (the read loop needs a few passes of the event loop after the timer's own).
+STALL_READ_S = 0.05
 # How often one turn is asked again because of the referee's own lag before the attempt is aborted.
 MAX_LAG_REASKS = 2
 # Backoff between `no_responder` retries: from the first to the cap, doubling.
@@ -111,6 +117,10 @@ class _Forfeit(Exception):
 class _RefereeLag(Exception):
     def __init__(self, late_s: float) -> None:
         self.late_s = late_s
+
+
+def _note_lateness(loop: asyncio.AbstractEventLoop, due: float, into: list[float]) -> None:
+    into.append(loop.time() - due)
 
 
 def chance_rng(secret: str, attempt: int) -> random.Random:
@@ -240,8 +250,13 @@ class MatchRunner:
                         .model_dump_json(exclude_none=True)
                         .encode()
                     )
+                # A timer at the true deadline measures how late our own loop was there; the request
+                # itself waits LAG_TOLERANCE_S longer, so a reply that sat unread in the socket while
+                # the referee stalled is still read (and judged below) instead of dropped.
+                lag_at_end: list[float] = []
+                at_end = loop.call_at(end, _note_lateness, loop, end, lag_at_end)
                 try:
-                    msg = await self.nc.request(subject, payload, timeout=timeout)
+                    msg = await self.nc.request(subject, payload, timeout=timeout + LAG_TOLERANCE_S)
                 except nats.errors.NoRespondersError:
                     asked += 1
                     if self._bus_failed_since(epoch):
@@ -270,7 +285,7 @@ class MatchRunner:
                 except (nats.errors.TimeoutError, TimeoutError):
                     if self._bus_failed_since(epoch):
                         raise MatchAborted(f"NATS connection lost while waiting for {agent}") from None
-                    late = loop.time() - t0 - timeout
+                    late = max(loop.time() - t0 - timeout - LAG_TOLERANCE_S, *lag_at_end, 0.0)
                     if late > LAG_TOLERANCE_S:
                         raise _RefereeLag(late) from None
                     return (
@@ -283,6 +298,22 @@ class MatchRunner:
                     return None, "error", f"request too large for the server: {exc}", 0.0
                 except BUS_ERRORS as exc:
                     raise MatchAborted(f"NATS connection failed while asking {agent}: {exc!r}") from exc
+                finally:
+                    at_end.cancel()
+                read_at = loop.time()
+                if read_at > end:
+                    # Read after the deadline. Forgiven only when our loop was stalled at the deadline
+                    # and the reply was read in that stall; a deadline timer that ran on time (or
+                    # has run well before the read) means the reply came late.
+                    stall = lag_at_end[0] if lag_at_end else read_at - end
+                    if stall < STALL_S or read_at - end > stall + STALL_READ_S:
+                        return (
+                            None,
+                            "timeout",
+                            f"no reply within {self.spec.deadline_ms} ms "
+                            f"(a reply came {(read_at - end) * 1000:.0f} ms after the deadline)",
+                            self.spec.deadline_ms,
+                        )
                 break
         finally:
             if waiting and self.presence is not None:

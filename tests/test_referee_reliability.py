@@ -466,6 +466,73 @@ async def test_the_referees_own_stall_is_not_an_agents_timeout(nats_url: str, nc
     assert rec.faults == [] and rec.outcome in ("decisive", "draw"), rec.faults
 
 
+async def test_a_reply_read_in_the_referees_short_stall_is_in_time(nats_url: str, nc) -> None:
+    """The referee's loop blocks across the deadline, but for less than LAG_TOLERANCE_S: the
+    agent (in another thread, on its own connection) answered in milliseconds and its reply sat
+    unread in the socket. That reply is read and accepted; the agent is not timed out."""
+    from referee.match import LAG_TOLERANCE_S, MatchRunner
+
+    subjects = new_prefix()
+    fast, other = uid("fast"), uid("other")
+    ready = threading.Event()
+    stop = threading.Event()
+    referee_loop = asyncio.get_running_loop()
+    deadline_s = 0.6
+    stalls: list[float] = []
+
+    async def stall_then_answer(turn: Turn) -> bytes | None:
+        if not stalls:
+            # Block the referee's loop from now until past the deadline, but by less than the
+            # tolerance; the answer goes out while it is blocked.
+            stalls.append(deadline_s + LAG_TOLERANCE_S / 2)
+            referee_loop.call_soon_threadsafe(time.sleep, stalls[0])
+            await asyncio.sleep(0.05)
+        return await first_legal(turn)
+
+    def agent_thread() -> None:
+        async def main() -> None:
+            anc = await connect(nats_url, name="fast-agent")
+            async with bot(anc, subjects, fast, stall_then_answer):
+                ready.set()
+                while not stop.is_set():  # noqa: ASYNC110 (a thread's flag)
+                    await asyncio.sleep(0.05)
+            await anc.close()
+
+        asyncio.run(main())
+
+    th = threading.Thread(target=agent_thread, daemon=True)
+    th.start()
+    assert ready.wait(30)
+    specs = make_specs(uid("stall"), "tic_tac_toe", [[fast, other]], deadline_ms=int(deadline_s * 1000))
+    try:
+        async with bot(nc, subjects, other):
+            rec = await MatchRunner(nc, specs[0], subjects=subjects).run()
+    finally:
+        stop.set()
+        th.join(10)
+    assert stalls, "the agent never saw a turn"
+    assert rec.faults == [] and rec.outcome in ("decisive", "draw"), rec.faults
+
+
+async def test_a_reply_after_the_deadline_on_an_idle_referee_is_a_timeout(nc) -> None:
+    """The other side of the rule above: the referee's loop is free at the deadline and the reply
+    comes 200 ms later (inside the extra wait the request allows): that is the agent's timeout."""
+    subjects = new_prefix()
+    slow, other = uid("slow"), uid("other")
+
+    async def late(turn: Turn) -> bytes | None:
+        await asyncio.sleep(0.5)
+        return await first_legal(turn)
+
+    specs = make_specs(uid("late"), "tic_tac_toe", [[slow, other]], deadline_ms=300)
+    from referee.match import MatchRunner
+
+    async with bot(nc, subjects, slow, late), bot(nc, subjects, other):
+        rec = await MatchRunner(nc, specs[0], subjects=subjects).run()
+    assert [f.reason for f in rec.faults] == ["timeout"], rec.faults
+    assert rec.faults[0].seat == 0
+
+
 # -- issue 10.6: an absent agent's matches wait for it ----------------------------------------------------
 
 
