@@ -63,6 +63,7 @@ from bus.subjects import Subjects
 from games.loader import GameSpecError, initial_state, load_game_async
 from games.rules import rules_text
 from games.view import SeatHistory, action_text, build_turn, legal_actions, match_action, public_observation
+from referee.budget import BudgetMeter
 from referee.outcome import ranks_from_returns
 from referee.presence import Presence
 from referee.records import repair_record
@@ -137,7 +138,9 @@ class MatchRunner:
             seed=spec.seed,
             provenance=provenance or [],
             attempt=attempt,
+            budgets=spec.budgets,
         )
+        self.budget = BudgetMeter(spec.budgets)
         self._rules_sent: set[int] = set()
 
     # -- events -------------------------------------------------------------------------------
@@ -315,22 +318,24 @@ class MatchRunner:
                 continue
             if move is not None:
                 self._rules_sent.add(seat)
+                usage, stats, over = self.budget.charge(agent, move)
                 action = match_action(legal, move.action, move.action_text)
-                if action is not None:
+                if action is not None and over is None:
                     return action, self._move_record(
                         state,
                         seat,
                         action,
                         latency,
-                        usage=move.usage,
-                        stats=move.stats,
+                        usage=usage,
+                        stats=stats,
                         note=move.note,
                         policy=move.policy,
                     )
-                reason = "illegal"
+                reason = "illegal" if over is None else "budget"
                 named = f"id {move.action}" if move.action is not None else f"text {move.action_text!r}"
                 no_action = move.action is None and move.action_text is None
                 detail = "move names no action" if no_action else f"{named} is not a legal action"
+                detail = detail if over is None else over
             assert reason is not None
             fault = FaultRecord(
                 turn=self.turn_no, seat=seat, agent=agent, reason=reason, detail=detail, latency_ms=latency

@@ -269,6 +269,10 @@ _MODULE_COMMANDS = {
     "collect": ("spielbus.collect", "rebuild a run folder from the match stream (spielbus collect --help)"),
     "puzzles": ("spielbus.puzzles", "mate-in-N chess puzzles through the referee (spielbus puzzles --help)"),
     "export": ("referee.pgn", "export a run folder: `spielbus export pgn RUN_DIR`"),
+    "replay": (
+        "spielbus.replay",
+        "replay a run folder from its recorded LLM answers (spielbus replay --help)",
+    ),
 }
 
 

@@ -28,6 +28,7 @@ from nats.aio.client import Client as NATS
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from agents.llm.recording import RECORD_ENV, REPLAY_ENV
 from bus.auth import config_path, login_for, user_env
 from bus.connect import connect
 from bus.process import free_port
@@ -78,6 +79,9 @@ class RunOptions:
     # How long matches wait for an agent that does not answer before forfeiting it (docs/referee.md).
     absent_limit_s: float = DEFAULT_ABSENT_LIMIT_S
     drain_grace_s: float = DRAIN_GRACE_S
+    # `spielbus replay` (spielbus/replay.py): play these specs (tournament id, match ids, chance secrets)
+    # instead of a new schedule, every LLM answer served from the recording named by REPLAY_ENV.
+    replay_specs: list[MatchSpec] | None = None
 
 
 @dataclass
@@ -127,8 +131,8 @@ async def run_tournament(
     console = console or Console()
     if opts.referee and opts.workers < 1:
         raise ConfigError(f"--workers must be at least 1 (got {opts.workers}); use --no-referee for none")
-    tid = tournament_id(config)
-    specs = build_schedule(config, tid)
+    tid = opts.replay_specs[0].tournament if opts.replay_specs else tournament_id(config)
+    specs = opts.replay_specs or build_schedule(config, tid)
     agent_env: dict[str, dict[str, str]] = {}
     referee_login: dict[str, str] = {}
     if opts.auth_dir:
@@ -261,7 +265,7 @@ async def _run(
             console.print(line, highlight=False)
         agent_options = {n: config.agent_options(n) for n, a in config.agents.items() if not a.external}
         llm_users = [n for n, o in agent_options.items() if needs_embedded_llm(config.agents[n].kind, o)]
-        if llm_users:
+        if llm_users and not os.environ.get(REPLAY_ENV):
             llm_server = LLMServerProcess(folder.path / "logs" / "llm-server.log")
             stack.callback(llm_server.stop)
             with console.status(f"Starting the embedded LLM server for {', '.join(llm_users)}..."):
@@ -274,7 +278,8 @@ async def _run(
                 continue
             for i in range(acfg.replicas):
                 log_path = folder.path / "logs" / f"{name}-{i}.log"
-                creds = agent_env.get(name)
+                # Every LLM request and response is kept in the run folder (agents/llm/recording.py).
+                creds = {**agent_env.get(name, {}), RECORD_ENV: str(folder.path.resolve() / "llm")}
                 port = free_port() if opts.metrics_port is not None else None
                 processes.append(
                     AgentProcess(

@@ -26,6 +26,7 @@ from agents.llm.base import Backend, BackendReply, BackendRequest, LLMError, LLM
 from agents.llm.cache import ResponseCache, SharedCallCancelled, request_key
 from agents.llm.config import LLMConfig
 from agents.llm.hooks import record_llm_call
+from agents.llm.recording import wrap_backend
 from agents.llm.usage import UsageMeter, current_meter
 
 Message = tuple[str, str] | dict[str, str]
@@ -125,7 +126,7 @@ def _as_pair(m: Message) -> tuple[str, str]:
     return (str(m["role"]), str(m["content"]))
 
 
-def make_backend(config: LLMConfig) -> Backend:
+def _server_backend(config: LLMConfig) -> Backend:
     if config.backend == "ollama":
         from agents.llm.ollama_backend import OllamaBackend
 
@@ -133,6 +134,11 @@ def make_backend(config: LLMConfig) -> Backend:
     from agents.llm.openai_backend import OpenAIBackend
 
     return OpenAIBackend(config)
+
+
+def make_backend(config: LLMConfig) -> Backend:
+    """The config's backend; recorded into, or replayed from, a run folder (agents/llm/recording.py)."""
+    return wrap_backend(config.backend, config.structured, lambda: _server_backend(config))
 
 
 @dataclass

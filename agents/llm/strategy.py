@@ -134,6 +134,9 @@ class LLMStrategy(Strategy):
                 reason = exc if isinstance(exc, LLMError) else LLMTimeout("time budget spent while thinking")
                 decision = self.fall_back(turn, reason)
         decision.usage = meter.usage()
+        if meter.llm_calls:
+            # The LLM layer's own count, apart from `usage`: the referee charges the larger (budget.py).
+            self._stat(decision, metered=meter.usage().model_dump())
         if meter.failures:
             self._stat(decision, llm_failures=meter.failures)
         if meter.bad_outputs:
