@@ -28,7 +28,7 @@ from nats.aio.client import Client as NATS
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from agents.llm.recording import RECORD_ENV, REPLAY_ENV
+from agents.llm.recording import RECORD_ENV, REPLAY_ENV, TAG_ENV
 from bus.auth import config_path, login_for, user_env
 from bus.connect import connect
 from bus.process import free_port
@@ -279,7 +279,11 @@ async def _run(
             for i in range(acfg.replicas):
                 log_path = folder.path / "logs" / f"{name}-{i}.log"
                 # Every LLM request and response is kept in the run folder (agents/llm/recording.py).
-                creds = {**agent_env.get(name, {}), RECORD_ENV: str(folder.path.resolve() / "llm")}
+                creds = {
+                    **agent_env.get(name, {}),
+                    RECORD_ENV: str(folder.path.resolve() / "llm"),
+                    TAG_ENV: f"{name}-{i}",
+                }
                 port = free_port() if opts.metrics_port is not None else None
                 processes.append(
                     AgentProcess(

@@ -1,28 +1,31 @@
-"""Exact replay: every LLM request and response of a run, kept content-addressed in its run folder.
+"""Exact replay: every LLM attempt of a run and its outcome, kept content-addressed in its run folder.
 
 Recording (`SPIELBUS_LLM_RECORD=DIR`, set by `spielbus run` to `RUN_DIR/llm` for the agents it
-starts): each backend reply is appended to `DIR/<key>.json`, where `key` is the SHA-256 of the
-request as the backend receives it (model, messages, sampling options, seed, `n`, output schema,
-extras, backend kind and structured-output style; never the server's URL, which changes from run
-to run). The file holds the request and every response to it in arrival order; `DIR/index.jsonl`
-lists each response once (`key`, its position `i`, the SHA-256 `sha` of the response), in
-arrival order, so a damaged or missing file is found by `verify_recording`.
+starts, with `SPIELBUS_LLM_TAG=<agent>-<replica>`): each attempt's outcome is appended to
+`DIR/<key>.json`, where `key` is the SHA-256 of the request as the backend receives it (model,
+messages, sampling options, seed, `n`, output schema, extras, backend kind and structured-output
+style; never the server's URL, which changes from run to run). The file holds the request and
+every outcome in arrival order, each tagged with its process: a reply (texts and token counts),
+or the error the attempt ended with (`unavailable`, `timeout`, `spent`: the client did not send
+because the turn's time was gone, `cancelled`: the strategy's own clock cut the attempt).
+`DIR/index.jsonl` lists each outcome once (`key`, position `i`, SHA-256 `sha` of the outcome), so
+`verify_recording` finds a damaged or missing file.
 
-Replay (`SPIELBUS_LLM_REPLAY=DIR`, set by `spielbus replay`): the backend answers from the
-recording instead of a server. The k-th identical request of a process gets the k-th recorded
-response (the last one again when the recording has fewer); a request not in the recording is
-appended to `SPIELBUS_LLM_REPLAY_MISSES` (a JSON-lines file) and fails like an unreachable server,
-so the agent falls back and the replay reports the first such request.
+Replay (`SPIELBUS_LLM_REPLAY=DIR`, set by `spielbus replay`): the LLM client takes each attempt's
+outcome from the recording instead of a server: the k-th identical attempt of a tagged process
+gets that process's k-th outcome (the last one again when there are fewer). Errors come back as
+the same errors, so fallbacks and retries happen as they did; a `cancelled` attempt waits until
+the strategy's clock cuts it again (the only replayed wait). A request not in the recording is
+appended to `SPIELBUS_LLM_REPLAY_MISSES` (JSON lines) and fails like an unreachable server.
 
-Limits: writes from several agent processes are serialized by a lock file (`fcntl`, so POSIX
-only). Failed requests are not recorded (the agent saw an error, replay gives the same one only
-because the request is missing). Responses are kept as the backend returned them: texts and token
-counts, not the raw HTTP body.
+Limits: writes from several agent processes are serialized by a lock file (`fcntl`, POSIX only).
+Outcomes are kept as the backend returned them (texts and token counts), not the raw HTTP body.
+Strategies whose choices depend on the wall clock beyond the LLM client (a search that stops at
+its deadline) can ask other questions in a replay, which then names the first one.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import fcntl
 import hashlib
@@ -32,11 +35,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from agents.llm.base import Backend, BackendReply, BackendRequest, LLMUnavailable
+from agents.llm.base import BackendReply, BackendRequest, LLMTimeout, LLMUnavailable
 
 RECORD_ENV = "SPIELBUS_LLM_RECORD"
 REPLAY_ENV = "SPIELBUS_LLM_REPLAY"
 MISSES_ENV = "SPIELBUS_LLM_REPLAY_MISSES"
+TAG_ENV = "SPIELBUS_LLM_TAG"
 INDEX = "index.jsonl"
 
 
@@ -80,10 +84,32 @@ class RecordingError(Exception):
     """A recording that cannot be replayed: the message names the first missing or damaged response."""
 
 
-def _reply(doc: Any) -> BackendReply:
-    """A stored response as a reply; ValueError when it is not one."""
-    if not isinstance(doc, dict):
+OUTCOME_ERRORS = ("timeout", "unavailable", "spent", "cancelled")
+
+
+class TimeSpent(LLMTimeout):
+    """The client refused to send: the turn's time was spent (recorded, so a replay refuses too)."""
+
+
+class Cancelled(LLMUnavailable):
+    """The attempt was cancelled by the strategy's own clock (a replay waits for that clock again)."""
+
+
+def _reply(doc: Any) -> BackendReply | LLMUnavailable:
+    """A stored outcome: the reply, or the error the attempt ended with. ValueError when it is neither."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("tag", ""), str):
         raise ValueError("not an object")
+    if "error" in doc:
+        kind, message = doc.get("error"), doc.get("message")
+        if kind not in OUTCOME_ERRORS or not isinstance(message, str):
+            raise ValueError("not a recorded error")
+        errors = {
+            "unavailable": LLMUnavailable,
+            "timeout": LLMTimeout,
+            "spent": TimeSpent,
+            "cancelled": Cancelled,
+        }
+        return errors[kind](message)
     texts, p, c = doc.get("texts"), doc.get("prompt_tokens"), doc.get("completion_tokens")
     if not (isinstance(texts, list) and all(isinstance(t, str) for t in texts)):
         raise ValueError("texts is not a list of strings")
@@ -141,21 +167,60 @@ def verify_recording(folder: str | Path) -> int:
     return len(lines)
 
 
-class RecordingBackend:
-    """Wraps a real backend: every reply is also written to the recording folder."""
+class Tape:
+    """One process's side of a recording: `record` appends outcomes, `play` serves them back.
 
-    def __init__(self, inner: Backend, folder: str | Path, structured: str) -> None:
-        self.inner = inner
-        self.name = inner.name
+    `tag` names the process (agent name and replica, from `spielbus run`) so that two agents
+    asking the same question each get their own answers back, in their own order.
+    """
+
+    def __init__(self, folder: str | Path, *, replay: bool, tag: str = "", misses: str | None = None) -> None:
         self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.structured = structured
+        self.replay = replay
+        self.tag = tag
+        self.misses = Path(misses) if misses else None
+        self._seen: Counter[str] = Counter()
+        self._docs: dict[str, list[dict[str, Any]]] = {}
+        if not replay:
+            self.folder.mkdir(parents=True, exist_ok=True)
 
-    async def complete(self, request: BackendRequest, timeout_s: float) -> BackendReply:
-        reply = await self.inner.complete(request, timeout_s)
-        doc = request_document(request, self.name, self.structured)
-        await asyncio.to_thread(self._store, doc, response_document(reply))
-        return reply
+    @classmethod
+    def from_env(cls) -> Tape | None:
+        tag = os.environ.get(TAG_ENV, "")
+        if os.environ.get(REPLAY_ENV):
+            return cls(os.environ[REPLAY_ENV], replay=True, tag=tag, misses=os.environ.get(MISSES_ENV))
+        if os.environ.get(RECORD_ENV):
+            return cls(os.environ[RECORD_ENV], replay=False, tag=tag)
+        return None
+
+    def play(self, request: dict[str, Any]) -> BackendReply | LLMUnavailable:
+        """The recorded outcome of the next identical attempt; LLMUnavailable (raised) when there is none."""
+        key = request_key(request)
+        try:
+            if key not in self._docs:
+                doc = _load(self.folder / f"{key}.json")
+                self._docs[key] = [
+                    r for r in doc["responses"] if isinstance(r, dict) and r.get("tag", "") == self.tag
+                ]
+            mine = self._docs[key]
+            if not mine:
+                raise ValueError(f"no response recorded for {self.tag or 'this agent'}")
+            outcome = _reply(mine[min(self._seen[key], len(mine) - 1)])
+        except (OSError, ValueError) as exc:
+            self._miss(key, request, exc)
+            raise LLMUnavailable(f"request {key} is not in the recording {self.folder}") from None
+        self._seen[key] += 1
+        return outcome
+
+    def record(self, request: dict[str, Any], outcome: BackendReply | LLMUnavailable) -> None:
+        if isinstance(outcome, BackendReply):
+            doc = response_document(outcome)
+        else:
+            kinds = ((TimeSpent, "spent"), (Cancelled, "cancelled"), (LLMTimeout, "timeout"))
+            kind = next((k for cls, k in kinds if isinstance(outcome, cls)), "unavailable")
+            doc = {"error": kind, "message": str(outcome)}
+        doc["tag"] = self.tag
+        self._store(request, doc)
 
     def _store(self, request: dict[str, Any], response: dict[str, Any]) -> None:
         key = request_key(request)
@@ -174,54 +239,16 @@ class RecordingBackend:
             with open(self.folder / INDEX, "a", encoding="utf-8") as index:
                 index.write(json.dumps(entry) + "\n")
 
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-class ReplayBackend:
-    """Answers from a recording; no server is asked."""
-
-    def __init__(self, folder: str | Path, name: str, structured: str, misses: str | None = None) -> None:
-        self.folder = Path(folder)
-        self.name = name
-        self.structured = structured
-        self.misses = Path(misses) if misses else None
-        self._seen: Counter[str] = Counter()
-        self._docs: dict[str, dict[str, Any]] = {}
-
-    async def complete(self, request: BackendRequest, timeout_s: float) -> BackendReply:
-        doc = request_document(request, self.name, self.structured)
-        key = request_key(doc)
-        try:
-            rec = self._docs.get(key) or _load(self.folder / f"{key}.json")
-            self._docs[key] = rec
-            responses = rec["responses"]
-            reply = _reply(responses[min(self._seen[key], len(responses) - 1)])
-        except (OSError, ValueError, IndexError) as exc:
-            self._miss(key, doc, exc)
-            raise LLMUnavailable(f"request {key} is not in the recording {self.folder}") from None
-        self._seen[key] += 1
-        return reply
-
     def _miss(self, key: str, doc: dict[str, Any], exc: Exception) -> None:
         if self.misses is None:
             return
         last = doc["messages"][-1][1] if doc["messages"] else ""
-        line = {"key": key, "model": doc["model"], "last_message": last[:300], "why": str(exc)[:200]}
+        line = {
+            "key": key,
+            "agent": self.tag,
+            "model": doc["model"],
+            "last_message": last[:300],
+            "why": str(exc)[:200],
+        }
         with open(self.misses, "a", encoding="utf-8") as f:
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
-
-    async def aclose(self) -> None:
-        return None
-
-
-def wrap_backend(backend_name: str, structured: str, make: Any) -> Backend:
-    """The backend this process should use: replayed, recorded, or `make()` as it is (see env vars)."""
-    replay = os.environ.get(REPLAY_ENV)
-    if replay:
-        return ReplayBackend(replay, backend_name, structured, os.environ.get(MISSES_ENV))
-    inner: Backend = make()
-    record = os.environ.get(RECORD_ENV)
-    if record:
-        return RecordingBackend(inner, record, structured)
-    return inner
