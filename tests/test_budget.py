@@ -5,7 +5,17 @@ from __future__ import annotations
 import pytest
 from nats.aio.msg import Msg
 
-from bus.protocol import Budget, BudgetLimits, FaultPolicy, GameSpec, MatchRecord, Move, MoveStats, Turn, Usage
+from bus.protocol import (
+    Budget,
+    BudgetLimits,
+    FaultPolicy,
+    GameSpec,
+    MatchRecord,
+    Move,
+    MoveStats,
+    Turn,
+    Usage,
+)
 from referee.budget import BudgetMeter, budget_label, by_budget_class
 from referee.config import ConfigError, parse_config
 from referee.ratings import standings
@@ -14,7 +24,9 @@ from tests.helpers import play, raw_responder, spec, uid
 
 def _move(calls: int, tokens: int = 0, metered: dict[str, int] | None = None) -> Move:
     stats = MoveStats.model_validate({"metered": metered}) if metered is not None else None
-    return Move(match_id="m", turn=1, action=0, usage=Usage(llm_calls=calls, prompt_tokens=tokens), stats=stats)
+    return Move(
+        match_id="m", turn=1, action=0, usage=Usage(llm_calls=calls, prompt_tokens=tokens), stats=stats
+    )
 
 
 def test_per_move_and_per_match_caps() -> None:
@@ -35,7 +47,10 @@ def test_larger_metered_figure_is_charged_and_the_discrepancy_recorded() -> None
     disc = stats.model_dump()["usage_discrepancy"]
     assert disc["reported"]["llm_calls"] == 1 and disc["metered"]["llm_calls"] == 2
     # Under-reporting does not escape the cap: the metered 5 calls break it.
-    assert meter.charge("a", _move(1, metered={"llm_calls": 5}))[2] == "per-move budget exceeded: llm_calls 5 > 3"
+    assert (
+        meter.charge("a", _move(1, metered={"llm_calls": 5}))[2]
+        == "per-move budget exceeded: llm_calls 5 > 3"
+    )
     # A smaller or malformed metered figure changes nothing and records nothing.
     for metered in ({"llm_calls": 0}, {"llm_calls": -4}, {"llm_calls": "9"}):
         usage, stats, over = meter.charge("b", _move(2, metered=metered))
@@ -78,12 +93,15 @@ async def test_referee_faults_an_agent_over_its_budget(nc) -> None:
                     usage=Usage(llm_calls=1, prompt_tokens=10)).model_dump_json().encode()  # fmt: skip
 
     async def under_reporting(turn: Turn, msg: Msg) -> bytes:
+        metered = MoveStats.model_validate({"metered": {"llm_calls": 4}})
         move = Move(match_id=turn.match_id, turn=turn.turn, action=turn.legal_actions[0].id,
-                    usage=Usage(llm_calls=1), stats=MoveStats.model_validate({"metered": {"llm_calls": 4}}))  # fmt: skip
+                    usage=Usage(llm_calls=1), stats=metered)  # fmt: skip
         return move.model_dump_json().encode()
 
     budget = Budget(per_move=BudgetLimits(llm_calls=3), per_match=BudgetLimits(tokens=25))
-    match = spec("tic_tac_toe", [greedy, cheap]).model_copy(update={"budgets": {greedy: budget, cheap: budget}})
+    match = spec("tic_tac_toe", [greedy, cheap]).model_copy(
+        update={"budgets": {greedy: budget, cheap: budget}}
+    )
     async with raw_responder(nc, greedy, under_reporting), raw_responder(nc, cheap, honest):
         rec = await play(nc, match)
     assert rec.outcome == "forfeit" and rec.forfeited == [0]
