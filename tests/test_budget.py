@@ -80,7 +80,7 @@ def test_standings_per_budget_class() -> None:
 
     small = Budget(per_move=BudgetLimits(tokens=500))
     rows = {s.agent: s.played for s in standings(by_budget_class([rec(small), rec(small), rec(None)]))}
-    assert rows == {"a [move:tokens=500]": 2, "a [unlimited]": 1, "r [unlimited]": 3}
+    assert rows == {"a (move:tokens=500)": 2, "a (unlimited)": 1, "r (unlimited)": 3}
     assert budget_label(Budget(label="blitz")) == "blitz"
 
 
