@@ -85,11 +85,11 @@ class BudgetMeter:
             )
             if any(getattr(larger, k) > getattr(usage, k) for k in FIELDS):
                 extra: dict[str, Any] = {
-                    "reported": usage.model_dump(),
-                    "metered": metered.model_dump(),
+                    "usage_discrepancy": {"reported": usage.model_dump(), "metered": metered.model_dump()}
                 }
-                stats = (stats or MoveStats()).model_copy()
-                stats.usage_discrepancy = extra
+                # An extra field of the stats (MoveStats allows them), validated like the agent's own.
+                base = stats.model_dump(exclude_none=True) if stats is not None else {}
+                stats = MoveStats.model_validate({**base, **extra})
             usage = larger
         total = self.spent.get(agent, Usage()) + usage
         self.spent[agent] = total

@@ -12,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from agents.llm.base import BackendReply, LLMTimeout, LLMUnavailable
-from agents.llm.recording import INDEX, RecordingError, Tape, TimeSpent, request_key, verify_recording
+from agents.llm.recording import (
+    INDEX,
+    RecordingError,
+    Tape,
+    TimeSpent,
+    request_key,
+    response_sha,
+    verify_recording,
+)
 from bus.protocol import GameSpec, MatchRecord, MatchSpec
 from spielbus import replay
 from tests.llm_fixtures import llm_server  # noqa: F401  (fixture)
@@ -102,6 +110,11 @@ def test_replay_refuses_a_bad_run_folder(tmp_path: Path, capsys: pytest.CaptureF
     assert replay.main([str(tmp_path / "nowhere")]) == 2
 
 
+def _outcome(run: Path, entry: dict[str, object]) -> dict[str, object]:
+    doc = json.loads((run / "llm" / f"{entry['key']}.json").read_text())
+    return doc["responses"][entry["i"]]  # type: ignore[no-any-return, index]  # JSON of our own writing
+
+
 def _spielbus(*args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "COLUMNS": "200"}  # wide tables: agent names stay on one line
     return subprocess.run([sys.executable, "-m", "spielbus.cli", *args], cwd=ROOT, capture_output=True,
@@ -109,10 +122,11 @@ def _spielbus(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # the real model on a shared 2-core machine: minutes, not seconds
 def test_record_then_replay_with_the_real_model(tmp_path: Path, llm_server) -> None:  # noqa: F811
     cfg = tmp_path / "t.toml"
     cfg.write_text(
-        'name = "rec"\ngames_per_pairing = 1\nseed = 3\ndeadline_ms = 60000\nconcurrency = 1\n'
+        'name = "rec"\ngames_per_pairing = 1\nboth_seat_orders = false\nseed = 3\ndeadline_ms = 60000\n'
         '[[games]]\nname = "tic_tac_toe"\n'
         f'[llm.local]\nbackend = "openai"\nbase_url = "{llm_server.base_url}"\nmodel = "smollm2"\n'
         '[agents.rnd]\nkind = "random"\noptions = { seed = 5 }\n'
@@ -123,12 +137,12 @@ def test_record_then_replay_with_the_real_model(tmp_path: Path, llm_server) -> N
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     (run,) = (tmp_path / "runs").glob("rec-*")
     recorded = verify_recording(run / "llm")
-    assert recorded >= 4  # the LLM's moves of two tic-tac-toe games
+    assert recorded >= 3  # at least the LLM's moves of one tic-tac-toe game
 
     out = _spielbus("replay", str(run), "--quiet")
     text = " ".join((out.stdout + out.stderr).split())
     assert out.returncode == 0, text[-3000:]
-    assert f"{recorded} recorded LLM responses, 2 of 2 records identical" in text
+    assert f"{recorded} recorded LLM responses, 1 of 1 records identical" in text
     again = [
         MatchRecord.model_validate_json(x) for x in next((run / "replay").glob("rec-*/matches.jsonl")).open()
     ]
@@ -144,18 +158,18 @@ def test_record_then_replay_with_the_real_model(tmp_path: Path, llm_server) -> N
     # A changed answer (its index entry updated, so the recording is consistent): the replay names
     # the first match and move that differ.
     index = (run / "llm" / INDEX).read_text().splitlines()
-    entry = json.loads(index[0])
+    entries = [json.loads(line) for line in index]
+    # The first answer (not a recorded error) in the recording.
+    n = next(i for i, e in enumerate(entries) if "texts" in _outcome(run, e))
+    entry = entries[n]
     path = run / "llm" / f"{entry['key']}.json"
     doc = json.loads(path.read_text())
     reply = doc["responses"][entry["i"]]
-    assert "texts" in reply, reply
     reply["texts"] = ["I resign"]
     path.write_text(json.dumps(doc))
-    from agents.llm.recording import response_sha
-
-    index[0] = json.dumps({**entry, "sha": response_sha(reply)})
+    index[n] = json.dumps({**entry, "sha": response_sha(reply)})
     (run / "llm" / INDEX).write_text("\n".join(index) + "\n")
     out = _spielbus("replay", str(run), "--quiet", "--out", str(tmp_path / "replay2"))
     text = " ".join((out.stdout + out.stderr).split())
     assert out.returncode == 1, text[-3000:]
-    assert re.search(r"first divergence: match rec-\S+-0000[01]: move \d+ \(turn \d+\)", text), text[-3000:]
+    assert re.search(r"first divergence: match rec-\S+-00000: move \d+ \(turn \d+\)", text), text[-3000:]
