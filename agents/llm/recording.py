@@ -18,10 +18,16 @@ the same errors, so fallbacks and retries happen as they did; a `cancelled` atte
 the strategy's clock cuts it again (the only replayed wait). A request not in the recording is
 appended to `SPIELBUS_LLM_REPLAY_MISSES` (JSON lines) and fails like an unreachable server.
 
+The clock: each decision's `Budget.spent` answers (agents/llm/strategy.py) are kept in
+`DIR/clock-<tag>.jsonl` by match id and turn, and a replay gives the same answers in the same
+order, so a search that stopped at its deadline stops at the same step again.
+
 Limits: writes from several agent processes are serialized by a lock file (`fcntl`, POSIX only).
 Outcomes are kept as the backend returned them (texts and token counts), not the raw HTTP body.
-Strategies whose choices depend on the wall clock beyond the LLM client (a search that stops at
-its deadline) can ask other questions in a replay, which then names the first one.
+The referee's clock is not replayed: a move that arrived after its deadline in the original run
+(a `timeout` fault) arrives in time in a replay, and the records differ from that move on. A
+strategy that reads the clock other than through `Budget.spent` can ask other questions in a
+replay, which then names the first one.
 """
 
 from __future__ import annotations
@@ -181,6 +187,7 @@ class Tape:
         self.misses = Path(misses) if misses else None
         self._seen: Counter[str] = Counter()
         self._docs: dict[str, list[dict[str, Any]]] = {}
+        self._clock: dict[tuple[str, int], list[bool]] | None = None
         if not replay:
             self.folder.mkdir(parents=True, exist_ok=True)
 
@@ -221,6 +228,28 @@ class Tape:
             doc = {"error": kind, "message": str(outcome)}
         doc["tag"] = self.tag
         self._store(request, doc)
+
+    def record_clock(self, match_id: str, turn: int, answers: list[bool]) -> None:
+        """Keep what a decision's clock checks answered (`clock-<tag>.jsonl`, one line per decision)."""
+        if not answers:
+            return
+        line = json.dumps({"match_id": match_id, "turn": turn, "spent": answers}) + "\n"
+        with open(self.folder / f"clock-{self.tag or 'agent'}.jsonl", "a", encoding="utf-8") as f:
+            f.write(line)
+
+    def clock(self, match_id: str, turn: int) -> list[bool] | None:
+        """In a replay: what the decision's clock checks answered when recorded (None: not recorded)."""
+        if self._clock is None:
+            self._clock = {}
+            path = self.folder / f"clock-{self.tag or 'agent'}.jsonl"
+            with contextlib.suppress(OSError):
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    with contextlib.suppress(ValueError, KeyError, TypeError):
+                        doc = json.loads(line)
+                        answers = doc["spent"]
+                        if isinstance(answers, list) and all(type(a) is bool for a in answers):
+                            self._clock[(str(doc["match_id"]), int(doc["turn"]))] = answers
+        return self._clock.get((match_id, turn))
 
     def _store(self, request: dict[str, Any], response: dict[str, Any]) -> None:
         key = request_key(request)
