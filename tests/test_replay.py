@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from agents.llm.recording import (
     response_sha,
     verify_recording,
 )
+from agents.llm.strategy import Budget
 from bus.protocol import GameSpec, MatchRecord, MatchSpec
 from spielbus import replay
 from tests.llm_fixtures import llm_server  # noqa: F401  (fixture)
@@ -60,6 +62,18 @@ def test_tape_plays_back_each_agents_outcomes_in_order(tmp_path: Path) -> None:
     (miss,) = [json.loads(line) for line in (tmp_path / "misses.jsonl").read_text().splitlines()]
     assert miss["key"] == request_key(_request("a changed prompt"))
     assert miss["last_message"] == "a changed prompt" and miss["agent"] == "a-0"
+
+
+def test_clock_checks_replay_in_order(tmp_path: Path) -> None:
+    """A search cut by its deadline is cut at the same step in a replay, however fast the answers."""
+    Tape(tmp_path, replay=False, tag="a-0").record_clock("m-1", 3, [False, False, True])
+    with (tmp_path / "clock-a-0.jsonl").open("a") as f:
+        f.write('{"match_id": "m-1", "turn": 4, "spent": "yes"}\n')  # damaged: not replayed
+    tape = Tape(tmp_path, replay=True, tag="a-0")
+    budget = Budget(deadline=time.monotonic() + 3600, hard=time.monotonic() + 3600)
+    budget.script = tape.clock("m-1", 3)
+    assert [budget.spent() for _ in range(4)] == [False, False, True, False]  # then the live clock
+    assert tape.clock("m-1", 4) is None and Tape(tmp_path, replay=True, tag="b-0").clock("m-1", 3) is None
 
 
 def test_verify_names_the_first_missing_or_damaged_response(tmp_path: Path) -> None:
