@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 from nats.aio.msg import Msg
 
@@ -22,7 +24,7 @@ from referee.ratings import standings
 from tests.helpers import play, raw_responder, spec, uid
 
 
-def _move(calls: int, tokens: int = 0, metered: dict[str, object] | None = None) -> Move:
+def _move(calls: int, tokens: int = 0, metered: Mapping[str, object] | None = None) -> Move:
     stats = MoveStats.model_validate({"metered": metered}) if metered is not None else None
     return Move(
         match_id="m", turn=1, action=0, usage=Usage(llm_calls=calls, prompt_tokens=tokens), stats=stats
