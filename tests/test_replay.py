@@ -152,6 +152,12 @@ def test_record_then_replay_with_the_real_model(tmp_path: Path, llm_server) -> N
     (run,) = (tmp_path / "runs").glob("rec-*")
     recorded = verify_recording(run / "llm")
     assert recorded >= 3  # at least the LLM's moves of one tic-tac-toe game
+    original = [MatchRecord.model_validate_json(x) for x in (run / "matches.jsonl").open()]
+    # The LLM layer's own count travels beside the strategy's report (referee/budget.py charges it).
+    answered = [(m.usage, m.stats) for r in original for m in r.moves if m.usage and m.usage.llm_calls]
+    assert answered
+    for usage, stats in answered:
+        assert stats is not None and stats.model_dump()["metered"] == usage.model_dump()
 
     out = _spielbus("replay", str(run), "--quiet")
     text = " ".join((out.stdout + out.stderr).split())
@@ -160,7 +166,6 @@ def test_record_then_replay_with_the_real_model(tmp_path: Path, llm_server) -> N
     again = [
         MatchRecord.model_validate_json(x) for x in next((run / "replay").glob("rec-*/matches.jsonl")).open()
     ]
-    original = [MatchRecord.model_validate_json(x) for x in (run / "matches.jsonl").open()]
     assert sorted(map(replay.record_hash, again)) == sorted(map(replay.record_hash, original))
 
     # Re-scoring under other rating settings plays nothing and asks no LLM.
