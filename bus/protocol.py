@@ -47,7 +47,8 @@ def check_finite(value: Any, where: str = "value", depth: int = 0) -> Any:
             check_finite(v, f"{where}[{i}]", depth + 1)
     return value
 
-FaultReason = Literal["timeout", "illegal", "malformed", "no_responder", "error"]
+# `budget` (a v1 addition): the seat's LLM calls or tokens went over the tournament's budget.
+FaultReason = Literal["timeout", "illegal", "malformed", "no_responder", "error", "budget"]
 FAULT_REASONS: tuple[str, ...] = get_args(FaultReason)  # one list: the Literal is the source
 
 
@@ -258,6 +259,25 @@ class Provenance(BaseModel):
         return self
 
 
+class BudgetLimits(BaseModel):
+    """Caps on LLM use (None: no cap). `tokens` caps prompt plus completion tokens."""
+
+    model_config = ConfigDict(**{**WIRE, "extra": "forbid"})
+    llm_calls: int | None = Field(default=None, ge=0)
+    prompt_tokens: int | None = Field(default=None, ge=0)
+    completion_tokens: int | None = Field(default=None, ge=0)
+    tokens: int | None = Field(default=None, ge=0)
+
+
+class Budget(BaseModel):
+    """A seat's LLM budget, a time control next to the clock (referee/budget.py enforces it)."""
+
+    model_config = ConfigDict(**{**WIRE, "extra": "forbid"})
+    per_move: BudgetLimits = Field(default_factory=BudgetLimits)
+    per_match: BudgetLimits = Field(default_factory=BudgetLimits)
+    label: str | None = Field(default=None, description="Budget class shown in standings; None: derived.")
+
+
 class MatchRecord(BaseModel):
     """The complete record of one match: one line of `matches.jsonl`."""
 
@@ -288,6 +308,9 @@ class MatchRecord(BaseModel):
     attempt: int = Field(default=1, description="Which attempt at the match this record ends (1 first).")
     repaired: str | None = Field(
         default=None, description="What the referee changed so the record could be stored, if anything."
+    )
+    budgets: dict[str, Budget] = Field(
+        default_factory=dict, description="The LLM budget each seat played under (v1 addition)."
     )
 
 
@@ -356,6 +379,9 @@ class MatchSpec(Message):
         default=None,
         description="Seeds the match's chance outcomes; random per match, known to referees only "
         "(a referee draws one when absent). `seed` alone never decides chance.",
+    )
+    budgets: dict[str, Budget] = Field(
+        default_factory=dict, description="LLM budget per seat name (absent: unlimited); v1 addition."
     )
 
     @field_validator("match_id", "tournament")

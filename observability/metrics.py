@@ -11,7 +11,7 @@ enums; never a match id):
 - `spielbus_moves_total{game,agent}`: legal moves agents chose (forced random
   moves of the `random` fault policy are faults, not moves).
 - `spielbus_faults_total{game,agent,reason}`, reason one of timeout, illegal,
-  malformed, no_responder, error.
+  malformed, no_responder, error, budget.
 - `spielbus_matches_total{game,outcome}`, `spielbus_matches_in_flight{game}`.
 - `spielbus_agent_results_total{game,agent,result}`, result win (sole first place),
   loss, draw (a shared first place); matches the referee could not finish

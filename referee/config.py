@@ -10,6 +10,10 @@
     seed = 1
     [policy]                      # forfeit (default) | retry (retries = N) | random
     kind = "forfeit"
+    [budget]                      # optional LLM budget, a fault `budget` when exceeded (referee/budget.py)
+    per_move = { llm_calls = 8, tokens = 4000 }     # also prompt_tokens, completion_tokens
+    per_match = { tokens = 100000 }
+    label = "8x4k"                # budget class in standings (default: the caps written out)
     [[games]]
     name = "tic_tac_toe"
     params = {}
@@ -63,7 +67,7 @@ from pydantic import (
     model_validator,
 )
 
-from bus.protocol import FaultPolicy, GameSpec
+from bus.protocol import Budget, FaultPolicy, GameSpec
 from bus.subjects import check_token
 from referee.sprt import SprtConfig
 
@@ -80,6 +84,7 @@ class AgentConfig(BaseModel):
     replicas: int = Field(default=1, ge=1, le=64)
     max_concurrency: int = Field(default=16, ge=1)
     llm: str | None = Field(default=None, description="name of an [llm.NAME] section: its LLM endpoint")
+    budget: Budget | None = Field(default=None, description="this agent's LLM budget (replaces [budget])")
 
 
 class RatingsConfig(BaseModel):
@@ -130,6 +135,10 @@ class TournamentConfig(BaseModel):
     )
     seed: int = 0
     policy: FaultPolicy = Field(default_factory=FaultPolicy)
+    budget: Budget | None = Field(
+        default=None,
+        description="LLM calls/tokens per move and per match for every agent (referee/budget.py)",
+    )
     ratings: RatingsConfig = Field(default_factory=RatingsConfig)
     sprt: SprtConfig | None = Field(default=None, description="format sprt: the test's parameters")
     llm: dict[str, dict[str, Any]] = Field(default_factory=dict, description="named LLM endpoints")
@@ -172,6 +181,16 @@ class TournamentConfig(BaseModel):
                     f"agent {name!r} names llm {agent.llm!r}, but there is no [llm.{agent.llm}] section"
                 )
         return self
+
+    def seat_budgets(self, seats: list[str]) -> dict[str, Budget]:
+        """Each seat's LLM budget: its agent's own, else the tournament's `[budget]` (none: unlimited)."""
+        out = {}
+        for s in seats:
+            agent = self.agents.get(s)
+            budget = agent.budget if agent is not None and agent.budget is not None else self.budget
+            if budget is not None:
+                out[s] = budget
+        return out
 
     def agent_options(self, name: str) -> dict[str, Any]:
         """The options an agent process is started with: its own, plus its named LLM endpoint."""

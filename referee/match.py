@@ -73,6 +73,7 @@ from games.view import (
     match_action,
     public_observation,
 )
+from referee.budget import BudgetMeter
 from referee.outcome import ranks_from_returns
 from referee.presence import Presence
 from referee.records import repair_record
@@ -157,7 +158,9 @@ class MatchRunner:
             seed=spec.seed,
             provenance=provenance or [],
             attempt=attempt,
+            budgets=spec.budgets,
         )
+        self.budget = BudgetMeter(spec.budgets)
         self._rules_sent: set[int] = set()
         self._subject = {agent: self.subjects.turn(agent) for agent in dict.fromkeys(spec.seats)}
         self._facts: GameFacts | None = None  # read once the game is loaded
@@ -382,21 +385,23 @@ class MatchRunner:
                 continue
             if move is not None:
                 self._rules_sent.add(seat)
+                usage, stats, over = self.budget.charge(agent, move)
                 action = match_action(legal, move.action, move.action_text)
-                if action is not None:
+                if action is not None and over is None:
                     return action, self._move_record(
                         seat,
                         next(la for la in legal if la.id == action),
                         latency,
-                        usage=move.usage,
-                        stats=move.stats,
+                        usage=usage,
+                        stats=stats,
                         note=move.note,
                         policy=move.policy,
                     )
-                reason = "illegal"
+                reason = "illegal" if over is None else "budget"
                 named = f"id {move.action}" if move.action is not None else f"text {move.action_text!r}"
                 no_action = move.action is None and move.action_text is None
                 detail = "move names no action" if no_action else f"{named} is not a legal action"
+                detail = detail if over is None else over
             assert reason is not None
             fault = FaultRecord(
                 turn=self.turn_no, seat=seat, agent=agent, reason=reason, detail=detail, latency_ms=latency

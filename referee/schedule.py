@@ -76,6 +76,7 @@ def build_schedule(config: TournamentConfig, tournament_id: str) -> list[MatchSp
                 policy=config.policy,
                 max_turns=config.max_turns,
                 secret=secrets.token_hex(16),
+                budgets=config.seat_budgets(seats),
             )
         )
 

@@ -284,6 +284,10 @@ _MODULE_COMMANDS = {
     "puzzles": ("spielbus.puzzles", "mate-in-N chess puzzles through the referee (spielbus puzzles --help)"),
     "export": ("referee.pgn", "export a run folder: `spielbus export pgn RUN_DIR`"),
     "standings": ("spielbus.standings", "a run folder's standings again (spielbus standings --help)"),
+    "replay": (
+        "spielbus.replay",
+        "replay a run folder from its recorded LLM answers (spielbus replay --help)",
+    ),
 }
 
 

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from agents.llm.recording import RECORD_ENV, REPLAY_ENV, TAG_ENV
 from bus.auth import config_path, login_for, user_env
 from bus.connect import connect
 from bus.process import free_port
@@ -88,6 +89,9 @@ class RunOptions:
     drain_grace_s: float = DRAIN_GRACE_S
     # `--resume RUN_DIR`: continue the run in this run folder (referee/resume.py checks it is ours).
     resume: str | None = None
+    # `spielbus replay` (spielbus/replay.py): play these specs (tournament id, match ids, chance secrets)
+    # instead of a new schedule, every LLM answer served from the recording named by REPLAY_ENV.
+    replay_specs: list[MatchSpec] | None = None
 
 
 @dataclass
@@ -149,6 +153,9 @@ async def run_tournament(
             raise ConfigError(
                 f"--resume {resume_dir}: unreadable schedule.jsonl: {exc.errors()[:1]}"
             ) from exc
+    elif opts.replay_specs:
+        tid = opts.replay_specs[0].tournament
+        specs = opts.replay_specs
     else:
         tid = tournament_id(config)
         specs = build_schedule(config, tid)
@@ -293,7 +300,7 @@ async def _run(
             console.print(line, highlight=False)
         agent_options = {n: config.agent_options(n) for n, a in config.agents.items() if not a.external}
         llm_users = [n for n, o in agent_options.items() if needs_embedded_llm(config.agents[n].kind, o)]
-        if llm_users:
+        if llm_users and not os.environ.get(REPLAY_ENV):
             llm_server = LLMServerProcess(folder.path / "logs" / "llm-server.log")
             stack.callback(llm_server.stop)
             with console.status(f"Starting the embedded LLM server for {', '.join(llm_users)}..."):
@@ -308,9 +315,14 @@ async def _run(
                 continue
             for i in range(acfg.replicas):
                 log_path = folder.path / "logs" / f"{name}-{i}.log"
-                creds = agent_env.get(name)
+                # Every LLM request and response is kept in the run folder (agents/llm/recording.py).
+                creds = {
+                    **agent_env.get(name, {}),
+                    RECORD_ENV: str(folder.path.resolve() / "llm"),
+                    TAG_ENV: f"{name}-{i}",
+                }
                 if name in seats:
-                    creds = {**(creds or {}), **seats[name].env()}
+                    creds = {**creds, **seats[name].env()}
                 port = free_port() if opts.metrics_port is not None else None
                 processes.append(
                     AgentProcess(

@@ -15,6 +15,7 @@ it and retries stop when it is spent; `LLMTimeout` is raised then.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -22,10 +23,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.llm.base import Backend, BackendReply, BackendRequest, LLMError, LLMTimeout, LLMUnavailable
+from agents.llm.base import Backend, BackendReply, BackendRequest, LLMError, LLMUnavailable
 from agents.llm.cache import ResponseCache, SharedCallCancelled, request_key
 from agents.llm.config import LLMConfig
 from agents.llm.hooks import record_llm_call
+from agents.llm.recording import Cancelled, Tape, TimeSpent, request_document
 from agents.llm.usage import UsageMeter, current_meter
 
 Message = tuple[str, str] | dict[str, str]
@@ -147,6 +149,8 @@ class LLMClient:
     config: LLMConfig
     backend: Backend | None = None
     cache: ResponseCache[_Stored] = field(init=False)
+    # Record or replay every attempt's outcome (agents/llm/recording.py); None: neither.
+    tape: Tape | None = field(init=False, default=None)
     requests_sent: int = 0  # HTTP requests attempted
     replies: int = 0  # requests answered (each counted once in some decision's usage.llm_calls)
 
@@ -154,6 +158,7 @@ class LLMClient:
         if self.backend is None:
             self.backend = make_backend(self.config)
         self.cache = ResponseCache(self.config.cache_size)
+        self.tape = Tape.from_env()
 
     async def aclose(self) -> None:
         if self.backend is not None:
@@ -244,21 +249,51 @@ class LLMClient:
             texts.extend(reply.texts[: req.n - i])
         return _Stored(tuple(texts), prompt, completion, calls)
 
+    async def _keep(self, req: BackendRequest, outcome: BackendReply | LLMUnavailable) -> None:
+        if self.tape is not None and not self.tape.replay:
+            doc = request_document(req, self.config.backend, self.config.structured)
+            await asyncio.to_thread(self.tape.record, doc, outcome)
+
+    async def _attempt(self, req: BackendRequest, timeout_s: float) -> BackendReply:
+        """One attempt: the recorded outcome when replaying, else the server's (kept when recording)."""
+        if self.tape is not None and self.tape.replay:
+            outcome = self.tape.play(request_document(req, self.config.backend, self.config.structured))
+            if isinstance(outcome, Cancelled):
+                await asyncio.Future()  # the original was cut by the strategy's clock: so is the replay
+            if isinstance(outcome, LLMUnavailable):
+                raise outcome
+            return outcome
+        assert self.backend is not None
+        try:
+            reply = await self.backend.complete(req, timeout_s)
+        except LLMUnavailable as exc:
+            await self._keep(req, exc)
+            raise
+        except asyncio.CancelledError:
+            await asyncio.shield(self._keep(req, Cancelled("cancelled by the strategy's clock")))
+            raise
+        await self._keep(req, reply)
+        return reply
+
     async def _call_with_retries(
         self, req: BackendRequest, deadline: float | None, meter: UsageMeter | None
     ) -> BackendReply:
-        assert self.backend is not None
         last: LLMError | None = None
+        replay = self.tape is not None and self.tape.replay
         for _attempt in range(self.config.retries + 1):
             timeout = self.config.timeout_s
-            if deadline is not None:
+            if deadline is not None and not replay:
                 timeout = min(timeout, deadline - time.monotonic())
                 if timeout < MIN_REQUEST_S:
-                    raise LLMTimeout("the turn's time budget is spent") from last
+                    spent = TimeSpent("the turn's time budget is spent")
+                    await self._keep(req, spent)
+                    raise spent from last
             self.requests_sent += 1
             t0 = time.monotonic()
             try:
-                reply = await self.backend.complete(req, timeout)
+                reply = await self._attempt(req, timeout)
+            except TimeSpent as exc:
+                raise exc from last  # replayed: the original run refused to send here
             except LLMUnavailable as exc:
                 record_llm_call(None, req.model, time.monotonic() - t0, error=True)
                 last = exc

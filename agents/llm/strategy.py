@@ -18,7 +18,7 @@ import asyncio
 import contextvars
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -52,6 +52,10 @@ class Budget:
 
     deadline: float
     hard: float
+    # Every answer `spent` gave, in order (kept with a recording), and, in a replay, the answers to
+    # give again (agents/llm/recording.py): a search cut by the clock is cut at the same step.
+    log: list[bool] = field(default_factory=list)
+    script: list[bool] | None = None
 
     @classmethod
     def for_turn(cls, turn: Turn, margin_ms: int, end: float | None = None) -> Budget:
@@ -67,7 +71,12 @@ class Budget:
         return self.deadline - time.monotonic()
 
     def spent(self, reserve_s: float = 0.0) -> bool:
-        return self.remaining() <= reserve_s
+        i = len(self.log)
+        answer = self.script[i] if self.script is not None and i < len(self.script) else None
+        if answer is None:
+            answer = self.remaining() <= reserve_s
+        self.log.append(answer)
+        return answer
 
 
 _DECISION_RNG: contextvars.ContextVar[random.Random | None] = contextvars.ContextVar(
@@ -125,6 +134,9 @@ class LLMStrategy(Strategy):
 
     async def _decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         budget = Budget.for_turn(turn, self.opts.margin_ms, ctx.deadline)
+        tape = self.llm.tape
+        if tape is not None and tape.replay:
+            budget.script = tape.clock(turn.match_id, turn.turn)
         with metered() as meter:
             try:
                 decision = await asyncio.wait_for(
@@ -133,7 +145,13 @@ class LLMStrategy(Strategy):
             except (LLMError, TimeoutError) as exc:
                 reason = exc if isinstance(exc, LLMError) else LLMTimeout("time budget spent while thinking")
                 decision = self.fall_back(turn, reason)
+            finally:
+                if tape is not None and not tape.replay:
+                    tape.record_clock(turn.match_id, turn.turn, budget.log)
         decision.usage = meter.usage()
+        if meter.llm_calls:
+            # The LLM layer's own count, apart from `usage`: the referee charges the larger (budget.py).
+            self._stat(decision, metered=meter.usage().model_dump())
         if meter.failures:
             self._stat(decision, llm_failures=meter.failures)
         if meter.bad_outputs:

@@ -1,0 +1,231 @@
+"""`spielbus replay RUN_DIR`: play a finished tournament again from its run folder, no LLM server asked.
+
+The run folder has what a replay needs: `tournament.toml`, `schedule.jsonl` (every match spec with
+its chance secret), `matches.jsonl` (the records) and `llm/` (every LLM request and response,
+agents/llm/recording.py). The replay first checks the recording (a missing or damaged response:
+named, exit 1), then runs the same schedule (same tournament id, match ids, seeds and secrets) on
+a fresh embedded bus with every agent's LLM answering from the recording (no LLM server is
+started), into `RUN_DIR/replay/<tournament id>/`, and compares:
+
+- each record, hashed after dropping the wall-clock fields `started_at`, `ended_at` and every
+  `latency_ms` (moves and faults); the first match that differs is named with its first differing
+  move (or field);
+- the standings and ratings computed from both record sets, in schedule order;
+- requests the recording does not hold (a changed prompt, a changed game): the first one is named.
+
+Exit 0 when everything matches, 1 on a divergence or a bad recording, 2 on a bad run folder.
+
+`--rescore` plays nothing: it recomputes standings and ratings from `matches.jsonl` under the
+`[ratings]` settings of `--config FILE` (default: the run's own tournament file), with no bus and
+no LLM call; `--by-budget` shows them per budget class (referee/budget.py).
+
+Limits: an agent whose choices depend on wall-clock time (a search that stops at its deadline
+with what it has) can ask other questions when answers come instantly; the replay then reports
+the first request not in the recording. A match the original run played more than once (an
+aborted attempt) is replayed as attempt 1, so its chance outcomes may differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from rich.console import Console
+
+from agents.llm.recording import MISSES_ENV, REPLAY_ENV, RecordingError, verify_recording
+from bus.protocol import MatchRecord, MatchSpec
+from referee.budget import by_budget_class
+from referee.config import ConfigError, TournamentConfig, load_config
+from referee.tournament import summarize
+from spielbus.report import print_report
+
+# Fields that hold wall-clock measurements: a replay cannot reproduce them and they are not compared.
+WALL_CLOCK_FIELDS = ("started_at", "ended_at", "latency_ms")
+
+
+class RunDirError(Exception):
+    """A run folder a replay cannot use; the message names the file."""
+
+
+def normalized(record: MatchRecord) -> dict[str, Any]:
+    """The record as compared: JSON without its wall-clock fields."""
+    doc = record.model_dump(mode="json")
+    for k in ("started_at", "ended_at"):
+        doc.pop(k, None)
+    for item in (*doc.get("moves", []), *doc.get("faults", [])):
+        item.pop("latency_ms", None)
+    return doc
+
+
+def record_hash(record: MatchRecord) -> str:
+    blob = json.dumps(normalized(record), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def first_difference(a: MatchRecord, b: MatchRecord) -> str:
+    """Where two records of one match first differ: a move (by turn) or a field."""
+    na, nb = normalized(a), normalized(b)
+    for i, (ma, mb) in enumerate(zip(na["moves"], nb["moves"], strict=False)):
+        if ma != mb:
+            keys = sorted(k for k in set(ma) | set(mb) if ma.get(k) != mb.get(k))
+            texts = f"{ma.get('text')!r} vs {mb.get('text')!r}"
+            return f"move {i} (turn {ma.get('turn')}): {', '.join(keys)} differ ({texts})"
+    if len(na["moves"]) != len(nb["moves"]):
+        return f"{len(na['moves'])} moves recorded, {len(nb['moves'])} replayed"
+    keys = sorted(k for k in set(na) | set(nb) if na.get(k) != nb.get(k))
+    return f"fields {', '.join(keys)} differ"
+
+
+def _read_jsonl(path: Path, model: type[MatchRecord] | type[MatchSpec]) -> list[Any]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    out = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(model.model_validate_json(line))
+        except ValidationError as exc:
+            raise RunDirError(f"{path}:{n}: not a {model.__name__}: {exc.errors()[0].get('msg')}") from None
+    return out
+
+
+def load_run(run_dir: Path) -> tuple[TournamentConfig, list[MatchSpec], list[MatchRecord]]:
+    if not run_dir.is_dir():
+        raise RunDirError(f"{run_dir} is not a run folder")
+    try:
+        config = load_config(run_dir / "tournament.toml")
+    except ConfigError as exc:
+        raise RunDirError(str(exc)) from exc
+    specs = _read_jsonl(run_dir / "schedule.jsonl", MatchSpec)
+    records = _read_jsonl(run_dir / "matches.jsonl", MatchRecord)
+    if not specs:
+        raise RunDirError(f"{run_dir / 'schedule.jsonl'} holds no match")
+    return config, specs, records
+
+
+def in_order(records: list[MatchRecord], specs: list[MatchSpec]) -> list[MatchRecord]:
+    by_id = {r.match_id: r for r in records}
+    return [by_id[s.match_id] for s in specs if s.match_id in by_id]
+
+
+def _summary(records: list[MatchRecord], config: TournamentConfig) -> list[Any]:
+    table, rates = summarize(records, config)
+    return [[s.model_dump() for s in table], [r.model_dump() for r in rates]]
+
+
+def compare(
+    config: TournamentConfig, specs: list[MatchSpec], original: list[MatchRecord], replayed: list[MatchRecord]
+) -> list[str]:
+    """Every divergence, first the first: missing records, changed records, changed ratings."""
+    problems: list[str] = []
+    mine = {r.match_id: r for r in replayed}
+    for rec in in_order(original, specs):
+        again = mine.get(rec.match_id)
+        if again is None:
+            problems.append(f"match {rec.match_id}: no record in the replay")
+        elif record_hash(rec) != record_hash(again):
+            problems.append(f"match {rec.match_id}: {first_difference(rec, again)}")
+    a, b = in_order(original, specs), in_order(replayed, specs)
+    if _summary(a, config) != _summary(b, config):
+        problems.append("standings or ratings differ")
+    return problems
+
+
+def rescore(run_dir: Path, config_file: str | None, by_budget: bool, console: Console) -> int:
+    config, specs, records = load_run(run_dir)
+    if config_file:
+        try:
+            config = config.model_copy(update={"ratings": load_config(config_file).ratings})
+        except ConfigError as exc:
+            raise RunDirError(str(exc)) from exc
+    records = in_order(records, specs)
+    if by_budget:
+        records = by_budget_class(records)
+    table, rates = summarize(records, config)
+    print_report(console, records, table, rates, str(run_dir))
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="spielbus replay",
+        description="Play a run folder's tournament again with its recorded LLM answers (no LLM server) "
+        "and check that every record and rating comes out the same; or re-score it (--rescore).",
+    )
+    p.add_argument("run_dir", help="a run folder written by `spielbus run` (runs/<tournament id>)")
+    p.add_argument("--out", help="where the replay's run folder goes (default RUN_DIR/replay)")
+    p.add_argument(
+        "--rescore", action="store_true", help="play nothing: standings and ratings from matches.jsonl again"
+    )
+    p.add_argument("--config", help="--rescore: take the [ratings] settings from this tournament file")
+    p.add_argument("--by-budget", action="store_true", help="--rescore: one row per agent and budget class")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    console = Console()
+    run_dir = Path(args.run_dir)
+    try:
+        if args.rescore:
+            return rescore(run_dir, args.config, args.by_budget, console)
+        config, specs, original = load_run(run_dir)
+    except RunDirError as exc:
+        print(f"spielbus replay: {exc}", file=sys.stderr)
+        return 2
+    llm_dir = run_dir / "llm"
+    try:
+        n = verify_recording(llm_dir) if llm_dir.exists() else 0
+    except RecordingError as exc:
+        print(f"spielbus replay: {exc}", file=sys.stderr)
+        return 1
+    out = Path(args.out) if args.out else run_dir / "replay"
+    out.mkdir(parents=True, exist_ok=True)
+    misses = out / f"misses-{os.getpid()}.jsonl"
+    # The agents this run starts inherit these: their LLM answers come from the recording.
+    os.environ[REPLAY_ENV] = str(llm_dir.resolve())
+    os.environ[MISSES_ENV] = str(misses.resolve())
+    from spielbus.run import RunOptions, run_tournament
+
+    opts = RunOptions(
+        run_dir=str(out), replay_specs=specs, config_path=str(run_dir / "tournament.toml"), quiet=args.quiet
+    )
+    t0 = time.monotonic()
+    result = asyncio.run(run_tournament(config, opts, console))
+    wall = time.monotonic() - t0
+    problems = compare(config, specs, original, result.records)
+    first_miss = None
+    if misses.exists():
+        lines = misses.read_text(encoding="utf-8").splitlines()
+        if lines:
+            miss = json.loads(lines[0])
+            first_miss = f"{miss['key']} (model {miss['model']}; last message {miss['last_message'][:120]!r})"
+    same = sum(
+        1
+        for r in result.records
+        for o in original
+        if o.match_id == r.match_id and record_hash(o) == record_hash(r)
+    )
+    console.print(
+        f"replay: {n} recorded LLM responses, {same} of {len(original)} records identical "
+        f"(ignoring {', '.join(WALL_CLOCK_FIELDS)}), {wall:.1f}s; replay folder {result.path}",
+        highlight=False,
+    )
+    if first_miss:
+        console.print(f"[red]first request not in the recording:[/red] {first_miss}", highlight=False)
+    if problems:
+        console.print(f"[red]first divergence:[/red] {problems[0]} ({len(problems)} in all)", highlight=False)
+    return 1 if problems or first_miss else 0
