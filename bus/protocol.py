@@ -309,8 +309,9 @@ class MatchRecord(BaseModel):
     repaired: str | None = Field(
         default=None, description="What the referee changed so the record could be stored, if anything."
     )
-    budgets: dict[str, Budget] = Field(
-        default_factory=dict, description="The LLM budget each seat played under (v1 addition)."
+    budgets: dict[str, Budget] | None = Field(
+        default=None,
+        description="The LLM budget each seat played under, absent when no seat had one (v1 addition).",
     )
 
 

@@ -109,7 +109,7 @@ def by_budget_class(records: list[MatchRecord]) -> list[MatchRecord]:
     """Copies of `records` whose seats are named `agent (class)`: standings and ratings per budget class."""
     out = []
     for rec in records:
-        names = {s: f"{s} ({budget_label(rec.budgets.get(s))})" for s in rec.seats}
+        names = {s: f"{s} ({budget_label((rec.budgets or {}).get(s))})" for s in rec.seats}
         moves = [
             m.model_copy(update={"agent": names.get(m.agent, m.agent)}) if m.agent else m for m in rec.moves
         ]

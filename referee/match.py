@@ -158,7 +158,8 @@ class MatchRunner:
             seed=spec.seed,
             provenance=provenance or [],
             attempt=attempt,
-            budgets=spec.budgets,
+            # Absent unless budgets apply, so records without budgets keep their old bytes.
+            budgets=spec.budgets or None,
         )
         self.budget = BudgetMeter(spec.budgets)
         self._rules_sent: set[int] = set()

@@ -110,7 +110,7 @@ async def test_referee_faults_an_agent_over_its_budget(nc) -> None:
     (fault,) = rec.faults
     assert (fault.reason, fault.agent) == ("budget", greedy)
     assert "llm_calls 4 > 3" in fault.detail
-    assert rec.budgets[greedy] == budget
+    assert rec.budgets is not None and rec.budgets[greedy] == budget
 
     # Per match: the honest bot's 10 tokens a move break 25 tokens on its third move; `random` plays on.
     match = spec("tic_tac_toe", [cheap, uid("free")], policy=FaultPolicy(kind="random"))
