@@ -144,7 +144,7 @@ class AgentService:
                 metadata={
                     "kind": cls.kind,
                     "strategy_version": cls.version,
-                    "games": ",".join(cls.games) or "*",
+                    "games": ",".join(self.strategy.games) or "*",  # an instance may narrow them (cwm)
                     "models": ",".join(self.strategy.models()),
                     "protocol": "1",
                 },

@@ -18,6 +18,8 @@ import argparse
 import asyncio
 import time
 
+from nats.aio.msg import Msg
+
 from agents.base import StrategyOptions
 from agents.random_agent import FirstLegalStrategy
 from agents.runtime import AgentService
@@ -32,7 +34,7 @@ async def raw_round_trips(url: str, seconds: float) -> float:
     a = await connect(url, name="bench-responder")
     b = await connect(url, name="bench-requester")
 
-    async def echo(msg) -> None:  # type: ignore[no-untyped-def]
+    async def echo(msg: Msg) -> None:
         await msg.respond(msg.data)
 
     await a.subscribe("bench.echo", cb=echo)

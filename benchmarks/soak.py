@@ -33,6 +33,7 @@ import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -200,14 +201,14 @@ async def soak(args: argparse.Namespace) -> int:
     class Spy(Console):
         """Learns where the page and the metrics are from the lines `spielbus run` prints."""
 
-        def print(self, *objects: object, **kw: object) -> None:  # type: ignore[override]
+        def print(self, *objects: Any, **kw: Any) -> None:
             text = " ".join(str(o) for o in objects)
             if text.startswith("Live match page: "):
                 watcher.web_url = text.split(": ", 1)[1].strip()
             elif text.startswith("Prometheus metrics: "):
                 watcher.metrics_url = text.split(": ", 1)[1].strip()
             if not args.quiet:
-                console.print(*objects, **kw)  # type: ignore[arg-type]
+                console.print(*objects, **kw)
 
     tasks = [asyncio.create_task(c) for c in (watcher.lag(), watcher.sample(), watcher.visitors())]
     t0 = time.time()
@@ -229,7 +230,7 @@ async def soak(args: argparse.Namespace) -> int:
     start, end = watcher.near(ends[0]) if ends else {}, watcher.near(ends[-1]) if ends else {}
     # While matches were being played (not the start-up, nor the final report's computation).
     lags = [ms for t, ms in watcher.lags if ends and ends[0] <= t <= ends[-1]]
-    out = {
+    out: dict[str, Any] = {
         "matches": n,
         "wall_s": round(wall, 1),
         "window": k,

@@ -144,13 +144,13 @@ class MatchRunner:
 
     def _event(self, kind: str, **fields: object) -> MatchEvent:
         return MatchEvent(
-            type=kind,  # type: ignore[arg-type]
+            type=kind,
             match_id=self.spec.match_id,
             tournament=self.spec.tournament,
             game=self.spec.game,
             seats=self.spec.seats,
             attempt=self.attempt,
-            **fields,  # type: ignore[arg-type]
+            **fields,
         )
 
     async def _emit(self, kind: str, **fields: object) -> None:
@@ -268,7 +268,7 @@ class MatchRunner:
             text=action_text(state, seat, action),
             agent=self.spec.seats[seat],
             latency_ms=round(latency, 3),
-            **fields,  # type: ignore[arg-type]
+            **fields,
         )
 
     async def _ask(self, state: pyspiel.State, seat: int) -> tuple[int, MoveRecord]:

@@ -46,7 +46,9 @@ async def test_cwm_beats_or_draws_random_and_reports_online_accuracy(nc, ttt_dir
         assert rec.returns[seat] >= 0  # MCTS on a correct model never loses to random here
         mine = [m for m in rec.moves if m.agent == me]
         assert mine and all(m.stats is not None for m in mine)
-        last = mine[-1].stats.model_dump()
+        stats = mine[-1].stats
+        assert stats is not None
+        last = stats.model_dump()
         assert last["online_transition_accuracy"] == 1.0 and last["model_failures"] == 0
         assert last["simulations"] > 0
 
@@ -66,7 +68,9 @@ async def test_cwm_ismcts_resamples_with_the_inference_function(nc, tmp_path, ga
         assert rec.outcome != "pending" and not rec.faults
         mine = [m for m in rec.moves if m.agent == me]
         assert mine
-        last = mine[-1].stats.model_dump()
+        stats = mine[-1].stats
+        assert stats is not None
+        last = stats.model_dump()
         assert last["model_failures"] == 0 and last["simulations"] > 0
         assert last["online_inference_accuracy"] == 1.0 and last["online_transition_accuracy"] == 1.0
 
@@ -88,7 +92,9 @@ async def test_broken_model_still_answers_legally(nc, tmp_path):
     assert rec.outcome != "pending" and not rec.faults
     mine = [m for m in rec.moves if m.agent == me]
     assert mine
-    stats = mine[-1].stats.model_dump()
+    moved = mine[-1].stats
+    assert moved is not None
+    stats = moved.model_dump()
     assert stats["model_failures"] == len(mine)
     assert stats["online_transition_accuracy"] == 0.0
     assert "model failed" in (mine[0].note or "")
@@ -163,6 +169,7 @@ async def test_value_function_on_and_off(tmp_path):
             d = await cwm.decide(turn, MatchContext("m"))
         finally:
             await cwm.close()
+        assert d.stats is not None
         stats = d.stats.model_dump()
         assert stats["model_failures"] == 0 and stats["online_transition_accuracy"] == 1.0
         if on:

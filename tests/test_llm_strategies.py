@@ -220,6 +220,7 @@ async def test_plays_complete_match_against_random(
     nc: Any, llm_server: EmbeddedServer, kind: str, game: str
 ) -> None:
     from agents.base import StrategyOptions
+    from agents.llm.strategy import LLMStrategy
     from agents.random_agent import RandomStrategy
     from agents.registry import strategy_class
     from tests.helpers import play, serving, spec, uid
@@ -234,7 +235,8 @@ async def test_plays_complete_match_against_random(
     assert not [f for f in rec.faults if f.agent == me], rec.faults  # constrained: legal moves only
     mine = [m for m in rec.moves if m.agent == me]
     assert mine
-    client = strat.llm  # type: ignore[attr-defined]
+    assert isinstance(strat, LLMStrategy)
+    client = strat.llm
     assert sum(m.usage.llm_calls for m in mine if m.usage) == client.replies
     assert sum(m.usage.cache_hits for m in mine if m.usage) == client.cache.hits
     assert client.replies > 0
