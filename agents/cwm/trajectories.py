@@ -87,22 +87,7 @@ def replay_ids(game: pyspiel.Game, actions: list[int]) -> list[dict[str, Any]]:
 
 def random_trajectories(game_spec: str | GameSpec, count: int, seed: int) -> list[list[dict[str, Any]]]:
     """Random play on the true game, without the referee (used for held-out test sets)."""
-    game = load_game(game_spec)
-    rng = random.Random(seed)
-    out = []
-    for _ in range(count):
-        state = game.new_initial_state()
-        ids = []
-        while not state.is_terminal():
-            if state.is_chance_node():
-                outcomes, probs = zip(*state.chance_outcomes(), strict=True)
-                a = rng.choices(outcomes, weights=probs)[0]
-            else:
-                a = rng.choice(state.legal_actions())
-            ids.append(a)
-            state.apply_action(a)
-        out.append(replay_ids(game, ids))
-    return out
+    return played_trajectories(game_spec, count, seed, mcts_share=0.0)  # no MCTS seat: all random
 
 
 def _mcts_bot(game: pyspiel.Game, simulations: int, seed: int) -> pyspiel.Bot | None:
