@@ -143,26 +143,11 @@ def _synthesize(args: argparse.Namespace, console: Console) -> int:
         return 2
     imperfect = not is_perfect_information(game)
     closed = bool(args.closed_deck) and imperfect
-    if args.from_run:
-        try:
-            trajs = T.from_run_folder(args.from_run, args.game, args.trajectories)
-        except (FileNotFoundError, ValueError) as exc:
-            _err(f"spielbus cwm: {exc}")
-            return 2
-        if not trajs:
-            _err(f"spielbus cwm: {args.from_run}: no finished match of {args.game}")
-            return 2
-    else:
-        with tempfile.TemporaryDirectory(prefix="cwm-traj-") as tmp:
-            console.print(
-                f"recording {args.trajectories} trajectories of {args.game} (random vs random, referee)"
-            )
-            try:
-                folder = _record(args.game, args.trajectories, args.seed, tmp)
-            except RuntimeError as exc:
-                _err(f"spielbus cwm: {exc}")
-                return 2
-            trajs = T.from_run_folder(folder, args.game, args.trajectories)
+    try:
+        trajs = _training_trajectories(args, console)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        _err(f"spielbus cwm: {exc}")
+        return 2
     tests = T.build_tests(game, trajs, closed, seed=args.seed)
     task = Task(
         game=args.game,
@@ -200,6 +185,23 @@ def _synthesize(args: argparse.Namespace, console: Console) -> int:
         highlight=False,
     )
     return 0
+
+
+def _training_trajectories(args: argparse.Namespace, console: Console) -> list[list[dict[str, Any]]]:
+    """`--from-run RUN_DIR`'s finished matches of the game, else fresh ones recorded through the referee."""
+    from agents.cwm import trajectories as T
+
+    if args.from_run:
+        trajs = T.from_run_folder(args.from_run, args.game, args.trajectories)
+        if not trajs:
+            raise ValueError(f"{args.from_run}: no finished match of {args.game}")
+        return trajs
+    with tempfile.TemporaryDirectory(prefix="cwm-traj-") as tmp:
+        console.print(
+            f"recording {args.trajectories} trajectories of {args.game} (random vs random, referee)"
+        )
+        folder = _record(args.game, args.trajectories, args.seed, tmp)
+        return T.from_run_folder(folder, args.game, args.trajectories)
 
 
 def _record(game: str, count: int, seed: int, tmp: str) -> Path:
