@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.spielbus-installed
 
-.PHONY: install run test lint bench clean node-deps system-deps
+.PHONY: install run test typecheck lint bench clean node-deps system-deps
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"' \
@@ -23,7 +23,12 @@ run: install
 
 test: install node-deps system-deps
 	$(BIN)/ruff check .
+	$(MAKE) --no-print-directory typecheck
 	$(BIN)/pytest
+
+# mypy over the whole tree, configured in pyproject.toml ([tool.mypy]); `make test` runs it before pytest.
+typecheck: install
+	$(BIN)/mypy
 
 # The Node example bot's dependencies (tests/test_bots.py); skipped with a note when npm is absent.
 # Re-installed only when package-lock.json changes.

@@ -115,7 +115,7 @@ class Strategy(abc.ABC):
     version: ClassVar[str] = "1"
     Options: ClassVar[type[StrategyOptions]] = StrategyOptions
     # Games this strategy accepts (names); empty means any game.
-    games: ClassVar[tuple[str, ...]] = ()
+    games: tuple[str, ...] = ()
     # Whether `decide` reads `turn.rules`: the runtime then fills it in when the referee did not
     # send it (it sends it on a seat's first turn only, to one replica).
     wants_rules: ClassVar[bool] = False

@@ -1,8 +1,9 @@
 """`spielbus agent KIND --name NAME [options]`: run one agent service until SIGTERM.
 
-Every field of the kind's options model is a flag (`--simulations 200`); nested
-or structured options go in `--options '{"llm": {...}}'` (JSON). `spielbus agent
-KIND --help` lists the kind's flags.
+Every field of the kind's options model is a flag, made from the model by
+`add_option_flags` (`--simulations 200`; a structured field takes JSON:
+`--llm '{"model": "x"}'`); `--options '{...}'` gives several at once as JSON (flags
+override it). `spielbus agent KIND --help` lists the kind's flags.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import typing
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 
 from agents.registry import KINDS, UnknownKind, strategy_class
 from bus.auth import AuthError, login_for
@@ -24,35 +26,54 @@ from bus.connect import nats_url, nats_url_arg
 from bus.subjects import check_token
 
 
-def _scalar(annotation: Any) -> type | None:
+def _json_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not JSON: {exc}") from None
+
+
+def _flag_shape(annotation: Any) -> tuple[Any, list[str] | None]:
+    """The argparse `type` of one option field (int, float, str, bool, or JSON for anything
+    structured) and the choices of a Literal of strings."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        return _scalar(args[0]) if len(args) == 1 else None
+        return _flag_shape(args[0]) if len(args) == 1 else (_json_value, None)
     if annotation in (int, float, str, bool):
-        return annotation
-    if origin is typing.Literal:
-        return str
-    return None
+        return annotation, None
+    if origin is typing.Literal and all(isinstance(a, str) for a in typing.get_args(annotation)):
+        return str, list(typing.get_args(annotation))
+    return _json_value, None
 
 
-def _add_option_flags(parser: argparse.ArgumentParser, model: type[BaseModel]) -> list[str]:
-    names = []
+def _default_text(f: FieldInfo) -> str:
+    if f.is_required():
+        return " (required)"
+    default = f.get_default(call_default_factory=True)
+    if isinstance(default, BaseModel):
+        return f" (JSON; default: {type(default).__name__}'s defaults)"
+    return f" (default: {default!r})"
+
+
+def add_option_flags(parser: argparse.ArgumentParser, title: str, model: type[BaseModel]) -> list[str]:
+    """One flag per field of `model` (`seed_count` -> `--seed-count`, value in `opt_seed_count`):
+    booleans as --x/--no-x, scalars typed, Literals with their choices, structured fields as JSON.
+    Returns the field names, in order."""
+    group = parser.add_argument_group(title)
     for name, f in model.model_fields.items():
-        kind = _scalar(f.annotation)
-        if kind is None:
-            continue
+        kind, choices = _flag_shape(f.annotation)
         flag = "--" + name.replace("_", "-")
-        default = " (required)" if f.is_required() else f" (default: {f.default!r})"
-        help_text = (f.description or "") + default
+        help_text = ((f.description or "") + _default_text(f)).replace("%", "%%")  # argparse formats help
         if kind is bool:
-            parser.add_argument(
-                flag, dest=f"opt_{name}", action=argparse.BooleanOptionalAction, help=help_text
-            )
+            action = argparse.BooleanOptionalAction
+            group.add_argument(flag, dest=f"opt_{name}", action=action, help=help_text)
         else:
-            parser.add_argument(flag, dest=f"opt_{name}", type=kind, metavar=name.upper(), help=help_text)
-        names.append(name)
-    return names
+            metavar = "JSON" if kind is _json_value else (None if choices else name.upper())
+            group.add_argument(
+                flag, dest=f"opt_{name}", type=kind, choices=choices, metavar=metavar, help=help_text
+            )
+    return list(model.model_fields)
 
 
 def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
@@ -99,9 +120,26 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
     parser.add_argument("--log-level", default="INFO")
     names: list[str] = []
     if kind is not None and kind in KINDS:
-        group = parser.add_argument_group(f"options of {kind}")
-        names = _add_option_flags(group, strategy_class(kind).Options)  # type: ignore[arg-type]
+        names = add_option_flags(parser, f"options of {kind}", strategy_class(kind).Options)
     return parser, names
+
+
+def options_raw(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
+    """The options as given: `--options` JSON, each flag that was given overriding its field.
+    ValueError when `--options` is not a JSON object."""
+    raw: dict[str, Any] = {}
+    if args.options:
+        try:
+            raw = json.loads(args.options)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--options is not JSON: {exc}") from None
+        if not isinstance(raw, dict):
+            raise ValueError("--options must be a JSON object")
+    for name in names:
+        value = getattr(args, f"opt_{name}")
+        if value is not None:
+            raw[name] = value
+    return raw
 
 
 def _login(args: argparse.Namespace) -> dict[str, str]:
@@ -129,17 +167,11 @@ def main(argv: list[str] | None = None) -> int:
     except (UnknownKind, ValueError) as exc:
         print(f"spielbus agent: {exc}", file=sys.stderr)
         return 2
-    raw: dict[str, Any] = {}
-    if args.options:
-        try:
-            raw = json.loads(args.options)
-        except json.JSONDecodeError as exc:
-            print(f"spielbus agent: --options is not JSON: {exc}", file=sys.stderr)
-            return 2
-    for name in names:
-        value = getattr(args, f"opt_{name}")
-        if value is not None:
-            raw[name] = value
+    try:
+        raw = options_raw(args, names)
+    except ValueError as exc:
+        print(f"spielbus agent: {exc}", file=sys.stderr)
+        return 2
     try:
         strategy = cls.from_options(raw)
     except ValidationError as exc:

@@ -19,6 +19,31 @@ value comes from the critic:
 Terminal states score their returns (scaled by 10 for chess, as above). The
 move is the most visited root action.
 
+Concurrency: `parallel` simulations run at once (asyncio tasks), so the LLM calls of a
+batch of leaves (pruner and critic) are in flight together. A simulation counts its
+visit on the way down with a virtual loss (`virtual_loss`, in value units, against the
+mover), replaced by the real value when it backs up, so the others of its batch spread
+over other actions; a node being pruned is awaited by every simulation that reaches it
+(one pruner call per node). `parallel = 1` is the plain sequential search; above 1 the
+tree depends on the order in which LLM replies arrive.
+
+Why not OpenSpiel's `open_spiel/python/algorithms/async_mcts.py` (it is in the installed
+wheel, and its selection function could express the polynomial bonus):
+- its search is AlphaZero-shaped: each simulation expands one new node and takes the
+  value at that node (`Evaluator.prior_and_value`); the paper's Algorithm 1 descends to
+  the fixed depth D every simulation, pruning at each new node on the way, and asks the
+  critic only at depth D (or the end of the game);
+- `Evaluator` is synchronous and runs on a thread pool while `MCTSBot.step` blocks its
+  thread; the LLM client is asyncio on the agent's loop;
+- it knows no deadline: a search is `max_simulations` and a per-batch `timeout` whose late
+  evaluations are dropped; the referee's clock needs the search to stop in time, and a
+  late leaf to keep its rule-based value;
+- its virtual loss is `virtual_loss * game.min_utility()` (-1 in chess), while the critic's
+  values here reach 10 (a chess win), and its final move breaks ties by total reward,
+  not at random as the paper's baseline does.
+So the search is ours; it borrows async_mcts's idea (virtual loss, a batch of leaves
+evaluated together).
+
 Limits: two-player zero-sum perfect-information games (`turn.state`); chance
 nodes are sampled; the paper's exact constants for N, the depth and the UCB
 exponents are not in the seed text we have, so the defaults are ours and
@@ -29,6 +54,7 @@ simulation started is finished without LLM calls once the time budget is spent.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field
 from typing import Literal
@@ -37,6 +63,7 @@ import pyspiel
 from pydantic import Field
 
 from agents.base import Decision, MatchContext
+from agents.llm import LLMClient
 from agents.llm.base import LLMError
 from agents.llm.strategy import Budget, LLMStrategy, LLMStrategyOptions
 from agents.llm.usage import UsageMeter
@@ -60,6 +87,12 @@ class LlmMctsOptions(LLMStrategyOptions):
     alpha_over_xi: float = Field(default=0.25, ge=0.0)
     eta: float = Field(default=0.5, ge=0.0, lt=1.0)
     max_tokens: int = Field(default=24, ge=4)
+    parallel: int = Field(
+        default=4, ge=1, le=64, description="Simulations at once: their LLM calls are in flight together."
+    )
+    virtual_loss: float = Field(
+        default=1.0, ge=0.0, description="Value charged to a visit in flight, against the mover."
+    )
 
 
 def chess_material(state: pyspiel.State, player: int) -> float:
@@ -86,28 +119,32 @@ class LlmMctsStrategy(LLMStrategy):
     kind = "llm_mcts"
     Options = LlmMctsOptions
 
-    def __init__(self, options: LlmMctsOptions, client: object = None) -> None:
-        super().__init__(options, client)  # type: ignore[arg-type]
+    def __init__(self, options: LlmMctsOptions, client: LLMClient | None = None) -> None:
+        super().__init__(options, client)
         self.o: LlmMctsOptions = options
 
     async def think(self, turn: Turn, ctx: MatchContext, budget: Budget, meter: UsageMeter) -> Decision:
         state = rebuild(turn)
         root = state.current_player()
         tree: dict[tuple[int, ...], Node] = {}
+        pruning: dict[tuple[int, ...], asyncio.Task[list[int]]] = {}
         sims = 0
-        for _ in range(self.o.simulations):
+        while sims < self.o.simulations:
             if budget.spent(0.05) and tree:
                 break
-            await self._simulate(state, root, tree, budget, meter)
-            sims += 1
+            batch = min(self.o.parallel, self.o.simulations - sims)
+            await asyncio.gather(
+                *(self._simulate(state, root, tree, pruning, budget, meter) for _ in range(batch))
+            )
+            sims += batch
         top = tree.get(())
         if top is None or not top.n:
             raise LLMError("no simulation finished in time")
         best = max(top.n.values())
         action = self.rng.choice([a for a, c in top.n.items() if c == best])
-        stats = MoveStats(nodes=len(tree), depth=self.o.depth)
-        stats.simulations = sims  # type: ignore[attr-defined]
-        stats.pruned_actions = len(top.actions)  # type: ignore[attr-defined]
+        stats = MoveStats(
+            nodes=len(tree), depth=self.o.depth, simulations=sims, pruned_actions=len(top.actions)
+        )
         note = "visits " + ", ".join(f"{state.action_to_string(root, a)}={c}" for a, c in top.n.items())
         return Decision(action=action, stats=stats, note=note[:300])
 
@@ -116,10 +153,11 @@ class LlmMctsStrategy(LLMStrategy):
         state: pyspiel.State,
         root: int,
         tree: dict[tuple[int, ...], Node],
+        pruning: dict[tuple[int, ...], asyncio.Task[list[int]]],
         budget: Budget,
         meter: UsageMeter,
     ) -> None:
-        path: list[tuple[Node, int, int]] = []  # (node, action, mover)
+        path: list[tuple[Node, int, float]] = []  # (node, action, virtual loss charged)
         key: tuple[int, ...] = ()
         s = state
         for _ in range(self.o.depth):
@@ -130,18 +168,39 @@ class LlmMctsStrategy(LLMStrategy):
                 key = (*key, a)
             if s.is_terminal():
                 break
-            node = tree.get(key)
-            if node is None:
-                node = tree[key] = Node(await self._prune(s, budget, meter))
-            a = self._select(node, s.current_player() == root)
-            path.append((node, a, s.current_player()))
+            node = await self._node(s, key, tree, pruning, budget, meter)
+            maximizing = s.current_player() == root
+            a = self._select(node, maximizing)
+            loss = -self.o.virtual_loss if maximizing else self.o.virtual_loss  # against the mover
+            node.visits += 1
+            node.n[a] = node.n.get(a, 0) + 1
+            node.w[a] = node.w.get(a, 0.0) + loss
+            path.append((node, a, loss))
             s = s.child(a)
             key = (*key, a)
         value = await self._value(s, root, budget)
-        for node, a, _mover in path:
-            node.visits += 1
-            node.n[a] = node.n.get(a, 0) + 1
-            node.w[a] = node.w.get(a, 0.0) + value
+        for node, a, loss in path:
+            node.w[a] += value - loss
+
+    async def _node(
+        self,
+        state: pyspiel.State,
+        key: tuple[int, ...],
+        tree: dict[tuple[int, ...], Node],
+        pruning: dict[tuple[int, ...], asyncio.Task[list[int]]],
+        budget: Budget,
+        meter: UsageMeter,
+    ) -> Node:
+        """The tree node of `key`, made on first visit from the pruner's actions; simulations that
+        reach it while the pruner is asked wait for that one answer."""
+        node = tree.get(key)
+        if node is not None:
+            return node
+        task = pruning.get(key)
+        if task is None:
+            task = pruning[key] = asyncio.ensure_future(self._prune(state, budget, meter))
+        actions = await task
+        return tree.setdefault(key, Node(actions))
 
     def _select(self, node: Node, maximizing: bool) -> int:
         unvisited = [a for a in node.actions if a not in node.n]

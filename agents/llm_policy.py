@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
@@ -74,7 +74,7 @@ def distribution_schema(k: int) -> dict[str, Any]:
 
 class LLMPolicyStrategy(LLMStrategy):
     kind = "llm_policy"
-    Options = LLMPolicyOptions
+    Options: ClassVar[type[LLMPolicyOptions]] = LLMPolicyOptions
 
     def __init__(self, options: LLMPolicyOptions, client: Any = None) -> None:
         super().__init__(options, client)

@@ -28,6 +28,7 @@ import pyspiel
 from pydantic import Field
 
 from agents.base import Decision, MatchContext
+from agents.llm import LLMClient
 from agents.llm.base import LLMError
 from agents.llm.proposers import Proposer, make_proposer
 from agents.llm.strategy import Budget, LLMStrategy
@@ -55,8 +56,8 @@ class MinimaxTotStrategy(LLMStrategy):
     kind = "minimax_tot"
     Options = MinimaxTotOptions
 
-    def __init__(self, options: MinimaxTotOptions, client: object = None) -> None:
-        super().__init__(options, client)  # type: ignore[arg-type]
+    def __init__(self, options: MinimaxTotOptions, client: LLMClient | None = None) -> None:
+        super().__init__(options, client)
         self.o: MinimaxTotOptions = options
 
     async def think(self, turn: Turn, ctx: MatchContext, budget: Budget, meter: UsageMeter) -> Decision:
@@ -82,8 +83,9 @@ class MinimaxTotStrategy(LLMStrategy):
             return Decision(action=candidates[0], note="out of time: first proposal")
         best = max(values.values())
         action = self.rng.choice([a for a, v in values.items() if v == best])
-        stats = MoveStats(nodes=search.stats.nodes, depth=search.stats.max_depth)
-        stats.rollouts = search.stats.rollouts  # type: ignore[attr-defined]
+        stats = MoveStats(
+            nodes=search.stats.nodes, depth=search.stats.max_depth, rollouts=search.stats.rollouts
+        )
         note = "values " + ", ".join(f"{state.action_to_string(a)}={v:+.2f}" for a, v in values.items())
         return Decision(action=action, stats=stats, note=note[:300])
 

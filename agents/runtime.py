@@ -155,7 +155,7 @@ class AgentService:
                 metadata={
                     "kind": cls.kind,
                     "strategy_version": cls.version,
-                    "games": ",".join(cls.games) or "*",
+                    "games": ",".join(self.strategy.games) or "*",  # an instance may narrow them (cwm)
                     "models": ",".join(self.strategy.models()),
                     "options_hash": self.strategy.options_hash(),  # provenance: a changed prompt shows
                     "protocol": "1",

@@ -20,6 +20,7 @@ import pyspiel
 from pydantic import Field
 
 from agents.base import Decision, MatchContext
+from agents.llm import LLMClient
 from agents.llm.base import LLMError
 from agents.llm.proposers import Proposer, make_proposer
 from agents.llm.strategy import Budget, LLMStrategy
@@ -36,8 +37,8 @@ class TotStrategy(LLMStrategy):
     kind = "tot"
     Options = TotOptions
 
-    def __init__(self, options: TotOptions, client: object = None) -> None:
-        super().__init__(options, client)  # type: ignore[arg-type]
+    def __init__(self, options: TotOptions, client: LLMClient | None = None) -> None:
+        super().__init__(options, client)
         self.o: TotOptions = options
 
     async def think(self, turn: Turn, ctx: MatchContext, budget: Budget, meter: UsageMeter) -> Decision:

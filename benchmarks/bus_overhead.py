@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 
 import nats.errors
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 
 from agents.base import StrategyOptions
 from agents.random_agent import FirstLegalStrategy
@@ -63,7 +64,7 @@ async def _serve_agents(url: str) -> None:
     nc = await connect(url, name="bench-agents")
     stop = asyncio.Event()
 
-    async def echo(msg) -> None:  # type: ignore[no-untyped-def]  # nats-py's Msg callback
+    async def echo(msg: Msg) -> None:
         await msg.respond(msg.data)
 
     async def cpu(msg) -> None:  # type: ignore[no-untyped-def]

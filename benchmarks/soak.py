@@ -229,14 +229,14 @@ async def soak(args: argparse.Namespace) -> int:
     class Spy(Console):
         """Learns where the page and the metrics are from the lines `spielbus run` prints."""
 
-        def print(self, *objects: object, **kw: object) -> None:  # type: ignore[override]
+        def print(self, *objects: Any, **kw: Any) -> None:
             text = " ".join(str(o) for o in objects)
             if text.startswith("Live match page: "):
                 watcher.web_url = text.split(": ", 1)[1].strip()
             elif text.startswith("Prometheus metrics: "):
                 watcher.metrics_url = text.split(": ", 1)[1].strip()
             if not args.quiet:
-                console.print(*objects, **kw)  # type: ignore[arg-type]
+                console.print(*objects, **kw)
 
     tasks = [asyncio.create_task(c) for c in (watcher.lag(), watcher.sample(), watcher.visitors())]
     t0 = time.time()

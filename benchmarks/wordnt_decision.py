@@ -25,17 +25,20 @@ import random
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from agents.wordnt.analysis import analyse, choose
+from agents.wordnt.analysis import Provider, analyse, choose
 from agents.wordnt.index import get_index
 from agents.wordnt.providers import IndexProvider, ScanProvider
 from games.word.wordnt import CHALLENGE_WORD, apply_letter
 
 
-def collect_positions(ix_provider_factory: object, n: int, count: int, seed: int) -> list[str]:
+def collect_positions(
+    ix_provider_factory: Callable[[], Provider], n: int, count: int, seed: int
+) -> list[str]:
     """Strings met by careful bots playing rounds against each other."""
     rng = random.Random(seed)
     out: list[str] = []
@@ -43,7 +46,7 @@ def collect_positions(ix_provider_factory: object, n: int, count: int, seed: int
         c = ""
         while True:
             out.append(c)
-            an = analyse(ix_provider_factory(), c, n, False, 0.01)  # type: ignore[operator]
+            an = analyse(ix_provider_factory(), c, n, False, 0.01)
             a, _ = choose(an, rng)
             if a >= CHALLENGE_WORD:
                 break

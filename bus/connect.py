@@ -31,7 +31,7 @@ import logging
 import os
 import random
 import time
-from typing import Any
+from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 import nats.errors
@@ -223,6 +223,14 @@ class _ConnectionLog:
         log.info("nats %s: connection closed", self.name)
 
 
+class Login(TypedDict, total=False):
+    """Who logs in: the keyword arguments of `connect` passed on as `**login` (none: the environment's)."""
+
+    user: str
+    password: str
+    inbox_prefix: str
+
+
 async def connect(
     url: str | None = None,
     *,
@@ -248,7 +256,7 @@ async def connect(
         raise ConnectionError(str(exc)) from exc
     events = _ConnectionLog(name)
     nc = NATS()
-    opts: dict[str, object] = {
+    opts: dict[str, Any] = {  # nats-py keyword arguments of many types
         "name": name,
         "error_cb": events.on_error,
         "disconnected_cb": events.on_disconnect,
@@ -282,7 +290,7 @@ async def connect(
         opts["user"] = user
         opts["password"] = password or ""
     try:
-        await nc.connect(servers, **opts)  # type: ignore[arg-type]
+        await nc.connect(servers, **opts)
     except Exception as exc:  # nats-py raises a mix of its own and OS errors here
         raise ConnectionError(f"cannot connect to NATS at {redact(','.join(servers))}: {exc}") from exc
     # Connected: from now on reconnect without limit, whatever the first connection allowed.

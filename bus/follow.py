@@ -21,6 +21,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from nats.aio.client import Client as NATS
+from nats.aio.subscription import Subscription
 from nats.js.api import RawStreamMsg
 from nats.js.errors import NotFoundError
 
@@ -39,7 +40,7 @@ class StreamFollower:
         self.next_seq = 1
         self.delivered = 0
         self._bell = asyncio.Event()
-        self._sub: object | None = None
+        self._sub: Subscription | None = None
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, *, new_only: bool = False) -> None:
@@ -84,7 +85,7 @@ class StreamFollower:
             self._task = None
         if self._sub is not None:
             with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()  # type: ignore[attr-defined]
+                await self._sub.unsubscribe()
             self._sub = None
 
 

@@ -77,10 +77,6 @@ def parse_spec(text: str) -> GameSpec:
     return GameSpec(name=m.group(1), params=params)
 
 
-def _to_pyspiel_params(params: dict[str, bool | int | float | str]) -> dict[str, object]:
-    return dict(params)
-
-
 _Key = tuple[str, tuple[tuple[str, object], ...]]
 _MAX_CACHED = 256
 _cache: dict[_Key, pyspiel.Game] = {}
@@ -96,7 +92,7 @@ def _load_uncached(name: str, frozen_params: tuple[tuple[str, object], ...]) -> 
 
         return load_chess_from_fen(dict(frozen_params))
     try:
-        return pyspiel.load_game(name, _to_pyspiel_params(dict(frozen_params)))
+        return pyspiel.load_game(name, dict(frozen_params))
     except (pyspiel.SpielError, RuntimeError, TypeError, ValueError) as exc:
         raise GameSpecError(f"cannot load {name} with {dict(frozen_params)}: {exc}") from exc
 

@@ -108,7 +108,7 @@ class RefereeMetrics:
         # Called at each scrape before any family is read (registered first: the registry
         # collects in registration order). Never raises into the scrape.
         self.before_scrape: Callable[[], None] | None = None
-        r.register(_ScrapeHook(self))  # type: ignore[arg-type]
+        r.register(_ScrapeHook(self))
         self.turn_latency = Histogram(
             "spielbus_turn_latency_seconds",
             "Turn latency as the referee measures it: request sent to reply received.",

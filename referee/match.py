@@ -175,13 +175,13 @@ class MatchRunner:
 
     def _event(self, kind: str, **fields: object) -> MatchEvent:
         return MatchEvent(
-            type=kind,  # type: ignore[arg-type]
+            type=kind,
             match_id=self.spec.match_id,
             tournament=self.spec.tournament,
             game=self.spec.game,
             seats=self.spec.seats,
             attempt=self.attempt,
-            **fields,  # type: ignore[arg-type]
+            **fields,
         )
 
     def _emit(self, kind: str, **fields: object) -> None:

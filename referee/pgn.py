@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import io
 import logging
 import sys
 from pathlib import Path
+from typing import TextIO
 
 import chess
 import chess.pgn
@@ -144,9 +144,9 @@ def observe(run_dir: Path, record: MatchRecord) -> None:
         log.warning("could not write the PGN of %s", record.match_id, exc_info=True)
 
 
-def export(run_dir: Path, out: Path | None = None, err: io.TextIOBase | None = None) -> tuple[Path, int]:
+def export(run_dir: Path, out: Path | None = None, err: TextIO | None = None) -> tuple[Path, int]:
     """All chess matches of `run_dir/matches.jsonl` in one PGN file; returns (path, games)."""
-    err = err or sys.stderr  # type: ignore[assignment]
+    err = err or sys.stderr
     matches = run_dir / "matches.jsonl"
     target = out or run_dir / "tournament.pgn"
     n = 0

@@ -50,7 +50,7 @@ def _groups(config: TournamentConfig, n: int) -> list[tuple[str, ...]]:
     names = list(config.agents)
     if n == 2 and config.format == "gauntlet":
         challengers = [a for a in names if a not in config.champions]
-        pairs = [(c, ch) for ch in config.champions for c in challengers]
+        pairs: list[tuple[str, ...]] = [(c, ch) for ch in config.champions for c in challengers]
         pairs += list(itertools.combinations(config.champions, 2))
         return pairs
     return list(itertools.combinations(names, n))

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
@@ -284,7 +285,9 @@ class Collector:
         self._check_done()
 
 
-async def _subscribe_ended(nc: NATS, subjects: Subjects, collector: Collector, start_seq: int):  # type: ignore[no-untyped-def]
+async def _subscribe_ended(
+    nc: NATS, subjects: Subjects, collector: Collector, start_seq: int
+) -> JetStreamContext.PushSubscription:
     js = nc.jetstream()
     return await js.subscribe(
         subjects.match_all("ended"),

@@ -28,12 +28,16 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from bus.auth import AuthError
 from observability.web import port_arg
 from referee.config import ConfigError, load_config
+
+if TYPE_CHECKING:
+    from bus.connect import Login
 
 EPILOG = (
     "Environment: NATS_URL (default NATS server; several servers of one cluster comma-separated), "
@@ -373,7 +377,7 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
     return 1 if result.failed or result.fallbacks else 0
 
 
-def _referee_login(args: argparse.Namespace) -> dict[str, str]:
+def _referee_login(args: argparse.Namespace) -> Login:
     """`--auth DIR`: the referee user's keyword arguments for `bus.connect`; none: the environment's."""
     if not args.auth:
         return {}
@@ -383,7 +387,7 @@ def _referee_login(args: argparse.Namespace) -> dict[str, str]:
     return {"user": user.user, "password": user.password}
 
 
-def _botcheck_login(args: argparse.Namespace) -> dict[str, str]:
+def _botcheck_login(args: argparse.Namespace) -> Login:
     """`bot-check --auth DIR`: the narrow `botcheck-NAME` user (never the referee's), with its inbox."""
     if not args.auth:
         return {}

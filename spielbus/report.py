@@ -18,7 +18,7 @@ def outcome_counts(records: list[MatchRecord]) -> dict[str, int]:
 
 
 def fault_counts(records: list[MatchRecord]) -> dict[str, int]:
-    c = Counter(f.reason for r in records for f in r.faults)
+    c: Counter[str] = Counter(f.reason for r in records for f in r.faults)
     return {reason: c.get(reason, 0) for reason in FAULT_REASONS}
 
 

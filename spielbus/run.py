@@ -33,7 +33,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from agents.llm.recording import RECORD_ENV, REPLAY_ENV, TAG_ENV
 from bus.auth import config_path, login_for, user_env
-from bus.connect import connect
+from bus.connect import Login, connect
 from bus.process import free_port
 from bus.protocol import MatchRecord, MatchSpec
 from bus.server import EmbeddedNats
@@ -160,7 +160,7 @@ async def run_tournament(
         tid = tournament_id(config)
         specs = build_schedule(config, tid)
     agent_env: dict[str, dict[str, str]] = {}
-    referee_login: dict[str, str] = {}
+    referee_login: Login = {}
     if opts.auth_dir:
         # Fail before anything starts if the referee or an agent we would launch has no user;
         # the errors name the folder and the user.
@@ -244,7 +244,7 @@ async def _run(
     folder: RunFolder,
     collected: _Count,
     agent_env: dict[str, dict[str, str]],
-    referee_login: dict[str, str],
+    referee_login: Login,
     stop: asyncio.Event,
     collecting: list[bool],
 ) -> RunResult:

@@ -36,9 +36,11 @@ S = Subjects()
 
 
 async def _login(url: str, auth: str, role: str, agent: str | None = None) -> Any:
-    user = login_for(auth, role, agent)  # type: ignore[arg-type]
-    extra = {"inbox_prefix": SPECTATOR_INBOX} if role == "spectator" else {}
-    return await connect(url, name=f"probe-{user.user}", user=user.user, password=user.password, **extra)
+    user = login_for(auth, role, agent)  # type: ignore[arg-type]  # role: one of argparse's choices, each a Role
+    inbox = SPECTATOR_INBOX if role == "spectator" else None
+    return await connect(
+        url, name=f"probe-{user.user}", user=user.user, password=user.password, inbox_prefix=inbox
+    )
 
 
 async def watch(args: argparse.Namespace) -> None:

@@ -55,7 +55,7 @@ def _turn(match_id: str, n: int, deadline_ms: int, rules: str | None = None) -> 
     )
 
 
-async def _ask(nc, agent: str, turn: Turn) -> str:  # type: ignore[no-untyped-def]
+async def _ask(nc, agent: str, turn: Turn) -> str:
     """One turn as the referee asks it: 'move', 'refused' (a service error) or 'timeout'."""
     try:
         msg = await nc.request(

@@ -21,6 +21,7 @@ import nats.errors
 import pytest
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.js.api import RawStreamMsg
 
 from agents.random_agent import RandomStrategy
 from bus.auth import (
@@ -324,8 +325,9 @@ async def test_spectator_replays_match_events_from_the_stream(login, bundle: Aut
     got = asyncio.Event()
     data: list[bytes] = []
 
-    async def on(msg: object) -> None:
-        data.append(msg.data)  # type: ignore[attr-defined]
+    async def on(msg: RawStreamMsg) -> None:
+        assert msg.data is not None
+        data.append(msg.data)
         got.set()
 
     # Read-only: stored messages one by one, no consumer (see tests/test_spectator_readonly.py).

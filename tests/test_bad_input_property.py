@@ -64,22 +64,22 @@ MALFORMED = frozenset({"malformed"})
 ILLEGAL = frozenset({"illegal"})
 
 random_bytes = st.binary(min_size=0, max_size=2048).map(
-    lambda b: Bad("random bytes", lambda t, b=b: b, MALFORMED)
+    lambda b: Bad("random bytes", lambda t: b, MALFORMED)
 )
 huge = st.integers(MAX_REPLY_BYTES + 1, 900_000).map(
-    lambda n: Bad("huge", lambda t, n=n: b'{"pad": "' + b"x" * n + b'"}', MALFORMED)
+    lambda n: Bad("huge", lambda t: b'{"pad": "' + b"x" * n + b'"}', MALFORMED)
 )
 deep = st.tuples(st.integers(300, 20_000), st.sampled_from(["[", '{"a":'])).map(
     lambda d: Bad(
         "deep json",
-        lambda t, d=d: (d[1] * d[0] + "1" + ("]" if d[1] == "[" else "}") * d[0]).encode(),
+        lambda t: (d[1] * d[0] + "1" + ("]" if d[1] == "[" else "}") * d[0]).encode(),
         MALFORMED,
     )
 )
 deep_in_move = st.integers(300, 5_000).map(
     lambda d: Bad(
         "deep json in a move",
-        lambda t, d=d: (
+        lambda t: (
             _json(_move(t, action=t.legal_actions[0].id))[:-1] + b', "x": ' + b"[" * d + b"]" * d + b"}"
         ),
         MALFORMED,
@@ -99,7 +99,7 @@ wrong_type = (
     .map(
         lambda kv: Bad(
             f"wrong type for {kv[0]}",
-            lambda t, kv=kv: _json({**_move(t, action=t.legal_actions[0].id), kv[0]: kv[1]}),
+            lambda t: _json({**_move(t, action=t.legal_actions[0].id), kv[0]: kv[1]}),
             MALFORMED,
         )
     )
@@ -107,21 +107,21 @@ wrong_type = (
 missing = st.sampled_from(["match_id", "turn"]).map(
     lambda k: Bad(
         f"missing {k}",
-        lambda t, k=k: _json({x: y for x, y in _move(t, action=t.legal_actions[0].id).items() if x != k}),
+        lambda t: _json({x: y for x, y in _move(t, action=t.legal_actions[0].id).items() if x != k}),
         MALFORMED,
     )
 )
 not_a_move = st.sampled_from(["turn", "match_started", 7, None]).map(
     lambda ty: Bad(
-        "wrong message type", lambda t, ty=ty: _json({**_move(t, action=0), "type": ty}), MALFORMED
+        "wrong message type", lambda t: _json({**_move(t, action=0), "type": ty}), MALFORMED
     )
 )
 # tic-tac-toe ids are 0..8: anything else is out of range.
 out_of_range = st.one_of(st.integers(max_value=-1), st.integers(min_value=9, max_value=10**300)).map(
-    lambda a: Bad("out-of-range id", lambda t, a=a: _json(_move(t, action=a)), ILLEGAL)
+    lambda a: Bad("out-of-range id", lambda t: _json(_move(t, action=a)), ILLEGAL)
 )
 unknown_text = st.text(alphabet="abcdefgh 123", max_size=20).map(
-    lambda s: Bad("unknown text", lambda t, s=s: _json(_move(t, action_text=s)), ILLEGAL)
+    lambda s: Bad("unknown text", lambda t: _json(_move(t, action_text=s)), ILLEGAL)
 )
 no_action = st.just(Bad("no action", lambda t: _json(_move(t)), ILLEGAL))
 stale = (
@@ -130,7 +130,7 @@ stale = (
     .map(
         lambda k: Bad(
             "stale or future turn",
-            lambda t, k=k: _json({**_move(t, action=t.legal_actions[0].id), "turn": t.turn + k}),
+            lambda t: _json({**_move(t, action=t.legal_actions[0].id), "turn": t.turn + k}),
             MALFORMED,
         )
     )
@@ -138,7 +138,7 @@ stale = (
 foreign = st.text(alphabet="abc-_0123", min_size=1, max_size=12).map(
     lambda m: Bad(
         "another match",
-        lambda t, m=m: _json({**_move(t, action=t.legal_actions[0].id), "match_id": m}),
+        lambda t: _json({**_move(t, action=t.legal_actions[0].id), "match_id": m}),
         MALFORMED,
     )
 )
@@ -158,14 +158,14 @@ _LAX: list[tuple[str, Callable[[Turn], dict[str, object]]]] = [
 lax = st.sampled_from(_LAX).map(
     lambda kv: Bad(
         kv[0],
-        lambda t, kv=kv: _json({**_move(t, action=t.legal_actions[0].id), **kv[1](t)}),
+        lambda t: _json({**_move(t, action=t.legal_actions[0].id), **kv[1](t)}),
         MALFORMED,
     )
 )
 huge_number = st.sampled_from(["policy", "usage"]).map(
     lambda where: Bad(
         f"1e400 in {where}",
-        lambda t, where=where: _json(_move(t, action=t.legal_actions[0].id))[:-1]
+        lambda t: _json(_move(t, action=t.legal_actions[0].id))[:-1]
         + (b', "policy": {"0": 1e400}}' if where == "policy" else b', "usage": {"prompt_tokens": 1e400}}'),
         MALFORMED,
     )
@@ -173,12 +173,12 @@ huge_number = st.sampled_from(["policy", "usage"]).map(
 no_version_or_type = st.sampled_from(["v", "type"]).map(
     lambda k: Bad(
         f"no {k}",
-        lambda t, k=k: _json({x: y for x, y in _move(t, action=t.legal_actions[0].id).items() if x != k}),
+        lambda t: _json({x: y for x, y in _move(t, action=t.legal_actions[0].id).items() if x != k}),
         MALFORMED,
     )
 )
 service_error = st.text(max_size=50).map(
-    lambda s: Bad("service error", lambda t, s=s: s.encode(), frozenset({"error"}), error_header=True)
+    lambda s: Bad("service error", lambda t: s.encode(), frozenset({"error"}), error_header=True)
 )
 
 bad_reply = st.one_of(

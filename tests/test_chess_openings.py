@@ -34,7 +34,7 @@ def test_openings_scheduled_with_both_colours() -> None:
     specs = build_schedule(config, "t")
     chess_specs = [s for s in specs if s.game.name == "chess"]
     assert len(chess_specs) == 6 and len(specs) == 8  # tic-tac-toe: no openings, 2 orders
-    fens = [s.game.params["fen"] for s in chess_specs]
+    fens = [str(s.game.params["fen"]) for s in chess_specs]
     assert fens[0] == opening_fen("e4 e5 Nf3 Nc6")
     for fen in set(fens):
         assert sorted(tuple(s.seats) for s in chess_specs if s.game.params["fen"] == fen) == [

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,11 +37,11 @@ options = {{ simulations = 30, rollouts = 1 }}
 """
 
 
-def _run(args: list[str], timeout: float = 240, **kw: object) -> subprocess.CompletedProcess[str]:
+def _run(args: list[str], timeout: float = 240, **kw: Any) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
     return subprocess.run(
         [*SPIELBUS, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env, **kw
-    )  # type: ignore[call-overload]
+    )
 
 
 def _records(run_dir: Path) -> list[dict]:

@@ -478,7 +478,7 @@ def test_a_tournament_survives_losing_a_node_a_referee_and_an_agent(hosts: Hosts
     starts = Counter(e.match_id for _, e in stored if e.type == "started" and e.match_id in tournament)
     replayed = sorted(m for m, n in starts.items() if n > 1)
     live = _events([w for w in watched if w["who"] == "spectator"])
-    first_start = {}
+    first_start: dict[str, float] = {}
     for t, e in live:
         if e.type == "started":
             first_start.setdefault(e.match_id, t)

@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from agents.cwm.agent import CwmStrategy
 from agents.cwm.model_dir import write_reference_dir
 from agents.cwm.sandbox import SandboxUnavailable, check_available
 from agents.random_agent import RandomStrategy
+from bus.protocol import MatchRecord, MoveRecord
 from tests.helpers import play, serving, spec, uid
 
 try:
@@ -31,6 +33,14 @@ def ttt_dir(tmp_path_factory) -> Path:
     return d
 
 
+def _mine(rec: MatchRecord, me: str) -> tuple[list[MoveRecord], dict[str, Any]]:
+    """The agent's moves in a finished, fault-free match, and the stats of its last move."""
+    assert rec.outcome != "pending" and not rec.faults
+    mine = [m for m in rec.moves if m.agent == me]
+    assert mine and mine[-1].stats is not None
+    return mine, mine[-1].stats.model_dump()
+
+
 async def test_cwm_beats_or_draws_random_and_reports_online_accuracy(nc, ttt_dir):
     cwm = CwmStrategy.from_options({"model": str(ttt_dir), "simulations": 200, "rollouts": 2, "seed": 1})
     me, rnd = uid("cwm"), uid("rnd")
@@ -42,11 +52,9 @@ async def test_cwm_beats_or_draws_random_and_reports_online_accuracy(nc, ttt_dir
         await cwm.close()
     for i, rec in enumerate(records):
         seat = 0 if i % 2 == 0 else 1
-        assert rec.outcome != "pending" and not rec.faults
+        mine, last = _mine(rec, me)
         assert rec.returns[seat] >= 0  # MCTS on a correct model never loses to random here
-        mine = [m for m in rec.moves if m.agent == me]
-        assert mine and all(m.stats is not None for m in mine)
-        last = mine[-1].stats.model_dump()
+        assert all(m.stats is not None for m in mine)
         assert last["online_transition_accuracy"] == 1.0 and last["model_failures"] == 0
         assert last["simulations"] > 0
 
@@ -63,10 +71,7 @@ async def test_cwm_ismcts_resamples_with_the_inference_function(nc, tmp_path, ga
     finally:
         await cwm.close()
     for rec in records:
-        assert rec.outcome != "pending" and not rec.faults
-        mine = [m for m in rec.moves if m.agent == me]
-        assert mine
-        last = mine[-1].stats.model_dump()
+        _, last = _mine(rec, me)
         assert last["model_failures"] == 0 and last["simulations"] > 0
         assert last["online_inference_accuracy"] == 1.0 and last["online_transition_accuracy"] == 1.0
 
@@ -85,10 +90,7 @@ async def test_broken_model_still_answers_legally(nc, tmp_path):
             rec = await play(nc, spec("tic_tac_toe", [me, rnd], seed=5, deadline_ms=1500))
     finally:
         await cwm.close()
-    assert rec.outcome != "pending" and not rec.faults
-    mine = [m for m in rec.moves if m.agent == me]
-    assert mine
-    stats = mine[-1].stats.model_dump()
+    mine, stats = _mine(rec, me)
     assert stats["model_failures"] == len(mine)
     assert stats["online_transition_accuracy"] == 0.0
     assert "model failed" in (mine[0].note or "")
@@ -163,6 +165,7 @@ async def test_value_function_on_and_off(tmp_path):
             d = await cwm.decide(turn, MatchContext("m"))
         finally:
             await cwm.close()
+        assert d.stats is not None
         stats = d.stats.model_dump()
         assert stats["model_failures"] == 0 and stats["online_transition_accuracy"] == 1.0
         if on:

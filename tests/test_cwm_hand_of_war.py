@@ -134,7 +134,8 @@ def test_face_down_card_and_draws_stay_hidden() -> None:
     for view in (lambda s: s.information_state_string(1), lambda s: s.observation_string(1)):
         assert view(a) == view(b)
     assert json_view(a, 1) == json_view(b, 1)
-    assert json_view(a, 1)["table"] == {"0": "face down"}
+    hidden = json_view(a, 1)
+    assert isinstance(hidden, dict) and hidden["table"] == {"0": "face down"}
     assert a.information_state_string(0) != b.information_state_string(0)
     assert "you placed As face down" in a.information_state_string(0)
     # The referee's history: player 1 sees neither player 0's draws nor its face-down card.
@@ -173,6 +174,7 @@ def test_rules_text_and_views() -> None:
     assert text.startswith("Hand of War.") and "Showdown" in text and "PubliclyRevealedCards" in text
     state = run(DEAL + "  Kd Js")
     view = json_view(state, 0)
+    assert isinstance(view, dict)
     assert view["win_piles"] == [2, 0] and view["publicly_revealed_cards"] == ["Kd", "Js"]
     assert view["hand"] == ["Qs", "As"] and view["to_move"] is None  # chance refills
     assert "PubliclyRevealedCards: Kd Js." in observation_text(state, 1)

@@ -98,7 +98,8 @@ def test_a_seat_sees_its_cell_and_only_the_opponents_quadrant() -> None:
     c.apply_action(UP)  # (3,2) -> (2,2): bottom-right, like b
     assert c.information_state_string(0) == b.information_state_string(0)
     assert json_view(c, 0) == json_view(b, 0)
-    assert json_view(b, 0)["position"] == [1, 1] and json_view(b, 0)["opponent_position"] is None
+    view = json_view(b, 0)
+    assert isinstance(view, dict) and view["position"] == [1, 1] and view["opponent_position"] is None
     assert c.information_state_string(1) != b.information_state_string(1)
     view = observation_text(b, 0)
     assert "(row 1, column 1)" in view and "(row 2" not in view

@@ -10,13 +10,14 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Literal
 
 import pytest
 
 from agents.cwm import trajectories as T
 from agents.cwm.reference import reference_code
 from agents.cwm.sandbox import SandboxUnavailable, check_available
-from agents.cwm.synthesize import Synthesizer, Task
+from agents.cwm.synthesize import Outcome, Synthesizer, Task
 from agents.llm import LLMClient, LLMConfig
 from games.loader import load_game
 from games.rules import rules_text
@@ -40,7 +41,9 @@ def fenced(code: str) -> str:
     return f"Let me reason about the game first.\n```python\n{code}\n```\n"
 
 
-def task(refine: str, budget: int = 5, game: str = "tic_tac_toe", closed: bool = False) -> Task:
+def task(
+    refine: Literal["conversation", "tree"], budget: int = 5, game: str = "tic_tac_toe", closed: bool = False
+) -> Task:
     g = load_game(game)
     tests = T.build_tests(g, T.random_trajectories(game, 3, 11), closed)
     return Task(
@@ -49,12 +52,12 @@ def task(refine: str, budget: int = 5, game: str = "tic_tac_toe", closed: bool =
         imperfect=game != "tic_tac_toe",
         closed_deck=closed,
         tests=tests,
-        refine=refine,  # type: ignore[arg-type]
+        refine=refine,
         budget=budget,
     )
 
 
-def synthesize(t: Task, script: list[str]) -> tuple[object, ScriptedBackend]:
+def synthesize(t: Task, script: list[str]) -> tuple[Outcome, ScriptedBackend]:
     backend = ScriptedBackend(script=list(script))  # the scripted stand-in
     out = asyncio.run(Synthesizer(LLMClient(LLMConfig(), backend=backend), t).run())
     return out, backend
@@ -67,12 +70,12 @@ def test_buggy_tic_tac_toe_fixed_by_conversation():
     first, second = out.attempts
     assert first.reason is None and 0 < first.passed < first.total
     assert first.failing_test and "illegal actions" in first.error
-    assert second.passed == second.total and out.run.accuracy("transition") == 1.0
+    assert second.passed == second.total and out.run is not None and out.run.accuracy("transition") == 1.0
     # The failing test and its error went back to the LLM, after the previous reply.
     msgs = backend.requests[1].messages
     assert [r for r, _ in msgs] == ["user", "assistant", "user"]
     assert "illegal actions" in msgs[-1][1] and "# TODO: this test fails with:" in msgs[-1][1]
-    assert out.code.strip() == GOOD.strip()
+    assert out.code is not None and out.code.strip() == GOOD.strip()
 
 
 def test_tree_search_refines_the_failing_candidate_with_its_code():

@@ -252,7 +252,7 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
             for p in procs.values():
                 if p.poll() is None:
                     p.send_signal(signal.SIGTERM)
-            codes = {}
+            codes: dict[str, int | str] = {}
             for name, p in procs.items():
                 try:
                     codes[name] = p.wait(timeout=60)

@@ -23,7 +23,7 @@ def test_area_on_hand_made_boards() -> None:
 def _random_record(rng: random.Random, komi: float) -> tuple[MatchRecord, list[float]]:
     spec = GameSpec(name="go", params={"board_size": 5, "komi": komi})
     game = pyspiel.load_game("go", dict(spec.params))
-    state, moves = game.new_initial_state(), []
+    state, moves = game.new_initial_state(), list[MoveRecord]()
     while not state.is_terminal():
         a = rng.choice(state.legal_actions())
         moves.append(MoveRecord(turn=len(moves), player=state.current_player(), action=a, text=str(a)))

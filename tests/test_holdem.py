@@ -210,6 +210,7 @@ def test_views_show_only_the_seats_own_cards() -> None:
         history=None,
     )
     view = turn.observation_json
+    assert view is not None
     assert view["private_cards"] == ["2c", "7h"] and view["pot"] == 3 and view["raise_to"] == 6
     assert view["legal_actions"] == ["Fold", "Call", "Raise", "Allin"]
     assert "As" not in str(view)

@@ -23,7 +23,7 @@ FEN = "r1bqkbnr/pppp1ppp/2n5/4p3/2B1P3/5Q2/PPPP1PPP/RNB1K1NR w KQkq - 4 4"
 
 
 @pytest.mark.slow
-async def test_pictures_in_headless_chromium(nc, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_pictures_in_headless_chromium(nc, tmp_path: Path) -> None:
     chromium = _chromium()
     from playwright.async_api import async_playwright
 
@@ -109,7 +109,7 @@ async def test_pictures_in_headless_chromium(nc, tmp_path: Path) -> None:  # typ
         await server.close()
 
 
-async def _shot(page, tmp_path: Path, name: str) -> None:  # type: ignore[no-untyped-def]
+async def _shot(page, tmp_path: Path, name: str) -> None:
     shot = tmp_path / name
     await page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000

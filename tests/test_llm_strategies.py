@@ -3,6 +3,7 @@ cache; a scripted stand-in backend (tests/llm_standins.py) for exactly-bad outpu
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -11,6 +12,7 @@ from agents.base import MatchContext
 from agents.llm import LLMClient, LLMConfig
 from agents.llm.server import EmbeddedServer
 from agents.llm.strategy import NoMove
+from agents.llm_mcts import LlmMctsOptions, LlmMctsStrategy
 from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy, parse_distribution
 from bus.protocol import GameSpec, Turn
 from games.loader import load_game, replay
@@ -203,6 +205,38 @@ async def test_slow_server_never_passes_the_deadline() -> None:
     assert d.action in legal_ids(turn) and d.note and "fallback" in d.note
 
 
+class CountingBackend(ScriptedBackend):
+    """A stand-in LLM server that counts the requests in flight at once (each answers after a
+    short pause, so requests sent together overlap)."""
+
+    inflight: int = 0
+    peak: int = 0
+
+    async def complete(self, request: Any, timeout_s: float) -> Any:
+        self.inflight += 1
+        self.peak = max(self.peak, self.inflight)
+        try:
+            await asyncio.sleep(0.05)
+            return await super().complete(request, timeout_s)
+        finally:
+            self.inflight -= 1
+
+
+@pytest.mark.parametrize("parallel", [1, 4])
+async def test_llm_mcts_sends_the_critic_calls_of_a_batch_together(parallel: int) -> None:
+    # Every reply is a score: the pruner finds no move in it and keeps every legal action, the
+    # critic reads 100. Depth 1: after the root's one pruner call, each simulation asks the critic.
+    backend = CountingBackend(default='{"score": 100}')
+    options = LlmMctsOptions(seed=1, simulations=8, depth=1, k=1, critic="llm", parallel=parallel)
+    strat = LlmMctsStrategy(options, LLMClient(LLMConfig(cache=False), backend=backend))
+    turn = ttt(deadline_ms=60_000)
+    d = await strat.decide(turn, MatchContext("m"))
+    assert d.action in legal_ids(turn) and d.stats is not None
+    assert d.stats.model_dump()["simulations"] == 8
+    assert len(backend.requests) == 1 + 8
+    assert backend.peak == parallel  # the batch's critic calls overlap; one at a time when 1
+
+
 # --- complete matches through the referee over NATS, real model ----------------------------
 
 SMALL: dict[str, dict[str, Any]] = {
@@ -220,6 +254,7 @@ async def test_plays_complete_match_against_random(
     nc: Any, llm_server: EmbeddedServer, kind: str, game: str
 ) -> None:
     from agents.base import StrategyOptions
+    from agents.llm.strategy import LLMStrategy
     from agents.random_agent import RandomStrategy
     from agents.registry import strategy_class
     from tests.helpers import play, serving, spec, uid
@@ -234,7 +269,8 @@ async def test_plays_complete_match_against_random(
     assert not [f for f in rec.faults if f.agent == me], rec.faults  # constrained: legal moves only
     mine = [m for m in rec.moves if m.agent == me]
     assert mine
-    client = strat.llm  # type: ignore[attr-defined]
+    assert isinstance(strat, LLMStrategy)
+    client = strat.llm
     assert sum(m.usage.llm_calls for m in mine if m.usage) == client.replies
     assert sum(m.usage.cache_hits for m in mine if m.usage) == client.cache.hits
     assert client.replies > 0

@@ -24,7 +24,7 @@ def _read_all(path: Path) -> list[chess.pgn.Game]:
     return games
 
 
-async def test_pgn_per_match_and_export(nc, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+async def test_pgn_per_match_and_export(nc, tmp_path: Path, capsys) -> None:
     first, cheat = uid("first"), uid("cheat")
 
     async def illegal(turn: Turn, _msg: object) -> bytes:

@@ -64,7 +64,7 @@ async def test_unknown_information_sets_fall_back_to_the_llm_or_uniform(table: P
         client=LLMClient(LLMConfig(), backend=stand_in),
     )
     decision = await llm.decide(turn, MatchContext("m"))
-    assert decision.stats is not None and decision.stats.model_extra.get("llm") == 1
+    assert decision.stats is not None and (decision.stats.model_extra or {}).get("llm") == 1
     assert decision.action == turn.legal_actions[-1].id and decision.usage.llm_calls == 1
     uni = PolicyTableStrategy(
         PolicyTableOptions(table=str(table), source="policy", fallback_policy="uniform")

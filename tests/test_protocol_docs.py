@@ -8,6 +8,7 @@ import typing
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from bus.protocol import FAULT_REASONS, MESSAGES, FaultPolicy, Move, Turn, json_schemas
 from bus.subjects import MATCH_EVENTS, Subjects
@@ -50,7 +51,7 @@ def test_every_message_subject_fault_and_policy_is_documented() -> None:
 
 
 @pytest.mark.parametrize(("model", "section"), [(Turn, "### `turn`"), (Move, "### `move`")])
-def test_every_field_is_in_its_table(model: type, section: str) -> None:
+def test_every_field_is_in_its_table(model: type[BaseModel], section: str) -> None:
     start = DOC.index(section)
     table = DOC[start : DOC.index("\n### ", start + 1)]
     for field in model.model_fields:

@@ -45,7 +45,7 @@ async def test_oversized_ended_event_still_reaches_the_stream(nc) -> None:
     mid = uid("big")
     got: asyncio.Future[MatchEvent] = asyncio.get_running_loop().create_future()
 
-    async def cb(msg) -> None:  # type: ignore[no-untyped-def]
+    async def cb(msg) -> None:
         if not got.done():
             got.set_result(MatchEvent.model_validate_json(msg.data))
 

@@ -15,7 +15,7 @@ from tests.helpers import play, raw_responder, serving, spec, uid
 
 
 def _move(turn: Turn, **kw: object) -> bytes:
-    return Move(match_id=turn.match_id, turn=turn.turn, **kw).model_dump_json().encode()  # type: ignore[arg-type]
+    return Move(match_id=turn.match_id, turn=turn.turn, **kw).model_dump_json().encode()
 
 
 async def _first(turn: Turn, msg: Msg) -> bytes:
@@ -115,7 +115,7 @@ async def test_an_agent_joining_within_the_deadline_is_not_faulted(nc) -> None:
     late, good = uid("late"), uid("good")
     asked = asyncio.Event()
 
-    async def sink(ev) -> None:  # type: ignore[no-untyped-def]
+    async def sink(ev) -> None:
         if ev.type == "started":
             asked.set()
 
@@ -134,7 +134,7 @@ async def test_an_agent_joining_within_the_deadline_is_not_faulted(nc) -> None:
 
 async def test_strategy_exception_is_an_error_fault(nc) -> None:
     class Broken(FirstLegalStrategy):
-        async def decide(self, turn, ctx):  # type: ignore[no-untyped-def]
+        async def decide(self, turn, ctx):
             raise RuntimeError("boom")
 
     broken, good = uid("broken"), uid("good")
@@ -237,7 +237,7 @@ async def test_a_stopping_agent_answers_instead_of_going_silent(nc) -> None:
     release, started = asyncio.Event(), asyncio.Event()
 
     class Slow(FirstLegalStrategy):
-        async def decide(self, turn, ctx):  # type: ignore[no-untyped-def]
+        async def decide(self, turn, ctx):
             started.set()
             await release.wait()
             return await super().decide(turn, ctx)

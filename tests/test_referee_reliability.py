@@ -42,7 +42,7 @@ from tests.reliability_helpers import (
 
 
 @contextlib.asynccontextmanager
-async def workers(nc, subjects: Subjects, n: int = 1, **kw):  # type: ignore[no-untyped-def]
+async def workers(nc, subjects: Subjects, n: int = 1, **kw):
     ws = [RefereeWorker(nc, subjects=subjects, **kw) for _ in range(n)]
     tasks = [asyncio.create_task(w.run()) for w in ws]
     try:
@@ -53,7 +53,7 @@ async def workers(nc, subjects: Subjects, n: int = 1, **kw):  # type: ignore[no-
         await asyncio.gather(*tasks, return_exceptions=True)
 
 
-async def collect(nc, subjects: Subjects, specs, **kw):  # type: ignore[no-untyped-def]
+async def collect(nc, subjects: Subjects, specs, **kw):
     got: list[MatchRecord] = []
     collector = Collector(specs, got.append)
     records = await asyncio.wait_for(
@@ -149,7 +149,7 @@ class _LosingPublisher(EventPublisher):
     """The real publisher, except that the first `lose` ended events fail as a JetStream publish
     does when the server does not acknowledge (fault injection, not a stand-in)."""
 
-    def __init__(self, nc, subjects: Subjects, lose: int, only: str | None = None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, nc, subjects: Subjects, lose: int, only: str | None = None) -> None:
         super().__init__(nc, subjects)
         self.lose = lose
         self.only = only
@@ -642,7 +642,7 @@ async def test_specs_are_fetched_in_batches_of_the_free_slots(nc, monkeypatch) -
     batches: list[int] = []
     real_fetch = JetStreamContext.PullSubscription.fetch
 
-    async def spy(self, batch: int = 1, *args, **kw):  # type: ignore[no-untyped-def]
+    async def spy(self, batch: int = 1, *args, **kw):
         batches.append(batch)
         return await real_fetch(self, batch, *args, **kw)
 

@@ -128,7 +128,7 @@ async def test_a_referee_stops_promptly_on_sigterm_even_with_nats_down() -> None
         await ensure_streams(nc.jetstream(), subjects)
         asked = asyncio.Event()
 
-        async def never(turn):  # type: ignore[no-untyped-def]
+        async def never(turn):
             asked.set()
             return None
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from pathlib import Path
 
 import nats
@@ -20,7 +20,7 @@ import nats.errors
 import pytest
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
-from nats.js.api import ConsumerConfig
+from nats.js.api import AckPolicy, ConsumerConfig, RawStreamMsg
 
 from agents.base import StrategyOptions
 from agents.random_agent import RandomStrategy
@@ -72,7 +72,7 @@ async def login(auth: tuple[EmbeddedNats, AuthBundle]) -> AsyncIterator[object]:
         await nc.close()
 
 
-async def _refused(nc: NATS, subject: str, body: dict[str, object]) -> None:
+async def _refused(nc: NATS, subject: str, body: Mapping[str, object]) -> None:
     """The request gets no answer: the server refused the publish (a permission violation)."""
     with pytest.raises((nats.errors.TimeoutError, nats.errors.NoRespondersError)):
         reply = await nc.request(subject, json.dumps(body).encode(), timeout=0.5)
@@ -112,7 +112,7 @@ async def test_spectator_cannot_create_or_delete_consumers(login, auth) -> None:
     pull = {"stream_name": stream, "config": {"name": "evil2", "ack_policy": "explicit"}}
     await _refused(spectator, f"$JS.API.CONSUMER.CREATE.{stream}.evil2", pull)
     # A consumer someone else made cannot be deleted (nor read as a pull consumer) by the spectator.
-    await js_ref.add_consumer(stream, ConsumerConfig(durable_name="kept", ack_policy="explicit"))
+    await js_ref.add_consumer(stream, ConsumerConfig(durable_name="kept", ack_policy=AckPolicy.EXPLICIT))
     await _refused(spectator, f"$JS.API.CONSUMER.DELETE.{stream}.kept", {})
     await _refused(spectator, f"$JS.API.CONSUMER.MSG.NEXT.{stream}.kept", {"batch": 1})
     info = await js_ref.stream_info(stream)
@@ -136,8 +136,9 @@ async def test_spectator_follows_the_stream_read_only_and_feeds_the_live_page(lo
     events: list[MatchEvent] = []
     got_second = asyncio.Event()
 
-    async def on_stored(msg: object) -> None:
-        event = MatchEvent.model_validate_json(msg.data)  # type: ignore[attr-defined]
+    async def on_stored(msg: RawStreamMsg) -> None:
+        assert msg.data is not None
+        event = MatchEvent.model_validate_json(msg.data)
         events.append(event)
         feed.apply(event)
         if event.match_id == second.match_id and event.type == "ended":

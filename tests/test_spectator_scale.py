@@ -110,11 +110,14 @@ async def test_feed_folds_each_record_once_and_rates_only_on_demand(monkeypatch:
     assert {s.agent: s.played for s in table.standings} == {s.agent: s.played for s in standings(recs)}
     # Asking starts one background computation; its result is served on the next ask.
     for _ in range(200):
-        if rated and feed.table("fixed").ratings:  # type: ignore[union-attr]
+        now = feed.table("fixed")
+        if rated and now is not None and now.ratings:
             break
         await asyncio.sleep(0.02)
     assert len(rated) == 1
-    assert {r.agent for r in feed.table("fixed").ratings} == set(OLD_BT)  # type: ignore[union-attr]
+    now = feed.table("fixed")
+    assert now is not None and now.ratings is not None
+    assert {r.agent for r in now.ratings} == set(OLD_BT)
     # Rate-limited: no new records, or asked again within `ratings_every`, computes nothing more.
     feed.apply(_ended(recs[0].model_copy(update={"match_id": "extra"})))
     feed.table("fixed")

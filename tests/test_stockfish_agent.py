@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(find_stockfish() is None, reason="stockfish not 
 
 
 def _sf(**kw: object) -> StockfishStrategy:
-    return StockfishStrategy(StockfishOptions(movetime_ms=20, **kw))  # type: ignore[arg-type]
+    return StockfishStrategy(StockfishOptions(movetime_ms=20, **kw))
 
 
 def _first() -> FirstLegalStrategy:
@@ -34,7 +34,7 @@ def test_missing_binary_is_exit_2_with_install_hint(capsys: pytest.CaptureFixtur
     assert "apt-get install stockfish" in capsys.readouterr().err
 
 
-async def test_mates_from_fen(nc) -> None:  # type: ignore[no-untyped-def]
+async def test_mates_from_fen(nc) -> None:
     sf, first = uid("sf"), uid("first")
     game = GameSpec(name="chess", params={"fen": "6k1/5ppp/8/8/8/8/5PPP/3R2K1 w - - 0 1"})
     strategy = _sf()
@@ -46,7 +46,7 @@ async def test_mates_from_fen(nc) -> None:  # type: ignore[no-untyped-def]
     assert rec.returns == [-1.0, 1.0] and not rec.faults
 
 
-async def test_engine_killed_mid_game_is_an_error_then_restarts(nc) -> None:  # type: ignore[no-untyped-def]
+async def test_engine_killed_mid_game_is_an_error_then_restarts(nc) -> None:
     sf, first = uid("sf"), uid("first")
     strategy = _sf(skill_level=1)
     killed: list[int] = []

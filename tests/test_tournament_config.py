@@ -90,7 +90,7 @@ def _rec(seats: list[str], returns: list[float], game: str = "tic_tac_toe", **kw
         returns=returns,
         ranks=ranks_from_returns(returns),
         outcome=kw.pop("outcome", "decisive"),
-        **kw,  # type: ignore[arg-type]
+        **kw,
     )
 
 

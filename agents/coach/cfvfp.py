@@ -38,7 +38,7 @@ import numpy as np
 import pyspiel
 from open_spiel.python import policy as policy_lib
 
-from agents.coach.tree import GameTree
+from agents.coach.tree import GameTree, Level
 
 
 class CFVFPSolver:
@@ -76,7 +76,7 @@ class CFVFPSolver:
         self._term_value[:, t.terminal] = t.utility
 
     # --- passes -------------------------------------------------------------------------------
-    def _edge_probs(self, sigma: np.ndarray, lv) -> np.ndarray:
+    def _edge_probs(self, sigma: np.ndarray, lv: Level) -> np.ndarray:
         flat = sigma.reshape(-1)
         return np.where(lv.decision, flat[np.where(lv.decision, lv.slot, 0)], lv.chance_prob)
 

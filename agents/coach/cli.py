@@ -17,9 +17,13 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+if TYPE_CHECKING:
+    import pyspiel
 
 PROG = "spielbus selfplay"
 
@@ -175,10 +179,10 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _action_names(game: object, solver: object) -> dict[tuple[str, int], str]:
+def _action_names(game: pyspiel.Game, solver: object) -> dict[tuple[str, int], str]:
     """Action texts per information set, from one state of each set (found while walking the tree)."""
     out: dict[tuple[str, int], str] = {}
-    stack = [game.new_initial_state()]  # type: ignore[attr-defined]
+    stack = [game.new_initial_state()]
     while stack:
         s = stack.pop()
         if s.is_terminal():

@@ -74,7 +74,7 @@ def background(game_label: str) -> tuple[str, str]:
 
     game = load_game(game_label)
     if game.get_type().short_name == "simplified_holdem":
-        n, stack = game.n, game.stack  # type: ignore[attr-defined]
+        n, stack = game.n, game.stack
         later = "Player 0 (BB)" if n == 2 else f"Player {n - 1} (SB)"
         return "Texas Hold'em", (
             f"- Game info:\n  - {n} players; each starts with {stack} chips ({stack / 2:g}BB)\n"

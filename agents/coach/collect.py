@@ -349,11 +349,11 @@ def _collect_local(
         exhausted = False
         while True:
             while not exhausted and len(inflight) < 2 * workers:
-                cand = next(todo, None)
-                if cand is None:
+                nxt = next(todo, None)
+                if nxt is None:
                     exhausted = True
                     break
-                inflight.add(pool.submit(_evaluate_in_worker, cand, meta.rollouts, meta.seed, meta.alpha))
+                inflight.add(pool.submit(_evaluate_in_worker, nxt, meta.rollouts, meta.seed, meta.alpha))
             if not inflight:
                 break
             finished, inflight = wait(inflight, return_when=FIRST_COMPLETED)

@@ -211,7 +211,7 @@ def read_nodes(folder: Path, repair_tail: bool = False) -> tuple[Meta, list[Node
 
 def read_coached(folder: Path) -> list[CoachedNode]:
     meta = read_meta(folder)
-    return list(iter_rows(folder / COACHED, CoachedNode, meta.game))  # type: ignore[arg-type]
+    return list(iter_rows(folder / COACHED, CoachedNode, meta.game))
 
 
 def append_row(fh: Any, row: BaseModel) -> None:

@@ -115,9 +115,9 @@ class GameTree:
         max_actions = max((len(a) for a in inf_actions), default=1)
         levels = []
         for depth in sorted(edges):
-            parent, child, actor, prob, iid, index = (np.asarray(c) for c in edges[depth])
-            decision = iid >= 0
-            slot = np.where(decision, iid * max_actions + index, -1).astype(np.int64)
+            parent, child, actor, prob, iids, index = (np.asarray(c) for c in edges[depth])
+            decision = iids >= 0
+            slot = np.where(decision, iids * max_actions + index, -1).astype(np.int64)
             levels.append(
                 Level(
                     parent=parent.astype(np.int64),

@@ -175,7 +175,7 @@ class CwmStrategy(Strategy):
             action = rng.choice(turn.legal_actions)
             action_text, action_id = action.text, action.id
         else:
-            action_id = legal_texts[action_text]
+            action_id = legal_texts[str(action_text)]  # a legal text: failure is None
         d["pairs"].append([turn.observation, action_text])
         stats = MoveStats(nodes=result.get("nodes"))
         extra = {

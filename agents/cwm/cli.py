@@ -15,16 +15,24 @@ import argparse
 import asyncio
 import json
 import random
+import subprocess
 import sys
 import tempfile
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agents.cwm.model_dir import ModelDirError, load_meta
+
+if TYPE_CHECKING:  # imported where used: `spielbus cwm eval` needs neither the LLM layer nor OpenSpiel
+    import pyspiel
+
+    from agents.cwm.synthesize import Task
+    from agents.llm import LLMConfig
+    from agents.llm.server import EmbeddedServer
 
 REFERENCE_GAMES = ("tic_tac_toe", "connect_four", "kuhn_poker", "leduc_poker")
 DEFAULT_HELDOUT_GAMES = 100
@@ -78,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _llm_config(args: argparse.Namespace):  # -> (LLMConfig, EmbeddedServer | None)
+def _llm_config(args: argparse.Namespace) -> tuple[LLMConfig, EmbeddedServer | None]:
     from agents.llm import LLMConfig
 
     spec = args.llm
@@ -135,22 +143,11 @@ def _synthesize(args: argparse.Namespace, console: Console) -> int:
         return 2
     imperfect = not is_perfect_information(game)
     closed = bool(args.closed_deck) and imperfect
-    if args.from_run:
-        try:
-            trajs = T.from_run_folder(args.from_run, args.game, args.trajectories)
-        except (FileNotFoundError, ValueError) as exc:
-            _err(f"spielbus cwm: {exc}")
-            return 2
-        if not trajs:
-            _err(f"spielbus cwm: {args.from_run}: no finished match of {args.game}")
-            return 2
-    else:
-        with tempfile.TemporaryDirectory(prefix="cwm-traj-") as tmp:
-            console.print(
-                f"recording {args.trajectories} trajectories of {args.game} (random vs random, referee)"
-            )
-            folder = T.record(args.game, args.trajectories, args.seed, tmp)
-            trajs = T.from_run_folder(folder, args.game, args.trajectories)
+    try:
+        trajs = _training_trajectories(args, console)
+    except (FileNotFoundError, ValueError, RuntimeError) as exc:
+        _err(f"spielbus cwm: {exc}")
+        return 2
     tests = T.build_tests(game, trajs, closed, seed=args.seed)
     task = Task(
         game=args.game,
@@ -190,6 +187,34 @@ def _synthesize(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _training_trajectories(args: argparse.Namespace, console: Console) -> list[list[dict[str, Any]]]:
+    """`--from-run RUN_DIR`'s finished matches of the game, else fresh ones recorded through the referee."""
+    from agents.cwm import trajectories as T
+
+    if args.from_run:
+        trajs = T.from_run_folder(args.from_run, args.game, args.trajectories)
+        if not trajs:
+            raise ValueError(f"{args.from_run}: no finished match of {args.game}")
+        return trajs
+    with tempfile.TemporaryDirectory(prefix="cwm-traj-") as tmp:
+        console.print(
+            f"recording {args.trajectories} trajectories of {args.game} (random vs random, referee)"
+        )
+        folder = _record(args.game, args.trajectories, args.seed, tmp)
+        return T.from_run_folder(folder, args.game, args.trajectories)
+
+
+def _record(game: str, count: int, seed: int, tmp: str) -> Path:
+    """Random-vs-random matches through the real referee, recorded by `spielbus.trajectories` in its
+    own process (it runs a tournament; agents never import spielbus); returns the run folder."""
+    argv = [sys.executable, "-m", "spielbus.trajectories", game, "--count", str(count), "--seed", str(seed)]
+    done = subprocess.run([*argv, "--run-dir", tmp], capture_output=True, text=True, check=False)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise RuntimeError(f"recording trajectories failed: {done.stderr.strip()[-2000:]}")
+    return Path(lines[-1])
+
+
 def _err(msg: str) -> None:
     print(msg, file=sys.stderr)
 
@@ -198,7 +223,14 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4f}"
 
 
-async def _run(task, config, game, trajs, args, console) -> dict[str, Any]:
+async def _run(
+    task: Task,
+    config: LLMConfig,
+    game: pyspiel.Game,
+    trajs: list[list[dict[str, Any]]],
+    args: argparse.Namespace,
+    console: Console,
+) -> dict[str, Any]:
     from agents.cwm import trajectories as T
     from agents.cwm.synthesize import report
     from agents.cwm.values import ValueCandidate, check_and_rank, value_prompt

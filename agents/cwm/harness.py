@@ -286,12 +286,12 @@ def mcts(
                 if unvisited:
                     action = rng.choice(unvisited)
                 else:
-                    action = max(
-                        legal,
-                        key=lambda a, n=node: (
-                            n.value[a] / n.visits[a] + uct_c * math.sqrt(math.log(n.avail[a]) / n.visits[a])
-                        ),
-                    )
+                    score = {
+                        a: node.value[a] / node.visits[a]
+                        + uct_c * math.sqrt(math.log(node.avail[a]) / node.visits[a])
+                        for a in legal
+                    }
+                    action = max(legal, key=score.__getitem__)
                 path.append((node, action, player))
                 if not information_sets:
                     key = (*key, action)

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from agents.cwm import prompts as P
-from agents.cwm.candidate import Run, run_candidate
+from agents.cwm.candidate import Run, Verdict, run_candidate
 from agents.llm import LLMClient, LLMError, UsageMeter
 
 HEURISTIC_WEIGHT = 5.0
@@ -236,9 +236,7 @@ class Synthesizer:
         return await self.tree()
 
 
-def _no_code(total: int):
-    from agents.cwm.candidate import Verdict
-
+def _no_code(total: int) -> Verdict:
     return Verdict(total=total, reason="no_code", detail="the reply holds no ```python code block")
 
 

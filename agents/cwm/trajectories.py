@@ -4,8 +4,10 @@ A trajectory comes from a match record (`matches.jsonl` of a run folder): its ac
 ids, chance outcomes included, are replayed on the true OpenSpiel game, which yields at
 every step the state, the player to act, the rewards, every seat's observation (the text
 the referee sends that seat: `games.view.observation_text`), the legal action texts and
-the action taken. `record(...)` makes fresh trajectories by playing `random` against
-`random` through the real referee (`spielbus.run.run_tournament`, embedded NATS).
+the action taken. Fresh trajectories come from playing `random` against `random` through
+the real referee: `spielbus.trajectories` records them (it runs a tournament, so it lives
+with the process supervision; agents/cwm/cli.py runs it as a process, agents never import
+spielbus).
 
 The state encoding (the "ground truth" state dict of the transition tests) is the same
 for every game: `{"history": [action texts so far], "text": str(state)}`: a model must
@@ -24,8 +26,6 @@ Closed deck keeps only the tests that need no hidden information: inference and 
 
 from __future__ import annotations
 
-import asyncio
-import json
 import random
 from pathlib import Path
 from typing import Any
@@ -87,25 +87,10 @@ def replay_ids(game: pyspiel.Game, actions: list[int]) -> list[dict[str, Any]]:
 
 def random_trajectories(game_spec: str | GameSpec, count: int, seed: int) -> list[list[dict[str, Any]]]:
     """Random play on the true game, without the referee (used for held-out test sets)."""
-    game = load_game(game_spec)
-    rng = random.Random(seed)
-    out = []
-    for _ in range(count):
-        state = game.new_initial_state()
-        ids = []
-        while not state.is_terminal():
-            if state.is_chance_node():
-                outcomes, probs = zip(*state.chance_outcomes(), strict=True)
-                a = rng.choices(outcomes, weights=probs)[0]
-            else:
-                a = rng.choice(state.legal_actions())
-            ids.append(a)
-            state.apply_action(a)
-        out.append(replay_ids(game, ids))
-    return out
+    return played_trajectories(game_spec, count, seed, mcts_share=0.0)  # no MCTS seat: all random
 
 
-def _mcts_bot(game: pyspiel.Game, simulations: int, seed: int) -> object | None:
+def _mcts_bot(game: pyspiel.Game, simulations: int, seed: int) -> pyspiel.Bot | None:
     """OpenSpiel's C++ MCTS (perfect information) or IS-MCTS (imperfect) on the true game;
     None for our Python games (the C++ bots cannot drive them) or games the bot refuses."""
     if not type(game).__module__.startswith("pyspiel"):
@@ -149,8 +134,8 @@ def played_trajectories(
             if state.is_chance_node():
                 outcomes, probs = zip(*state.chance_outcomes(), strict=True)
                 a = rng.choices(outcomes, weights=probs)[0]
-            elif smart[state.current_player()]:
-                a = int(bot.step(state))  # type: ignore[union-attr]
+            elif bot is not None and smart[state.current_player()]:
+                a = int(bot.step(state))
             else:
                 a = rng.choice(state.legal_actions())
             ids.append(a)
@@ -175,35 +160,6 @@ def from_run_folder(folder: str | Path, game: str, limit: int) -> list[list[dict
         if len(out) >= limit:
             break
     return out
-
-
-def record(game: str, count: int, seed: int, run_dir: str) -> Path:
-    """Play `random` vs `random` through the real referee (embedded NATS); returns the run folder."""
-    from referee.config import parse_config
-    from spielbus.run import RunOptions, run_tournament
-
-    per_pairing = max(1, (count + 1) // 2)
-    toml = f"""
-name = "cwm_trajectories"
-games_per_pairing = {per_pairing}
-concurrency = 2
-deadline_ms = 5000
-seed = {seed}
-run_dir = {json.dumps(run_dir)}
-[[games]]
-name = {json.dumps(game)}
-[agents.random_a]
-kind = "random"
-options = {{ seed = {seed} }}
-[agents.random_b]
-kind = "random"
-options = {{ seed = {seed + 1} }}
-"""
-    config = parse_config(toml, "<cwm trajectories>")
-    from rich.console import Console
-
-    result = asyncio.run(run_tournament(config, RunOptions(run_dir=run_dir, quiet=True), Console(quiet=True)))
-    return result.path
 
 
 # ---- tests --------------------------------------------------------------------------

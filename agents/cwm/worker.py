@@ -164,7 +164,7 @@ def _duel(args: dict[str, Any]) -> dict[str, Any]:
                 fn = fns[0] if p == seat_a else fns[1]
                 out = harness.mcts(m, [state], p, n, int(args["simulations"]), 1, 1.4, rng, fn, 1e9, False)
                 v = out["visits"]
-                action = max(v, key=lambda a, v=v: v[a]) if v else rng.choice(legal)
+                action = max(v, key=v.__getitem__) if v else rng.choice(legal)
             state = m.apply_action(state, action)
             for i, r in enumerate(m.get_rewards(state)):
                 acc[i] += float(r)

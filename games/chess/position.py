@@ -23,7 +23,7 @@ class BadFen(ValueError):
     pass
 
 
-def check_fen(fen: str) -> chess.Board:
+def check_fen(fen: object) -> chess.Board:
     """A python-chess board of `fen`, or BadFen saying what is wrong."""
     if not isinstance(fen, str):
         raise BadFen(f"fen must be a string, got {type(fen).__name__}")
@@ -44,7 +44,7 @@ def load_chess_from_fen(params: dict[str, object]) -> pyspiel.Game:
     rest = {k: v for k, v in params.items() if k != "fen"}
     fen = params["fen"]
     try:
-        board = check_fen(fen)  # type: ignore[arg-type]
+        board = check_fen(fen)
     except BadFen as exc:
         raise GameSpecError(str(exc)) from None
     if rest.get("chess960"):

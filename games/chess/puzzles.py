@@ -111,7 +111,7 @@ def load_puzzles(path: str | Path | None = None) -> list[Puzzle]:
     p = Path(path) if path else DEFAULT_PATH
     opener = gzip.open if p.suffix == ".gz" else open
     try:
-        with opener(p, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
+        with opener(p, "rt", encoding="utf-8") as fh:
             return parse_lines(fh, str(p))
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise PuzzleError(f"{p}: cannot read: {exc}") from exc

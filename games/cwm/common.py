@@ -30,6 +30,8 @@ class SeatObserver(TextObserver):
         super().__init__(iig_obs_type, params)
         self.perfect_recall = iig_obs_type is not None and bool(iig_obs_type.perfect_recall)
 
+    # The ignore: `state` is narrower than TextObserver's; this observer only serves games whose
+    # states are SeatViewStates (OpenSpiel hands it the game's own states).
     def string_from(self, state: SeatViewState, player: int) -> str:  # type: ignore[override]
         return state.info_view(player) if self.perfect_recall else state.text_view(player)
 

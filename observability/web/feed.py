@@ -183,7 +183,7 @@ class MatchFeed:
         self.events_seen = 0
         self._sub: Any = None
         self._moves_sub: Any = None
-        self._pending: set[asyncio.Task[None]] = set()
+        self._pending: set[asyncio.Task[Any]] = set()
 
     # -- following the bus --------------------------------------------------------------------
 
@@ -328,8 +328,8 @@ class MatchFeed:
             return
         with contextlib.suppress(RuntimeError):  # no running loop: the caller is not async
             task = asyncio.get_running_loop().create_task(asyncio.to_thread(self.compute_ratings, tournament))
-            self._pending.add(task)  # type: ignore[arg-type]
-            task.add_done_callback(self._pending.discard)  # type: ignore[arg-type]
+            self._pending.add(task)
+            task.add_done_callback(self._pending.discard)
 
     # -- queries ------------------------------------------------------------------------------
 

@@ -66,7 +66,7 @@ async def start_observability(
     if metrics_port is not None:
         obs.metrics = RefereeMetrics()
         if child_metrics is not None:
-            obs.metrics.registry.register(MergedCollector(child_metrics))  # type: ignore[arg-type]
+            obs.metrics.registry.register(MergedCollector(child_metrics))
         obs.metrics_server = serve_metrics(obs.metrics.registry, metrics_port, host=host, fallback=fallback)
     metrics = obs.metrics
     obs.feed = MatchFeed(
