@@ -459,13 +459,13 @@ def test_a_tournament_survives_losing_a_node_a_referee_and_an_agent(hosts: Hosts
         if e.match_id in tournament and e.type == "moved":
             per_attempt[(e.match_id, e.attempt)].append(e)
     hidden_deals = 0
-    for key, evs in per_attempt.items():
+    for attempt_key, evs in per_attempt.items():
         deals = [e for e in evs if e.move is not None and e.move.player == CHANCE]
         for e in evs:
-            assert e.observation is None, (key, e)
+            assert e.observation is None, (attempt_key, e)
         for e in deals[:2]:  # leduc deals one private card to each of two seats
             assert e.move is not None
-            assert e.hidden and e.move.action == -1 and e.move.text == "(hidden)", (key, e)
+            assert e.hidden and e.move.action == -1 and e.move.text == "(hidden)", (attempt_key, e)
             hidden_deals += 1
     # The check above did look at the deals of most matches (a spectator on a killed node misses some).
     assert per_attempt and hidden_deals >= len(per_attempt)
