@@ -21,10 +21,14 @@ install: $(STAMP)
 run: install
 	$(BIN)/spielbus run examples/quickstart.toml
 
+# Two pytest workers (pytest-xdist): most tests wait on servers, processes and the bus, not on a
+# core; the Docker stack and the network-namespace cluster share one worker (group "netns").
+PYTEST_ARGS ?= -n 2 --dist loadgroup --durations=25
+
 test: install node-deps system-deps
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
-	$(BIN)/pytest
+	$(BIN)/pytest $(PYTEST_ARGS)
 
 # mypy over the whole tree, configured in pyproject.toml ([tool.mypy]); `make test` runs it before pytest.
 typecheck: install
