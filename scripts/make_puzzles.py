@@ -6,12 +6,16 @@
 
 How a puzzle is made: self-play games from the standard position (a few random
 opening plies, then a strong side against a weak one, the colours chosen per game,
-so that mates happen). At each of the strong side's moves its own search (depth
+so that mates happen). Once the strong side's search sees a forced mate, the weak
+side defends at full strength, so the rest of the game walks down the mate
+distances one move at a time (a mate in 9 passes through 8, 7 and 6) instead of
+jumping over them with a blunder: one game then yields a puzzle of each deep
+depth. At each of the strong side's moves its own search (depth
 12) looks for a `mate N` score with N in the wanted depths. A candidate is then
 verified from its FEN alone (no move history) by two mate searches (UCI `go mate`,
-hash cleared before each): one must find mate in exactly N (10 s at most), the
-other must find no mate in N-1 or fewer in 4 s while searching at least 2N+8 plies
-deep. (A plain search's mate distance proved unreliable: Stockfish reports the
+hash cleared before each): one must find mate in exactly N (6 s at most), the
+other must find no mate in N-1 or fewer while searching at least 2N+8 plies deep
+(it stops there; 15 s at most, or the candidate is refused). (A plain search's mate distance proved unreliable: Stockfish reports the
 first mate it sees, which may be longer than the shortest, or miss a shorter one.) When a mate is
 found, the same side's earlier positions of the game are searched deeper too,
 since the quick search misses long mates. The solution line is the engine's
@@ -68,7 +72,11 @@ def verify(engine: chess.engine.SimpleEngine, position: chess.Board, n: int) -> 
         return None
     if n > 1:
         engine.configure({"Clear Hash": None})
-        shorter = engine.analyse(board, chess.engine.Limit(mate=n - 1, time=SHORTER_SECONDS))
+        # Stops at the first mate in n-1 or fewer, or once 2n+8 plies are searched: on a busy
+        # machine a time cap alone would reject good puzzles for want of depth.
+        shorter = engine.analyse(
+            board, chess.engine.Limit(mate=n - 1, depth=2 * n + 8, time=SHORTER_SECONDS)
+        )
         found = _mate_for_mover(shorter, board)
         if (found is not None and found < n) or shorter.get("depth", 0) < 2 * n + 8:
             return None
@@ -91,8 +99,8 @@ def verify(engine: chess.engine.SimpleEngine, position: chess.Board, n: int) -> 
     return [m.uci() for m in line]
 
 
-FIND_SECONDS = 10.0
-SHORTER_SECONDS = 4.0
+FIND_SECONDS = 6.0
+SHORTER_SECONDS = 15.0
 
 
 def reverify(args: argparse.Namespace, path: str) -> int:
@@ -176,12 +184,14 @@ def generate(args: argparse.Namespace) -> int:
                 board.push(rng.choice(list(board.legal_moves)))
             strong = rng.choice([chess.WHITE, chess.BLACK])
             weak_skill = rng.randint(0, 5)
+            defend = False  # once the strong side sees a mate, the weak side defends at full strength
             found_here: set[int] = set()
             tried: set[tuple[str, int]] = set()
             while not board.is_game_over() and board.ply() < 300:
                 if board.turn != strong:
-                    engine.configure({"Skill Level": weak_skill})
-                    move = engine.play(board, chess.engine.Limit(time=0.01)).move
+                    engine.configure({"Skill Level": 20 if defend else weak_skill})
+                    limit = chess.engine.Limit(depth=12, time=0.05) if defend else chess.engine.Limit(time=0.01)
+                    move = engine.play(board, limit).move
                     if move is None:
                         break
                     board.push(move)
@@ -192,6 +202,7 @@ def generate(args: argparse.Namespace) -> int:
                     board, chess.engine.Limit(depth=12, time=0.05), info=chess.engine.INFO_SCORE
                 )
                 mate = _mate_for_mover(played.info, board)
+                defend = defend or (mate is not None and mate > 0)
                 if mate is not None and 1 <= mate <= max(depths):
                     # Walk back over the same side's earlier moves: a longer mate may have been there.
                     back = board.copy()
