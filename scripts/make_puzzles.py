@@ -10,12 +10,13 @@ so that mates happen). Once the strong side's search sees a forced mate, the wea
 side defends at full strength, so the rest of the game walks down the mate
 distances one move at a time (a mate in 9 passes through 8, 7 and 6) instead of
 jumping over them with a blunder: one game then yields a puzzle of each deep
-depth. At each of the strong side's moves its own search (depth
-12) looks for a `mate N` score with N in the wanted depths. A candidate is then
+depth. At each of the strong side's moves its own search (depth 14,
+150k nodes) looks for a `mate N` score with N in the wanted depths. A candidate is then
 verified from its FEN alone (no move history) by two mate searches (UCI `go mate`,
 hash cleared before each): one must find mate in exactly N (within 5M nodes), the
 other must find no mate in N-1 or fewer while searching at least 2N+8 plies deep
-(it stops there; a search cut short by the wall-clock cap refuses the candidate). (A plain search's mate distance proved unreliable: Stockfish reports the
+(it stops there; a search cut short by the wall-clock cap refuses the candidate).
+(A plain search's mate distance proved unreliable: Stockfish reports the
 first mate it sees, which may be longer than the shortest, or miss a shorter one.) When a mate is
 found, the same side's earlier positions of the game are searched deeper too,
 since the quick search misses long mates. The solution line is the engine's
@@ -89,7 +90,8 @@ def verify(engine: chess.engine.SimpleEngine, position: chess.Board, n: int) -> 
     line = line[: 2 * n - 1]
     while len(line) < 2 * n - 1 and not work.is_game_over():
         # The PV was cut short: search on from where it ends.
-        info = engine.analyse(work, chess.engine.Limit(depth=want_depth, nodes=FIND_NODES, time=WALL_CAP_SECONDS))
+        limit = chess.engine.Limit(depth=want_depth, nodes=FIND_NODES, time=WALL_CAP_SECONDS)
+        info = engine.analyse(work, limit)
         pv = info.get("pv", [])
         if not pv:
             return None
@@ -204,9 +206,7 @@ def generate(args: argparse.Namespace) -> int:
                     continue
                 # The strong side's own search says whether it has a mate: no second search needed.
                 engine.configure({"Skill Level": 20})
-                played = engine.play(
-                    board, STRONG, info=chess.engine.INFO_SCORE
-                )
+                played = engine.play(board, STRONG, info=chess.engine.INFO_SCORE)
                 mate = _mate_for_mover(played.info, board)
                 defend = defend or (mate is not None and mate > 0)
                 if mate is not None and 1 <= mate <= max(depths):
