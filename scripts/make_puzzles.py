@@ -6,12 +6,17 @@
 
 How a puzzle is made: self-play games from the standard position (a few random
 opening plies, then a strong side against a weak one, the colours chosen per game,
-so that mates happen). At each of the strong side's moves its own search (depth
-12) looks for a `mate N` score with N in the wanted depths. A candidate is then
+so that mates happen). Once the strong side's search sees a forced mate, the weak
+side defends at full strength, so the rest of the game walks down the mate
+distances one move at a time (a mate in 9 passes through 8, 7 and 6) instead of
+jumping over them with a blunder: one game then yields a puzzle of each deep
+depth. At each of the strong side's moves its own search (depth 14,
+150k nodes) looks for a `mate N` score with N in the wanted depths. A candidate is then
 verified from its FEN alone (no move history) by two mate searches (UCI `go mate`,
-hash cleared before each): one must find mate in exactly N (10 s at most), the
-other must find no mate in N-1 or fewer in 4 s while searching at least 2N+8 plies
-deep. (A plain search's mate distance proved unreliable: Stockfish reports the
+hash cleared before each): one must find mate in exactly N (within 5M nodes), the
+other must find no mate in N-1 or fewer while searching at least 2N+8 plies deep
+(it stops there; a search cut short by the wall-clock cap refuses the candidate).
+(A plain search's mate distance proved unreliable: Stockfish reports the
 first mate it sees, which may be longer than the shortest, or miss a shorter one.) When a mate is
 found, the same side's earlier positions of the game are searched deeper too,
 since the quick search misses long mates. The solution line is the engine's
@@ -24,7 +29,8 @@ At most one puzzle per depth per game, so the suite is not one game's mating
 sequence many times. Resumable: puzzles are appended as they are found (a gzip
 member each; gzip reads the members as one file), and a rerun continues with the
 next game number and stops when every depth has its count. Deterministic for a
-seed, except for Stockfish's own timing-dependent search (movetime).
+seed (every search is bounded by nodes or depth, Threads=1), unless a wall-clock cap
+cuts a search short on a very busy machine.
 
 Limits: "forced" means Stockfish's search says so; the search is not an
 exhaustive proof, which for mates in 8 would be out of reach here.
@@ -63,12 +69,16 @@ def verify(engine: chess.engine.SimpleEngine, position: chess.Board, n: int) -> 
     other must not find one in n-1 or fewer although it searches deep (at least 2n+8 plies)."""
     board = chess.Board(position.fen())
     engine.configure({"Clear Hash": None})
-    last = engine.analyse(board, chess.engine.Limit(mate=n, time=FIND_SECONDS))
+    last = engine.analyse(board, chess.engine.Limit(mate=n, nodes=FIND_NODES, time=WALL_CAP_SECONDS))
     if _mate_for_mover(last, board) != n:
         return None
     if n > 1:
         engine.configure({"Clear Hash": None})
-        shorter = engine.analyse(board, chess.engine.Limit(mate=n - 1, time=SHORTER_SECONDS))
+        # Stops at the first mate in n-1 or fewer, or once 2n+8 plies are searched: on a busy
+        # machine a time cap alone would reject good puzzles for want of depth.
+        shorter = engine.analyse(
+            board, chess.engine.Limit(mate=n - 1, depth=2 * n + 8, time=WALL_CAP_SECONDS)
+        )
         found = _mate_for_mover(shorter, board)
         if (found is not None and found < n) or shorter.get("depth", 0) < 2 * n + 8:
             return None
@@ -80,7 +90,8 @@ def verify(engine: chess.engine.SimpleEngine, position: chess.Board, n: int) -> 
     line = line[: 2 * n - 1]
     while len(line) < 2 * n - 1 and not work.is_game_over():
         # The PV was cut short: search on from where it ends.
-        info = engine.analyse(work, chess.engine.Limit(depth=want_depth, time=10.0))
+        limit = chess.engine.Limit(depth=want_depth, nodes=FIND_NODES, time=WALL_CAP_SECONDS)
+        info = engine.analyse(work, limit)
         pv = info.get("pv", [])
         if not pv:
             return None
@@ -91,8 +102,13 @@ def verify(engine: chess.engine.SimpleEngine, position: chess.Board, n: int) -> 
     return [m.uci() for m in line]
 
 
-FIND_SECONDS = 10.0
-SHORTER_SECONDS = 4.0
+# Node counts, not times: a busy machine then changes how long generation takes, not what the
+# searches see (and a seed gives the same suite). The wall caps only guard against a stuck engine.
+FIND_NODES = 5_000_000
+WALL_CAP_SECONDS = 120.0
+STRONG = chess.engine.Limit(depth=14, nodes=150_000)
+WEAK = chess.engine.Limit(nodes=5_000)
+WALK_BACK = chess.engine.Limit(depth=16, nodes=300_000)
 
 
 def reverify(args: argparse.Namespace, path: str) -> int:
@@ -176,22 +192,23 @@ def generate(args: argparse.Namespace) -> int:
                 board.push(rng.choice(list(board.legal_moves)))
             strong = rng.choice([chess.WHITE, chess.BLACK])
             weak_skill = rng.randint(0, 5)
+            defend = False  # once the strong side sees a mate, the weak side defends at full strength
             found_here: set[int] = set()
             tried: set[tuple[str, int]] = set()
             while not board.is_game_over() and board.ply() < 300:
                 if board.turn != strong:
-                    engine.configure({"Skill Level": weak_skill})
-                    move = engine.play(board, chess.engine.Limit(time=0.01)).move
+                    engine.configure({"Skill Level": 20 if defend else weak_skill})
+                    limit = STRONG if defend else WEAK
+                    move = engine.play(board, limit).move
                     if move is None:
                         break
                     board.push(move)
                     continue
                 # The strong side's own search says whether it has a mate: no second search needed.
                 engine.configure({"Skill Level": 20})
-                played = engine.play(
-                    board, chess.engine.Limit(depth=12, time=0.05), info=chess.engine.INFO_SCORE
-                )
+                played = engine.play(board, STRONG, info=chess.engine.INFO_SCORE)
                 mate = _mate_for_mover(played.info, board)
+                defend = defend or (mate is not None and mate > 0)
                 if mate is not None and 1 <= mate <= max(depths):
                     # Walk back over the same side's earlier moves: a longer mate may have been there.
                     back = board.copy()
@@ -206,7 +223,7 @@ def generate(args: argparse.Namespace) -> int:
                             if (back.fen(), 0) in tried:
                                 continue
                             tried.add((back.fen(), 0))
-                            pre = engine.analyse(back, chess.engine.Limit(depth=16, time=0.3))
+                            pre = engine.analyse(back, WALK_BACK)
                             want = _mate_for_mover(pre, back) or 0
                         if want not in counts or counts[want] >= args.per_depth or want in found_here:
                             continue

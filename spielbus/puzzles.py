@@ -138,7 +138,7 @@ def solved(record: MatchRecord, depth: int) -> bool:
 
 
 def score(records: list[MatchRecord], puzzles: list[Puzzle]) -> dict[str, dict[str, bool]]:
-    """agent label -> puzzle id -> solved. A puzzle whose match is missing counts as unsolved."""
+    """agent label -> puzzle id -> solved. A puzzle whose match has no record has no entry."""
     by_fen: dict[str, list[Puzzle]] = {}
     for p in puzzles:
         by_fen.setdefault(match_fen(p), []).append(p)
@@ -159,8 +159,11 @@ def table2(results: dict[str, dict[str, bool]], puzzles: list[Puzzle], labels: l
         ids = [p.id for p in puzzles if p.depth == d]
         cells = []
         for label in labels:
-            k = sum(results.get(label, {}).get(i, False) for i in ids)
-            cells.append(f"{100 * k / len(ids):.0f}% ({k}/{len(ids)})")
+            verdicts = [results[label][i] for i in ids if i in results.get(label, {})]
+            k, n = sum(verdicts), len(verdicts)
+            # A puzzle whose match has no record (the run was cut short) is not played, not failed.
+            share = f"{100 * k / n:.0f}%" if n else "-"
+            cells.append(f"{share} ({k}/{n})" + (f", {len(ids) - n} not played" if n < len(ids) else ""))
         t.add_row(str(d), *cells)
     return t
 
@@ -193,6 +196,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--run-dir", default="runs")
     p.add_argument("--nats", default=None, help="use this NATS server (default: embedded)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--deadline",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop after this long and score the matches played (default: none)",
+    )
     return p
 
 
@@ -223,9 +233,14 @@ def main(argv: list[str] | None = None) -> int:
     missing = [d for d in args.depth if not any(p.depth == d for p in puzzles)]
     if missing:
         console.print(f"[yellow]note:[/yellow] no puzzles of depth {missing} in the suite", highlight=False)
+    from referee.tournament import DEFAULT_IDLE_S
     from spielbus.run import RunOptions, run_tournament
 
-    opts = RunOptions(nats=args.nats, run_dir=args.run_dir, quiet=args.quiet)
+    # One move may take the whole turn deadline: the run's no-progress limit must be longer.
+    idle_s = max(DEFAULT_IDLE_S, 2 * args.deadline_ms / 1000 + 60)
+    opts = RunOptions(
+        nats=args.nats, run_dir=args.run_dir, quiet=args.quiet, deadline_s=args.deadline, idle_s=idle_s
+    )
     try:
         result = asyncio.run(run_tournament(config, opts, console))
     except (ConnectionError, RuntimeError) as exc:

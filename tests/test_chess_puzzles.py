@@ -8,12 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from agents.stockfish_agent import find_stockfish
 from games.chess.puzzles import DEPTHS, PuzzleError, load_puzzles, select
 from scripts.make_puzzles import main as make_main
 from spielbus.puzzles import main as puzzles_main
-from spielbus.puzzles import match_fen, parse_agent_spec
+from spielbus.puzzles import match_fen, parse_agent_spec, table2
 
 MATE1 = {"id": "ok", "depth": 1, "fen": "6k1/5ppp/8/8/8/8/5PPP/3R2K1 w - - 0 1", "solution": ["d1d8"]}
 
@@ -71,6 +72,17 @@ def test_agent_specs_and_mirroring() -> None:
     white = select(load_puzzles(), [3], None)
     p = next(p for p in white if p.attacker_white)
     assert match_fen(p).split()[1] == "b"
+
+
+def test_table_counts_unplayed_puzzles_apart() -> None:
+    """A run cut short (`--deadline`) leaves puzzles without a record: shown as not played, not failed."""
+    three = select(load_puzzles(), [3], 3)
+    results = {"a": {three[0].id: True, three[1].id: False}}
+    console = Console(width=200, record=True)
+    console.print(table2(results, three, ["a", "b"]))
+    row = next(line for line in console.export_text().splitlines() if line.strip(" │┃").startswith("3 "))
+    assert "50% (1/2), 1 not played" in row
+    assert "- (0/0), 3 not played" in row
 
 
 @pytest.mark.slow
