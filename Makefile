@@ -22,8 +22,9 @@ run: install
 	$(BIN)/spielbus run examples/quickstart.toml
 
 # Two pytest workers (pytest-xdist): most tests wait on servers, processes and the bus, not on a
-# core; the Docker stack and the network-namespace cluster share one worker (group "netns").
-PYTEST_ARGS ?= -n 2 --dist loadgroup --durations=25
+# core. A test file runs whole on one worker (`loadfile`), so module fixtures such as the Docker
+# stack are set up once.
+PYTEST_ARGS ?= -n 2 --dist loadfile --durations=25
 
 test: install node-deps system-deps
 	$(BIN)/ruff check .

@@ -327,7 +327,7 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
             if problems:
                 raise ConfigError(f"{args.file}: bad agent options:\n  " + "\n  ".join(problems))
     except ConfigError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
     if submit_only and not (args.nats or os.environ.get("NATS_URL")):
         console.print("[red]error:[/red] submit needs --nats or NATS_URL (the bus the referees are on)")
@@ -360,10 +360,10 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
     try:
         result = asyncio.run(run_tournament(config, opts, console))
     except (ConfigError, AuthError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
     except (ConnectionError, RuntimeError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 1
     except Interrupted as exc:
         kept = (
@@ -534,7 +534,7 @@ def _cmd_bot_check(args: argparse.Namespace) -> int:
             load_game(g)  # an unknown game is a usage error, not a failed check
         login = _botcheck_login(args)
     except ValueError as exc:  # AuthError included
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
 
     async def main() -> list[CheckResult]:
@@ -548,7 +548,7 @@ def _cmd_bot_check(args: argparse.Namespace) -> int:
     try:
         results = asyncio.run(main())
     except ConnectionError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 1
     table = Table(title=f"bot-check {args.name}")
     table.add_column("check")
@@ -583,7 +583,7 @@ def _cmd_auth(args: argparse.Namespace) -> int:
         else:
             bundle, written = write_auth(agents, args.out, prefix=args.prefix, force=args.force), True
     except (ConfigError, AuthError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
     if not written:
         console.print(f"kept {args.out}: it has a user for every agent (--if-missing)", highlight=False)

@@ -153,7 +153,7 @@ def main(argv: list[str]) -> int:
         config = load_config(cfg_file) if cfg_file else None
         Subjects(args.prefix).turn("x")
     except (ConfigError, ValueError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
 
     async def run() -> tuple[RunFolder, list[MatchRecord], list[str], int]:
@@ -167,10 +167,14 @@ def main(argv: list[str]) -> int:
     try:
         folder, records, missing, rejected = asyncio.run(run())
     except (ConnectionError, RunFolderError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 1
     except ValidationError as exc:
-        console.print(f"[red]error:[/red] unreadable schedule.jsonl: {exc.errors()[:1]}", highlight=False)
+        console.print(
+            f"[red]error:[/red] unreadable schedule.jsonl: {exc.errors()[:1]}",
+            highlight=False,
+            soft_wrap=True,
+        )
         return 1
     if records:
         table, rates = _summarize(records, config)

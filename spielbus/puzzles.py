@@ -228,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         if problems:
             raise ConfigError("bad agent options:\n  " + "\n  ".join(problems))
     except (ValueError, PuzzleError) as exc:  # ConfigError is a ValueError
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
     missing = [d for d in args.depth if not any(p.depth == d for p in puzzles)]
     if missing:
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = asyncio.run(run_tournament(config, opts, console))
     except (ConnectionError, RuntimeError) as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 1
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: the run folder keeps every finished match[/yellow]")

@@ -225,7 +225,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         highlight=False,
     )
     if first_miss:
-        console.print(f"[red]first request not in the recording:[/red] {first_miss}", highlight=False)
+        console.print(
+            f"[red]first request not in the recording:[/red] {first_miss}", highlight=False, soft_wrap=True
+        )
     if problems:
-        console.print(f"[red]first divergence:[/red] {problems[0]} ({len(problems)} in all)", highlight=False)
+        console.print(
+            f"[red]first divergence:[/red] {problems[0]} ({len(problems)} in all)",
+            highlight=False,
+            soft_wrap=True,
+        )
     return 1 if problems or first_miss else 0

@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         config = _config(run_dir, args.file)
         records = read_run_records(run_dir)
     except ConfigError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
+        console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
     cfg, seed = (config.ratings, config.seed) if config is not None else (RatingsConfig(), 0)
     if args.by_provenance or cfg.split_by == "provenance":

@@ -47,7 +47,7 @@ from bus.process import die_with_parent
 from bus.protocol import MatchEvent, MatchRecord
 from bus.server import find_binary
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("netns")]
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 HOSTS = 3

@@ -39,7 +39,7 @@ import pytest
 from tests.docker_host import DockerDaemon, NetNS, Unavailable, install
 
 # Minutes: the first run on a machine builds the images from cold, and the stack plays a tournament.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600), pytest.mark.xdist_group("netns")]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPOSE_SH = ROOT / "deploy" / "offline" / "compose.sh"
