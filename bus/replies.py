@@ -24,6 +24,8 @@ MAX_REPLY_BYTES = 64 * 1024
 MAX_DETAIL = 300
 
 SERVICE_ERROR_HEADERS = ("Nats-Service-Error", "Nats-Service-Error-Code")
+# The service error code an agent answers with when a turn's time ran out on its side.
+TIMEOUT_CODE = "504"
 
 
 def check_reply(
@@ -33,6 +35,10 @@ def check_reply(
     headers = headers or {}
     if any(h in headers for h in SERVICE_ERROR_HEADERS):
         said = headers.get("Nats-Service-Error", "") or headers.get("Nats-Service-Error-Code", "")
+        if headers.get("Nats-Service-Error-Code") == TIMEOUT_CODE:
+            # The agent says its own time ran out (a strategy that overran, a turn that reached it
+            # late, a person who closed the seat page): a fault against itself, named for what it is.
+            return None, "timeout", f"agent says its time ran out: {said}"[:MAX_DETAIL]
         return None, "error", f"agent error: {said}"[:MAX_DETAIL]
     if len(data) > MAX_REPLY_BYTES:
         return None, "malformed", f"reply of {len(data)} bytes exceeds {MAX_REPLY_BYTES}"

@@ -10,7 +10,7 @@ from nats.aio.msg import Msg
 
 from agents.base import StrategyOptions
 from agents.random_agent import FirstLegalStrategy, RandomStrategy
-from bus.protocol import FaultPolicy, Move, Turn
+from bus.protocol import FaultPolicy, GameSpec, LegalAction, Move, Turn
 from tests.helpers import play, raw_responder, serving, spec, uid
 
 
@@ -278,3 +278,22 @@ async def test_a_stopping_agent_answers_instead_of_going_silent(nc) -> None:
     answered = await first
     assert Move.model_validate_json(answered.data).action == 0
     await stopping
+
+
+def test_an_agents_own_504_is_a_timeout_and_other_service_errors_are_errors() -> None:
+    from bus.replies import check_reply
+
+    turn = Turn(
+        match_id="m",
+        game=GameSpec(name="tic_tac_toe"),
+        seat=0,
+        seats=["x", "y"],
+        turn=1,
+        deadline_ms=100,
+        observation="...",
+        legal_actions=[LegalAction(id=4, text="x(1,1)")],
+    )
+    said = {"Nats-Service-Error": "agent a: the strategy did not decide", "Nats-Service-Error-Code": "504"}
+    assert check_reply(turn, b"", said)[1] == "timeout"
+    busy = {"Nats-Service-Error": "agent a: backlog full", "Nats-Service-Error-Code": "503"}
+    assert check_reply(turn, b"", busy)[1] == "error"
