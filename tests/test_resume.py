@@ -150,3 +150,14 @@ def test_a_resumed_run_equals_the_uninterrupted_one(tmp_path: Path) -> None:
     for name in ("standings.json", "ratings.json"):
         assert json.loads((cut / name).read_text()) == json.loads((full / name).read_text()), name
     assert json.loads((cut / "summary.json").read_text())["resumed"] == 2
+
+
+def test_an_sprt_run_is_refused_rather_than_resumed_wrong(tmp_path: Path) -> None:
+    """The SPRT's state is the pairs played so far; resuming from the unplayed specs could play
+    past a decision, so it is refused (exit 2 through the CLI) until that is built."""
+    example = Path(__file__).resolve().parent.parent / "examples" / "sprt.toml"
+    config = parse_config(example.read_text())
+    with pytest.raises(ConfigError, match="format sprt cannot be resumed"):
+        check_resumable(tmp_path, config)
+    out = _run(["run", str(example), "--resume", str(tmp_path), *QUIET])
+    assert out.returncode == 2 and "format sprt cannot be resumed" in " ".join(out.stdout.split())
