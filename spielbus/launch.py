@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import nats.errors
@@ -207,6 +208,25 @@ class RefereeProcess:
         self.proc = subprocess.Popen(
             cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, preexec_fn=die_with_parent
         )
+
+    # What `spielbus referee` prints once its worker is on the work queue.
+    READY_LINE = b"referee worker on"
+
+    def wait_ready(self, timeout_s: float) -> None:
+        """Block until the child says its worker is on the work queue; `RuntimeError` with the log's
+        tail if it exits first or is not up within `timeout_s` (a loaded machine imports slowly)."""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            text = self.log_path.read_bytes()
+            if self.READY_LINE in text:
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError(
+                    f"referee process exited {self.proc.returncode} before it was ready: "
+                    f"{text[-500:].decode(errors='replace')} (log: {self.log_path})"
+                )
+            time.sleep(0.1)
+        raise RuntimeError(f"referee process not ready within {timeout_s:.0f} s (log: {self.log_path})")
 
     def stop(self, grace_s: float) -> None:
         stop_process(self.proc, grace_s=grace_s)

@@ -64,6 +64,9 @@ from spielbus.sprt_run import SprtCollect, sprt_status, sprt_summary
 
 log = logging.getLogger(__name__)
 
+# How long `--workers N` waits for each referee process to be on the work queue.
+REFEREE_READY_S = 120.0
+
 
 @dataclass
 class RunOptions:
@@ -518,6 +521,8 @@ async def _workers(
             for i in range(opts.workers)
         ]
         try:
+            # All N on the queue before the first spec goes out, so `--workers N` means N referees.
+            await asyncio.gather(*(asyncio.to_thread(c.wait_ready, REFEREE_READY_S) for c in children))
             yield []
         finally:
             # Shielded: an interrupted run still lets each referee hand its matches back.

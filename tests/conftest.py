@@ -7,12 +7,19 @@ agent names and match ids (`tests.helpers.uid`) so that they cannot hear each ot
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
 from bus.connect import connect
 from bus.server import EmbeddedNats
+
+# A shell starts background jobs (`make test &`, a CI runner's) with SIGINT ignored, and children
+# inherit that: the tests that interrupt a child with Ctrl-C's signal would then see it ignored.
+# A Python-level handler here becomes the default disposition in every child.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)
