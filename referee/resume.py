@@ -76,10 +76,6 @@ def check_resumable(folder: Path, config: TournamentConfig, config_name: str = "
     """The tournament id of the run folder `folder`, if FILE's `config` is the tournament it ran;
     else `ConfigError` saying what differs (exit 2)."""
     info_path = folder / RUN_FILE
-    if config.format == "sprt":
-        # The test's state is the pairs played so far; a resumed sprt run would restart its count
-        # from the unplayed specs and could play past a decision. Refused until that is built.
-        raise ConfigError(f"--resume {folder}: format sprt cannot be resumed; start a new run")
     if not folder.is_dir():
         raise ConfigError(f"--resume {folder}: no such run folder")
     if not (folder / "schedule.jsonl").exists() or not info_path.exists():

@@ -389,7 +389,12 @@ async def _run(
             stack.callback(gc.unfreeze)
             # format sprt: pair by pair until the test decides, the LLR on the progress bar.
             collect = (
-                SprtCollect(config, lambda st: progress.update(bar, description=f"{tid} {st.short()}"))
+                SprtCollect(
+                    config,
+                    lambda st: progress.update(bar, description=f"{tid} {st.short()}"),
+                    schedule=specs,
+                    prior=folder.read_records(specs) if opts.resume else None,
+                )
                 if config.format == "sprt"
                 else submit_and_collect
             )

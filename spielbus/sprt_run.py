@@ -50,28 +50,39 @@ async def run_sprt(
     deadline_s: float | None = None,
     idle_s: float | None = DEFAULT_IDLE_S,
     stop: asyncio.Event | None = None,
+    prior: dict[str, MatchRecord] | None = None,
 ) -> SprtResult:
+    """`specs` is the whole schedule; `prior` the records a resumed run already has (by match id):
+    their pairs count from the start and only the missing matches are played."""
     cfg = config.sprt_config
     tested, baseline = list(config.agents)
     in_flight = cfg.in_flight or max(1, config.concurrency // 2)
     pairs = [specs[i : i + 2] for i in range(0, len(specs), 2)]
     scores: list[float] = []
-    recorded: dict[str, MatchRecord] = {}
+    recorded: dict[str, MatchRecord] = dict(prior or {})
     failed: dict[str, str] = {}
     rejected = 0
+    for pair in pairs:
+        if all(s.match_id in recorded for s in pair):
+            score = pair_score([recorded[s.match_id] for s in pair], tested)
+            if score is not None:
+                scores.append(score)
     current = status(cfg, tested, baseline, scores)
     decided = asyncio.Event()
+    if current.decision != "continue":
+        decided.set()
     slots = asyncio.Semaphore(in_flight)
     t0 = time.monotonic()
 
     async def play(k: int, pair: list[MatchSpec]) -> None:
         nonlocal current, rejected
+        missing = [s for s in pair if s.match_id not in recorded]
         try:
-            collector = Collector(pair, on_record)
+            collector = Collector(missing, on_record)
             left = None if deadline_s is None else max(deadline_s - (time.monotonic() - t0), 1.0)
             recs = await submit_and_collect(
                 nc,
-                pair,
+                missing,
                 subjects,
                 on_record,
                 stall_warning=stall_warning if k == 0 else None,
@@ -85,7 +96,7 @@ async def run_sprt(
         failed.update(collector.failed)
         rejected += collector.rejected
         recorded.update({r.match_id: r for r in recs})
-        score = pair_score(recs, tested)
+        score = pair_score([recorded[s.match_id] for s in pair if s.match_id in recorded], tested)
         if score is not None:
             scores.append(score)
             current = status(cfg, tested, baseline, scores)
@@ -98,6 +109,8 @@ async def run_sprt(
     submitted = 0
     try:
         for k, pair in enumerate(pairs):
+            if all(s.match_id in recorded for s in pair):
+                continue  # recorded by the run this one resumes
             await slots.acquire()
             if decided.is_set() or (stop is not None and stop.is_set()):
                 slots.release()
@@ -106,8 +119,8 @@ async def run_sprt(
             if errors:
                 slots.release()
                 raise errors[0]
+            submitted += sum(s.match_id not in recorded for s in pair)
             tasks.append(asyncio.create_task(play(k, pair)))
-            submitted += len(pair)
         # Decided (or out of pairs): the pairs in flight finish and are recorded.
         await asyncio.gather(*tasks)
     finally:
@@ -136,13 +149,22 @@ def sprt_summary(config: TournamentConfig, records: list[MatchRecord]) -> dict[s
 
 class SprtCollect:
     """`submit_and_collect` for format sprt: the same call, played by `run_sprt`; failed and
-    rejected matches are added to the caller's collector."""
+    rejected matches are added to the caller's collector. A resumed run passes its whole
+    `schedule` and the records it already has (`prior`): pairs stay aligned with the schedule and
+    the test starts from the pairs recorded before (the `specs` of the call are then ignored)."""
 
     def __init__(
-        self, config: TournamentConfig, on_status: Callable[[SprtStatus], None] | None = None
+        self,
+        config: TournamentConfig,
+        on_status: Callable[[SprtStatus], None] | None = None,
+        *,
+        schedule: list[MatchSpec] | None = None,
+        prior: list[MatchRecord] | None = None,
     ) -> None:
         self.config = config
         self.on_status = on_status
+        self.schedule = schedule
+        self.prior = {r.match_id: r for r in prior or []}
         self.result: SprtResult | None = None
 
     async def __call__(
@@ -160,7 +182,7 @@ class SprtCollect:
     ) -> list[MatchRecord]:
         self.result = await run_sprt(
             nc,
-            specs,
+            self.schedule or specs,
             subjects,
             on_record,
             self.config,
@@ -169,6 +191,7 @@ class SprtCollect:
             deadline_s=deadline_s,
             idle_s=idle_s,
             stop=stop,
+            prior=self.prior,
         )
         if collector is not None:
             collector.failed.update(self.result.failed)

@@ -152,12 +152,51 @@ def test_a_resumed_run_equals_the_uninterrupted_one(tmp_path: Path) -> None:
     assert json.loads((cut / "summary.json").read_text())["resumed"] == 2
 
 
-def test_an_sprt_run_is_refused_rather_than_resumed_wrong(tmp_path: Path) -> None:
-    """The SPRT's state is the pairs played so far; resuming from the unplayed specs could play
-    past a decision, so it is refused (exit 2 through the CLI) until that is built."""
-    example = Path(__file__).resolve().parent.parent / "examples" / "sprt.toml"
-    config = parse_config(example.read_text())
-    with pytest.raises(ConfigError, match="format sprt cannot be resumed"):
-        check_resumable(tmp_path, config)
-    out = _run(["run", str(example), "--resume", str(tmp_path), *QUIET])
-    assert out.returncode == 2 and "format sprt cannot be resumed" in " ".join(out.stdout.split())
+SPRT = """
+name = "sprt-resume"
+format = "sprt"
+concurrency = 2
+deadline_ms = 5000
+seed = 3
+[sprt]
+elo0 = 0
+elo1 = 50
+max_pairs = 60
+in_flight = 1
+[[games]]
+name = "tic_tac_toe"
+[agents.mcts]
+kind = "mcts"
+options = { simulations = 40, rollouts = 1, seed = 1 }
+[agents.rand]
+kind = "random"
+options = { seed = 2 }
+"""
+
+
+@pytest.mark.slow
+def test_a_resumed_sprt_run_counts_the_pairs_it_has_and_stops_where_the_whole_run_did(
+    tmp_path: Path,
+) -> None:
+    """One pair in flight at a time and seeded agents: the uninterrupted run decides after a fixed
+    number of pairs. Cut back to its first pair plus half a match, the resumed run counts that pair,
+    plays the rest of the schedule in order and stops at the same pair with the same decision."""
+    cfg = tmp_path / "s.toml"
+    cfg.write_text(SPRT)
+    out = _run(["run", str(cfg), "--run-dir", str(tmp_path / "full"), *QUIET])
+    assert out.returncode == 0, out.stdout + out.stderr
+    (full,) = (tmp_path / "full").iterdir()
+    lines = (full / "matches.jsonl").read_text().splitlines()
+    whole = json.loads((full / "summary.json").read_text())["sprt"]
+    assert whole["decision"] != "continue" and len(lines) >= 4 and len(lines) % 2 == 0
+    cut = tmp_path / "cut" / full.name
+    shutil.copytree(full, cut)
+    (cut / "matches.jsonl").write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][:100])
+    out = _run(["run", str(cfg), "--resume", str(cut), *QUIET])
+    assert out.returncode == 0, out.stdout + out.stderr
+    again = (cut / "matches.jsonl").read_text().splitlines()
+    assert again[:2] == lines[:2]
+    by_id = {json.loads(x)["match_id"]: _essence(json.loads(x)) for x in lines}
+    assert {json.loads(x)["match_id"]: _essence(json.loads(x)) for x in again} == by_id
+    resumed = json.loads((cut / "summary.json").read_text())["sprt"]
+    assert resumed == whole
