@@ -11,9 +11,10 @@
   (5% of the deadline, at least 20 ms, at most a quarter of it). The strategy gets
   that instant as `ctx.deadline` (a `time.monotonic()` value). A turn whose time ran
   out while it waited in the queue, whose strategy overruns, or that finds the
-  backlog full, is refused at once with a service error: the referee records an
-  `error` for that turn at once instead of waiting out its clock, and nothing is
-  computed for a turn that can no longer count.
+  backlog full, is refused at once with a service error (code 504 when the turn's time
+  ran out, which the referee records as `timeout`; 503 for a full backlog, an `error`)
+  instead of waiting out its clock, and nothing is computed for a turn that can no
+  longer count.
 - Rules text: the referee sends it on a seat's first turn only, to whichever replica
   takes that turn. For strategies that read it (`Strategy.wants_rules`), a turn
   without it gets the text derived here from the game spec (cached per spec), so
