@@ -64,6 +64,9 @@ async def test_pictures_in_headless_chromium(nc, tmp_path: Path) -> None:
             page = await browser.new_page(viewport={"width": 1280, "height": 1000})
 
             async def show(match_id: str, game: str) -> str:
+                # A fresh load each time: changing only the hash keeps the document, and the
+                # previous match's picture (same game) would satisfy the wait below at once.
+                await page.goto("about:blank")
                 await page.goto(f"{url}#match={match_id}")
                 await page.wait_for_selector(f"#picture svg[data-game={game}]", timeout=30_000)
                 return match_id
