@@ -14,8 +14,9 @@ import signal
 import socket
 import subprocess
 import tempfile
+import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
+from bus.connect import connect
 from bus.process import free_port
 from bus.protocol import FaultPolicy, MatchEvent, MatchSpec, Move, Turn
 from bus.server import find_binary
@@ -70,6 +72,31 @@ async def bot(
     finally:
         with contextlib.suppress(Exception):
             await sub.unsubscribe()
+
+
+@contextlib.contextmanager
+def bot_in_thread(url: str, subjects: Subjects, name: str, reply: Reply = first_legal) -> Iterator[None]:
+    """`bot` in another thread, on its own loop and connection: it answers while the test's own
+    loop (the referee's) is blocked."""
+    ready = threading.Event()
+    stop = threading.Event()
+
+    async def main() -> None:
+        anc = await connect(url, name=f"{name}-thread")
+        async with bot(anc, subjects, name, reply):
+            ready.set()
+            while not stop.is_set():  # noqa: ASYNC110 (a thread's flag)
+                await asyncio.sleep(0.05)
+        await anc.close()
+
+    th = threading.Thread(target=lambda: asyncio.run(main()), daemon=True)
+    th.start()
+    try:
+        assert ready.wait(30), f"bot {name} did not start"
+        yield
+    finally:
+        stop.set()
+        th.join(10)
 
 
 def make_specs(

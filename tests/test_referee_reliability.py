@@ -12,7 +12,6 @@ import math
 import random
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from tests.helpers import serving, uid
 from tests.reliability_helpers import (
     RestartableNats,
     bot,
+    bot_in_thread,
     first_legal,
     make_specs,
     new_prefix,
@@ -424,23 +424,6 @@ async def test_the_referees_own_stall_is_not_an_agents_timeout(nats_url: str, nc
     milliseconds: the deadline timer fires late, and the turn is asked again, not forfeited."""
     subjects = new_prefix()
     fast, other = uid("fast"), uid("other")
-    ready = threading.Event()
-    stop = threading.Event()
-
-    def agent_thread() -> None:
-        async def main() -> None:
-            anc = await connect(nats_url, name="fast-agent")
-            async with bot(anc, subjects, fast):
-                ready.set()
-                while not stop.is_set():  # noqa: ASYNC110 (a thread's flag)
-                    await asyncio.sleep(0.05)
-            await anc.close()
-
-        asyncio.run(main())
-
-    th = threading.Thread(target=agent_thread, daemon=True)
-    th.start()
-    assert ready.wait(30)
     blocked = False
 
     async def block_soon() -> None:
@@ -456,12 +439,9 @@ async def test_the_referees_own_stall_is_not_an_agents_timeout(nats_url: str, nc
             asyncio.get_running_loop().create_task(block_soon())
 
     specs = make_specs(uid("lag"), "tic_tac_toe", [[fast, other]], deadline_ms=400)
-    try:
+    with bot_in_thread(nats_url, subjects, fast):
         async with bot(nc, subjects, other):
             rec = await MatchRunner(nc, specs[0], subjects=subjects, publish_event=sink).run()
-    finally:
-        stop.set()
-        th.join(10)
     assert blocked
     assert rec.faults == [] and rec.outcome in ("decisive", "draw"), rec.faults
 
@@ -474,8 +454,6 @@ async def test_a_reply_read_in_the_referees_short_stall_is_in_time(nats_url: str
 
     subjects = new_prefix()
     fast, other = uid("fast"), uid("other")
-    ready = threading.Event()
-    stop = threading.Event()
     referee_loop = asyncio.get_running_loop()
     deadline_s = 0.6
     stalls: list[float] = []
@@ -489,27 +467,10 @@ async def test_a_reply_read_in_the_referees_short_stall_is_in_time(nats_url: str
             await asyncio.sleep(0.05)
         return await first_legal(turn)
 
-    def agent_thread() -> None:
-        async def main() -> None:
-            anc = await connect(nats_url, name="fast-agent")
-            async with bot(anc, subjects, fast, stall_then_answer):
-                ready.set()
-                while not stop.is_set():  # noqa: ASYNC110 (a thread's flag)
-                    await asyncio.sleep(0.05)
-            await anc.close()
-
-        asyncio.run(main())
-
-    th = threading.Thread(target=agent_thread, daemon=True)
-    th.start()
-    assert ready.wait(30)
     specs = make_specs(uid("stall"), "tic_tac_toe", [[fast, other]], deadline_ms=int(deadline_s * 1000))
-    try:
+    with bot_in_thread(nats_url, subjects, fast, stall_then_answer):
         async with bot(nc, subjects, other):
             rec = await MatchRunner(nc, specs[0], subjects=subjects).run()
-    finally:
-        stop.set()
-        th.join(10)
     assert stalls, "the agent never saw a turn"
     assert rec.faults == [] and rec.outcome in ("decisive", "draw"), rec.faults
 
