@@ -20,7 +20,9 @@ asked. The work queue's consumers inherit the stream's replication.
 
 A JetStream cluster that is still electing its leaders (just started, or a server lost)
 answers "unavailable" or not at all for a few seconds: those answers are retried with
-backoff for up to `wait_s` seconds before StreamError is raised.
+backoff for up to `wait_s` seconds before StreamError is raised. `publish_stored` does the
+same for a publish that must be stored: it is sent again with the same `Nats-Msg-Id`, so a
+copy the server stored before its ack was lost (a restart, a reconnect) is not stored twice.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import os
 
 import nats.errors
 from nats.js import JetStreamContext
-from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import PubAck, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
 from bus.subjects import Subjects
@@ -113,6 +115,37 @@ async def _ensure(js: JetStreamContext, config: StreamConfig, wait_s: float) -> 
                     "and does the cluster have a quorum?"
                 ) from exc
             log.info("stream %s: JetStream not ready (%s); retrying", name, type(exc).__name__)
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 2.0)
+
+
+PUBLISH_WAIT_S = 90.0  # under JetStream's default two-minute duplicate window
+
+
+async def publish_stored(
+    js: JetStreamContext,
+    subject: str,
+    data: bytes,
+    msg_id: str,
+    *,
+    wait_s: float = PUBLISH_WAIT_S,
+    attempt_timeout_s: float = 10.0,
+) -> PubAck:
+    """Publish to a stream and wait for its ack, sending again (same `msg_id`) while the bus is
+    away or JetStream does not answer, for up to `wait_s` seconds; then StreamError."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait_s
+    pause = 0.25
+    while True:
+        try:
+            return await js.publish(subject, data, timeout=attempt_timeout_s, headers={"Nats-Msg-Id": msg_id})
+        except _TRANSIENT as exc:
+            if loop.time() + pause > deadline:
+                raise StreamError(
+                    f"JetStream stored no copy of {msg_id} on {subject} within {wait_s:.0f} s "
+                    f"({type(exc).__name__}): is the bus up, with JetStream on?"
+                ) from exc
+            log.info("publish of %s not acknowledged (%s); sending it again", msg_id, type(exc).__name__)
             await asyncio.sleep(pause)
             pause = min(pause * 2, 2.0)
 

@@ -16,6 +16,8 @@ The collector never waits silently:
 - It listens to JetStream's advisories for the schedule's consumer: a spec delivered
   `max_deliver` times without an ack (`MAX_DELIVERIES`), or terminated by a worker
   (`MSG_TERMINATED`), has failed for good and is reported as failed.
+- A spec published while the bus is away is sent again until JetStream acknowledges it
+  (`bus.streams.publish_stored`; the match id as `Nats-Msg-Id` stores it once).
 - A lost bus connection is caught up: after a reconnect it re-reads the stream from the
   last sequence it saw, so no record is missed and none counted twice.
 - It gives up after an overall deadline (`deadline_s`) or when no match of the tournament
@@ -45,7 +47,7 @@ from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec
-from bus.streams import ensure_streams
+from bus.streams import ensure_streams, publish_stored
 from bus.subjects import Subjects
 from referee import pgn, resume
 from referee.config import TournamentConfig
@@ -344,12 +346,7 @@ async def submit_and_collect(
         for spec in specs:
             if stop is not None and stop.is_set():
                 raise CollectStopped()
-            ack = await js.publish(
-                subjects.schedule,
-                spec.model_dump_json().encode(),
-                headers={"Nats-Msg-Id": spec.match_id},
-                timeout=10,
-            )
+            ack = await publish_stored(js, subjects.schedule, spec.model_dump_json().encode(), spec.match_id)
             collector.by_schedule_seq[int(ack.seq)] = spec.match_id
         collector.progress()
         warned = False

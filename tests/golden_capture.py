@@ -40,6 +40,7 @@ from typing import Any
 import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions
 from agents.random_agent import RandomStrategy
@@ -133,13 +134,20 @@ async def capture(url: str) -> list[dict[str, Any]]:
     spy = await connect(url, name="golden-spy")
     seen: list[Msg] = []
 
+    drained = asyncio.Event()
+
     async def keep(msg: Msg) -> None:
         seen.append(msg)
+        if not any(sub.pending_msgs for sub in spy_subs):
+            drained.set()
 
     # Not `golden.>`: a subscriber on the absent agent's turn subject would stop `no_responder`.
-    for subject in (f"{PREFIX}.match.>", f"{PREFIX}.notify.>", *(subjects.turn(a) for a in AGENTS)):
+    spy_subs: list[Subscription] = []
+    spy_subs += [
         await spy.subscribe(subject, cb=keep)
-    await spy.subscribe(f"{INBOX}.>", cb=keep)
+        for subject in (f"{PREFIX}.match.>", f"{PREFIX}.notify.>", *(subjects.turn(a) for a in AGENTS))
+    ]
+    spy_subs.append(await spy.subscribe(f"{INBOX}.>", cb=keep))
     await spy.flush()
     services = [
         AgentService(agent_nc, RandomStrategy(StrategyOptions(seed=7)), name="rand-a", subjects=subjects),
@@ -172,7 +180,12 @@ async def capture(url: str) -> list[dict[str, Any]]:
             await ref_nc.flush()
             await agent_nc.flush()
             await spy.flush()
-            await asyncio.sleep(0.05)  # the spy's callbacks run after its flush returns
+            # The flush's PONG follows every message the spy was sent, so they are all queued; a
+            # fixed pause for the callbacks missed a reply on a loaded machine. `keep` never
+            # awaits, so an emptied queue means every message is in `seen`.
+            drained.clear()
+            if any(sub.pending_msgs for sub in spy_subs):
+                await drained.wait()
             out.append(_match_capture(spec.match_id, record.model_dump_json(exclude_none=True), seen))
     finally:
         for svc in services:

@@ -22,6 +22,7 @@ from agents.base import StrategyOptions
 from agents.random_agent import FirstLegalStrategy
 from bus.connect import connect
 from bus.protocol import FaultPolicy, GameSpec, MatchEvent, MatchRecord, Turn
+from bus.streams import ensure_streams, publish_stored
 from bus.subjects import Subjects
 from games.loader import load_game
 from referee.config import TournamentConfig
@@ -369,6 +370,32 @@ async def test_a_stopping_worker_hands_its_matches_back_promptly(nc) -> None:
 
 
 # -- issue 10.5: the bus's faults are nobody's fault -----------------------------------------------------
+
+
+async def test_a_publish_that_must_be_stored_outlives_a_nats_restart() -> None:
+    """A spec published while the bus is down is sent again until JetStream acknowledges it
+    (one attempt's ack timeout is far shorter than the outage), and stored exactly once."""
+    srv = RestartableNats().start()
+    try:
+        subjects = new_prefix()
+        nc = await connect(srv.url, name="submit")
+        js = nc.jetstream()
+        await ensure_streams(js, subjects)
+        srv.kill()
+        task = asyncio.create_task(
+            publish_stored(js, subjects.schedule, b"{}", "spec-1", wait_s=60, attempt_timeout_s=0.5)
+        )
+        await asyncio.sleep(3)  # six attempts' worth of timeouts
+        assert not task.done()
+        srv.start()
+        ack = await asyncio.wait_for(task, 60)
+        again = await publish_stored(js, subjects.schedule, b"{}", "spec-1")
+        assert again.duplicate and again.seq == ack.seq
+        info = await js.stream_info(subjects.schedule_stream)
+        assert info.state.messages == 1
+        await nc.close()
+    finally:
+        srv.close()
 
 
 @pytest.mark.slow
