@@ -26,15 +26,10 @@
 - On SIGTERM/SIGINT: stop taking turns (one that still arrives gets an immediate error
   reply, so the referee need not wait out its deadline), finish those in flight, drain, exit.
 
-Limits: `$SRV.STATS` (`nats micro stats`) describes the hand-off, not the turns. nats.micro
-measures and counts errors around its endpoint handler, and runs that handler one request at a
-time per endpoint (nats-py awaits a subscription's callback before the next message); a handler
-that awaited the whole turn and raised `ServiceError` would make its figures true but serve one
-turn at a time, and more endpoints in the same queue group would not help (the server picks a
-queue member at random, busy or not, so a turn would wait behind a slow LLM turn while other
-slots idle). So each turn runs in its own task and the handler returns at once: the stats show
-every request with a hand-off time of microseconds and no errors. The truth about turns (answered,
-refused by reason, decision time) is the agent's Prometheus metrics (`agents.metrics`).
+- `$SRV.STATS` (`nats micro stats`) tells the truth about turns: nats.micro's own accounting
+  counts every turn request, times it from arrival to reply, and counts each refusal or failure
+  as an error with its code (`bus.micro` runs that accounting per request, concurrently).
+  Refusals by reason and decision times are also the agent's Prometheus metrics (`agents.metrics`).
 """
 
 from __future__ import annotations
@@ -51,12 +46,13 @@ from typing import Any
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.micro import add_service
-from nats.micro.request import Request
+from nats.micro.request import Request, ServiceError
 from nats.micro.service import EndpointConfig, Service, ServiceConfig
 from pydantic import ValidationError
 
 from agents.base import MatchContext, Strategy, TurnExpired
 from bus.connect import connect
+from bus.micro import ConcurrentEndpoint, add_concurrent_endpoint, request_arrival
 from bus.protocol import MatchEnded, MatchStarted, Move, Turn
 from bus.subjects import Subjects, check_token
 from games.loader import GameSpecError, load_game_async
@@ -108,6 +104,11 @@ class _Refused(Exception):
         self.code = code
 
 
+def _error(code: str, description: str) -> ServiceError:
+    """What nats.micro answers (its error headers) and counts as the endpoint's error."""
+    return ServiceError(code=code, description=description)
+
+
 class AgentService:
     def __init__(
         self,
@@ -133,7 +134,7 @@ class AgentService:
         self.turns_answered = 0
         self.turns_refused = 0
         self._sem = asyncio.Semaphore(max_concurrency)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._endpoint: ConcurrentEndpoint | None = None
         self._service: Service | None = None
         self._notify_sub: Any = None
         self._stopping = False
@@ -163,34 +164,35 @@ class AgentService:
                 },
             ),
         )
-        await self._service.add_endpoint(
+        self._endpoint = await add_concurrent_endpoint(
+            self._service,
             EndpointConfig(
                 name="turn",
                 subject=self.subjects.turn(self.name),
                 queue_group=self.name,
                 handler=self._on_turn_request,
-            )
+            ),
         )
         self._notify_sub = await self.nc.subscribe(self.subjects.notify(self.name), cb=self._on_notify)
         await self.nc.flush()
         log.info("agent %s (%s) serving %s", self.name, cls.kind, self.subjects.turn(self.name))
 
+    def _in_flight(self) -> int:
+        """Turns being handled, this one included (each runs in its own task)."""
+        return len(self._endpoint.tasks) if self._endpoint is not None else 0
+
     async def _on_turn_request(self, req: Request) -> None:
-        arrival = time.monotonic()
+        """One turn, in its own task: answers the move, or raises ServiceError for nats.micro to
+        send and count."""
+        arrived = request_arrival()
+        arrival = arrived.at
         if self._stopping:
             # An answer, not silence: silence would cost the referee the whole turn deadline.
-            await req.respond_error("503", f"agent {self.name} is shutting down")
-            return
-        if len(self._tasks) >= self.max_concurrency + self.max_backlog:
+            raise _error("503", f"agent {self.name} is shutting down")
+        if arrived.in_flight >= self.max_concurrency + self.max_backlog:
             self.turns_refused += 1
-            await req.respond_error(
-                "503", f"agent {self.name} is overloaded: {self.max_backlog} turns already waiting"
-            )
-            return
-        # Handle concurrently: the micro endpoint would otherwise serve one turn at a time.
-        task = asyncio.create_task(self._handle_turn(req, arrival))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+            raise _error("503", f"agent {self.name} is overloaded: {self.max_backlog} turns already waiting")
+        await self._handle_turn(req, arrival)
 
     async def _acquire(self, until: float) -> None:
         """A concurrency slot before `until`, or `_Refused`."""
@@ -207,24 +209,22 @@ class AgentService:
         except TimeoutError:
             raise _Refused(
                 "504",
-                f"the turn's time ran out while {len(self._tasks) - 1} others held or awaited the agent",
+                f"the turn's time ran out while {self._in_flight() - 1} others held or awaited the agent",
             ) from None
 
     async def _handle_turn(self, req: Request, arrival: float) -> None:
         try:
             turn = Turn.model_validate_json(req.data)
         except ValidationError as exc:
-            await req.respond_error("400", f"malformed turn: {exc.error_count()} errors")
-            return
+            raise _error("400", f"malformed turn: {exc.error_count()} errors") from None
         until = turn_deadline(turn, arrival)
         move: Move | None = None
         try:
             await self._acquire(until)
         except _Refused as refused:
             self.turns_refused += 1
-            await req.respond_error(refused.code, f"agent {self.name}: {refused}")
             await self._observe(turn, None, arrival)
-            return
+            raise _error(refused.code, f"agent {self.name}: {refused}") from None
         try:
             if self.strategy.wants_rules and turn.rules is None:
                 rules = await local_rules(turn)
@@ -255,10 +255,10 @@ class AgentService:
         except (_Refused, TurnExpired) as refused:
             self.turns_refused += 1
             code = refused.code if isinstance(refused, _Refused) else "504"
-            await req.respond_error(code, f"agent {self.name}: {refused}")
+            raise _error(code, f"agent {self.name}: {refused}") from None
         except Exception as exc:
             log.exception("agent %s failed on turn %s of %s", self.name, turn.turn, turn.match_id)
-            await req.respond_error("500", f"{type(exc).__name__}: {exc}"[:500])
+            raise _error("500", f"{type(exc).__name__}: {exc}"[:500]) from exc
         finally:
             self._sem.release()
             await self._observe(turn, move, arrival)
@@ -295,29 +295,19 @@ class AgentService:
     async def stop(self) -> None:
         """Stop taking turns, finish the ones in flight, then drain the connection."""
         self._stopping = True
+        if self._endpoint is not None:
+            # Drain the turn endpoint (unsubscribe, round trip, hand over what is still queued:
+            # those turns are refused at once, then wait for every turn in flight) instead of
+            # `Service.stop`'s plain unsubscribe, which drops turns already delivered to this
+            # client and leaves them to the referee's clock.
+            with contextlib.suppress(Exception):
+                await self._endpoint.drain()
         if self._service is not None:
-            # Drain the turn endpoint (unsubscribe, round trip, handle what is still queued: those
-            # turns are refused at once) instead of `Service.stop`'s plain unsubscribe, which drops
-            # turns already delivered to this client and leaves them to the referee's clock.
-            # nats.micro has no public drain for endpoints, hence its private fields here.
-            endpoints = list(getattr(self._service, "_endpoints", []))
-            for ep in endpoints:
-                sub = getattr(ep, "_subscription", None)
-                if sub is not None:
-                    with contextlib.suppress(Exception):
-                        await sub.drain()
-            if all(getattr(ep, "_subscription", None) is not None for ep in endpoints):
-                self._service._endpoints = []  # drained above; `stop` would unsubscribe them again
-            else:  # a nats.micro that no longer looks like this: its own stop, with its race
-                with contextlib.suppress(Exception):
-                    await self.nc.flush(timeout=2)
             with contextlib.suppress(Exception):
                 await self._service.stop()
         if self._notify_sub is not None:
             with contextlib.suppress(Exception):
                 await self._notify_sub.unsubscribe()
-        if self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
         await self.strategy.close()
 
 

@@ -200,16 +200,20 @@ def _match_capture(match_id: str, record_json: str, seen: list[Msg]) -> dict[str
     bus: dict[str, list[Any]] = {}
     for msg in seen:
         if msg.subject.startswith(INBOX + "."):
-            entry = requests.get(msg.subject)
-            if entry is None:
-                continue  # the referee's own control traffic: JetStream API and acks, `$SRV.INFO`
-            entry["replies"].append({"data": _payload(msg.data), "headers": msg.headers or {}})
             continue
         item: dict[str, Any] = {"data": _payload(msg.data), "headers": msg.headers or {}}
         if msg.reply and ".turn." in msg.subject:  # other replies are JetStream's publish acks
             item["replies"] = []
             requests[msg.reply] = item
         bus.setdefault(msg.subject, []).append(item)
+    # Replies after every request: each subscription has its own callback task, so the spy may
+    # run a fast reply's callback before its request's.
+    for msg in seen:
+        if msg.subject.startswith(INBOX + "."):
+            entry = requests.get(msg.subject)
+            if entry is None:
+                continue  # the referee's own control traffic: JetStream API and acks, `$SRV.INFO`
+            entry["replies"].append({"data": _payload(msg.data), "headers": msg.headers or {}})
     return {"match_id": match_id, "record": _normalise(json.loads(record_json)), "bus": bus}
 
 
