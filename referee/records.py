@@ -6,18 +6,56 @@ collector does with it). What an agent put in it can break that: `NaN`, `Infinit
 `null`, which a `policy` may not hold), or a lone surrogate in a note. `repair_record`
 drops exactly those values and says so in `repaired`; if the record still does not read
 back, it keeps the match's identity and stores it as outcome `error` with the reason.
+
+`read_jsonl` is the one reader of a run folder's JSON Lines files (`matches.jsonl`,
+`schedule.jsonl`): strict for a command that reports on a run, lenient for a resume.
 """
 
 from __future__ import annotations
 
+import logging
 import math
-from typing import Any
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from bus.protocol import MatchRecord
 
+log = logging.getLogger(__name__)
+
 _DROP = object()
+M = TypeVar("M", bound=BaseModel)
+
+
+class JsonlError(ValueError):
+    """A JSON Lines file that cannot be read, or a line of it that is not what it should be
+    (the message names the file and the line)."""
+
+
+def read_jsonl(path: Path, model: type[M], *, skip_bad: bool = False) -> Iterator[M]:
+    """Each non-blank line of `path` as a `model`, in file order. A line that is not one raises
+    JsonlError, or with `skip_bad` is logged and skipped; an unreadable file raises JsonlError."""
+    try:
+        fh = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise JsonlError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    with fh:
+        try:
+            for n, line in enumerate(fh, 1):
+                if not line.strip():
+                    continue
+                try:
+                    yield model.model_validate_json(line)
+                except ValidationError as exc:
+                    what = f"{path}:{n}: not a {model.__name__}"
+                    if not skip_bad:
+                        first = exc.errors()[0].get("msg")
+                        raise JsonlError(f"{what}: {first} ({exc.error_count()} problems)") from None
+                    log.warning("%s; skipped", what)
+        except UnicodeDecodeError as exc:
+            raise JsonlError(f"{path} is not UTF-8 text: {exc.reason}") from exc
 
 
 def _clean(value: Any, dropped: list[str], where: str) -> Any:

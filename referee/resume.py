@@ -25,10 +25,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from bus.protocol import MatchRecord
 from referee.config import ConfigError, TournamentConfig
+from referee.records import read_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -137,21 +136,10 @@ def cut_partial_line(path: Path) -> int:
 def read_records(path: Path) -> Iterator[MatchRecord]:
     """The first valid record per match id of a `matches.jsonl`, in file order; unreadable lines
     are skipped with a warning (their matches count as not recorded)."""
-    seen: set[str] = set()
-    try:
-        fh = path.open(encoding="utf-8")
-    except FileNotFoundError:
+    if not path.exists():
         return
-    with fh:
-        for n, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            try:
-                rec = MatchRecord.model_validate_json(line)
-            except ValidationError:
-                log.warning("%s line %d: not a match record; skipped", path, n)
-                continue
-            if rec.match_id in seen:
-                continue
+    seen: set[str] = set()
+    for rec in read_jsonl(path, MatchRecord, skip_bad=True):
+        if rec.match_id not in seen:
             seen.add(rec.match_id)
             yield rec

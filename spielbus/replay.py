@@ -38,13 +38,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
 from rich.console import Console
 
 from agents.llm.recording import MISSES_ENV, REPLAY_ENV, RecordingError, verify_recording
 from bus.protocol import MatchRecord, MatchSpec
 from referee.budget import by_budget_class
 from referee.config import ConfigError, TournamentConfig, load_config
+from referee.records import JsonlError, M, read_jsonl
 from referee.tournament import summarize
 from spielbus.report import print_report
 
@@ -85,20 +85,11 @@ def first_difference(a: MatchRecord, b: MatchRecord) -> str:
     return f"fields {', '.join(keys)} differ"
 
 
-def _read_jsonl(path: Path, model: type[MatchRecord] | type[MatchSpec]) -> list[Any]:
+def _read_jsonl(path: Path, model: type[M]) -> list[M]:
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise RunDirError(f"cannot read {path}: {exc.strerror or exc}") from exc
-    out = []
-    for n, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(model.model_validate_json(line))
-        except ValidationError as exc:
-            raise RunDirError(f"{path}:{n}: not a {model.__name__}: {exc.errors()[0].get('msg')}") from None
-    return out
+        return list(read_jsonl(path, model))
+    except JsonlError as exc:
+        raise RunDirError(str(exc)) from None
 
 
 def load_run(run_dir: Path) -> tuple[TournamentConfig, list[MatchSpec], list[MatchRecord]]:

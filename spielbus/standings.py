@@ -14,33 +14,23 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from pydantic import ValidationError
 from rich.console import Console
 
 from bus.protocol import MatchRecord
 from referee.config import ConfigError, RatingsConfig, TournamentConfig, load_config
 from referee.provenance import split_by_provenance
 from referee.ratings import ratings, standings
+from referee.records import JsonlError, read_jsonl
 from referee.sprt import status_of_records
 from spielbus.report import print_report, print_sprt
 
 
 def read_run_records(run_dir: Path) -> list[MatchRecord]:
     """Every record of `run_dir/matches.jsonl`; a ConfigError names the first bad line."""
-    path = run_dir / "matches.jsonl"
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{run_dir} is not a readable run folder: {exc}") from exc
-    records = []
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            records.append(MatchRecord.model_validate_json(line))
-        except ValidationError as exc:
-            raise ConfigError(f"{path}:{i}: not a match record ({exc.error_count()} problems)") from exc
-    return records
+        return list(read_jsonl(run_dir / "matches.jsonl", MatchRecord))
+    except JsonlError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def _config(run_dir: Path, file: str | None) -> TournamentConfig | None:
