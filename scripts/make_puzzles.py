@@ -1,6 +1,7 @@
 """Make the mate-in-N puzzle suite offline from Stockfish self-play (games/data/mate_in_n.jsonl.gz).
 
     python scripts/make_puzzles.py [--per-depth 100] [--depths 3-8] [--out FILE] [--minutes M]
+                                   [--first-game N]
     python scripts/make_puzzles.py --check FILE      # validate a file; exit 2 naming a bad line
     python scripts/make_puzzles.py --reverify        # re-check every puzzle with Stockfish (resumable)
 
@@ -28,7 +29,10 @@ after exactly 2N-1 plies; games/chess/puzzles.py then checks the line again
 At most one puzzle per depth per game, so the suite is not one game's mating
 sequence many times. Resumable: puzzles are appended as they are found (a gzip
 member each; gzip reads the members as one file), and a rerun continues with the
-next game number and stops when every depth has its count. Deterministic for a
+next game number and stops when every depth has its count. To use more cores, run more
+processes, each on its own copy of the file with its own `--first-game` (e.g. 50000, 100000:
+game numbers, hence ids and games, then never meet), and append each copy's new puzzles to
+the suite when they are done (`--check` the result). Deterministic for a
 seed (every search is bounded by nodes or depth, Threads=1), unless a wall-clock cap
 cuts a search short on a very busy machine.
 
@@ -170,6 +174,7 @@ def generate(args: argparse.Namespace) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     try:
         have, game_no = _existing(out)
+        game_no = max(game_no, args.first_game)
     except PuzzleError as exc:
         print(f"make_puzzles: refusing to extend a bad file: {exc}", file=sys.stderr)
         return 2
@@ -270,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--depths", type=_depth_range, default=(3, 8), help="e.g. 3-8")
     ap.add_argument("--out", default=str(DEFAULT_PATH))
     ap.add_argument("--seed", type=int, default=14)
+    ap.add_argument(
+        "--first-game", type=int, default=0, help="start at this game number at least (parallel runs)"
+    )
     ap.add_argument("--minutes", type=float, default=None, help="stop after this long (rerun to resume)")
     ap.add_argument("--stockfish", default=None, help="the stockfish binary")
     ap.add_argument("--check", metavar="FILE", help="only validate FILE")
