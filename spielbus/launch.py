@@ -86,12 +86,18 @@ class AgentProcess:
 
 
 async def agent_present(nc: NATS, name: str, wait_s: float = 0.5) -> bool:
-    """Whether a micro service of that name answers `$SRV.PING.<name>`."""
+    """Whether a micro service of that name is up with an endpoint: its `$SRV.INFO.<name>` lists
+    one. (Not `$SRV.PING`: nats.micro answers pings as soon as the service is added, before its
+    endpoints subscribe, so a turn sent right after a ping could find no responder.)"""
     try:
-        await nc.request(f"$SRV.PING.{name}", b"", timeout=wait_s)
-        return True
+        msg = await nc.request(f"$SRV.INFO.{name}", b"", timeout=wait_s)
     except (nats.errors.NoRespondersError, nats.errors.TimeoutError, TimeoutError):
         return False
+    try:
+        info = json.loads(msg.data)
+    except ValueError:
+        return False
+    return isinstance(info, dict) and bool(info.get("endpoints"))
 
 
 async def wait_for_agents(

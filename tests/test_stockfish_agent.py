@@ -37,7 +37,8 @@ def test_missing_binary_is_exit_2_with_install_hint(capsys: pytest.CaptureFixtur
 async def test_mates_from_fen(nc) -> None:
     sf, first = uid("sf"), uid("first")
     game = GameSpec(name="chess", params={"fen": "6k1/5ppp/8/8/8/8/5PPP/3R2K1 w - - 0 1"})
-    strategy = _sf()
+    # A depth, not a movetime: 20 ms of wall clock on a loaded machine may end before depth 1.
+    strategy = StockfishStrategy(StockfishOptions(depth=4))
     async with serving(nc, strategy, sf), serving(nc, _first(), first):
         # OpenSpiel's chess seats black first: seat 0 is black, seat 1 white (to move here).
         rec = await play(nc, spec(game, [first, sf]))
