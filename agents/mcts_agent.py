@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from open_spiel.python.algorithms import mcts as py_mcts
 from pydantic import Field
 
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng, run_cpu
+from agents.uct import uct_select
 from bus.protocol import HistoryItem, MoveStats, Turn
 from games.loader import load_game_async, replay
 from games.view import is_perfect_information, seat_info
@@ -159,16 +159,7 @@ def ismcts_search(
             legal = state.legal_actions()
             for a in legal:
                 node.avail[a] = node.avail.get(a, 0) + 1
-            unvisited = [a for a in legal if a not in node.visits]
-            if unvisited:
-                action = rng.choice(unvisited)
-            else:
-                score = {
-                    a: node.value[a] / node.visits[a]
-                    + uct_c * math.sqrt(math.log(node.avail[a]) / node.visits[a])
-                    for a in legal
-                }
-                action = max(legal, key=score.__getitem__)
+            action = uct_select(legal, node.visits, node.value, node.avail, uct_c, rng)
             path.append((node, action, player))
             state.apply_action(action)
         returns = _rollout(state, rng)

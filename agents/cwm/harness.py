@@ -1,6 +1,7 @@
 """What runs next to a code world model inside the sandbox: loading, unit tests, (IS)MCTS.
 
-Pure Python on purpose (no pyspiel, no pydantic): the worker imports only this, and the
+Pure Python on purpose (no pyspiel, no pydantic): the worker imports only this (and its UCT
+selection step, `agents.uct`, shared with `agents.mcts_agent`), and the
 benchmark runs the very same functions without the sandbox for its baseline.
 
 The model API is the one of "Code World Models for General Game Playing" (Lehrach,
@@ -18,12 +19,13 @@ import copy
 import errno
 import io
 import json
-import math
 import random
 import time
 import traceback
 import types
 from typing import Any
+
+from agents.uct import uct_select
 
 API = ("apply_action", "get_current_player", "get_rewards", "get_legal_actions", "get_observations")
 CHANCE = -1
@@ -282,16 +284,7 @@ def mcts(
                     expanded = True
                 for a in legal:
                     node.avail[a] = node.avail.get(a, 0) + 1
-                unvisited = [a for a in legal if a not in node.visits]
-                if unvisited:
-                    action = rng.choice(unvisited)
-                else:
-                    score = {
-                        a: node.value[a] / node.visits[a]
-                        + uct_c * math.sqrt(math.log(node.avail[a]) / node.visits[a])
-                        for a in legal
-                    }
-                    action = max(legal, key=score.__getitem__)
+                action = uct_select(legal, node.visits, node.value, node.avail, uct_c, rng)
                 path.append((node, action, player))
                 if not information_sets:
                     key = (*key, action)
