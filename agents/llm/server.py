@@ -170,7 +170,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--port", type=int, default=8080)
     ap.add_argument("--model", type=Path, default=None, help="a GGUF file (default: SmolLM2-135M-Instruct)")
     ap.add_argument("--n-ctx", type=int, default=2048)
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="llama.cpp threads (default: half the cores; threads beyond the free cores stall each other)",
+    )
     ap.add_argument("--log", type=Path, default=None, help="server log file (default: a temporary file)")
     args = ap.parse_args(argv)
     server = EmbeddedServer(
