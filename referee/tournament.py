@@ -42,6 +42,7 @@ from pathlib import Path
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
 from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
@@ -331,9 +332,12 @@ async def submit_and_collect(
     collector.last_seq = start - 1
     sub_end = await _subscribe_ended(nc, subjects, collector, start)
     sub_start = await nc.subscribe(subjects.match_all("started"), cb=collector.on_msg)
-    activity = [
-        await nc.subscribe(subjects.match_all(e), cb=collector.on_activity) for e in ("moved", "forfeit")
-    ]
+    activity = [await nc.subscribe(subjects.match_all("forfeit"), cb=collector.on_activity)]
+    # Moves are progress too, but hearing every one costs this process and the server a message
+    # per move (issue 17's pipeline): `moved` is listened to only while the run has been quiet
+    # for half its idle limit, until one of our moves is heard.
+    probe: Subscription | None = None
+    probe_from = 0.0
     advisories = [
         await nc.subscribe(
             f"$JS.EVENT.ADVISORY.CONSUMER.{kind}.{subjects.schedule_stream}.{DURABLE}",
@@ -364,6 +368,13 @@ async def submit_and_collect(
                     "`spielbus collect` completes the run folder once the bus is back"
                 )
             now = time.monotonic()
+            if probe is not None and collector.last_progress != probe_from:
+                with contextlib.suppress(Exception):
+                    await probe.unsubscribe()
+                probe = None
+            if probe is None and idle_s is not None and now - collector.last_progress > idle_s / 2:
+                probe_from = collector.last_progress
+                probe = await nc.subscribe(subjects.match_all("moved"), cb=collector.on_activity)
             if nc.stats.get("reconnects", 0) != reconnects and nc.is_connected:
                 # The bus came back: read the stream again from the last record we saw.
                 reconnects = nc.stats.get("reconnects", 0)
@@ -386,7 +397,7 @@ async def submit_and_collect(
                 stall_warning()
                 warned = True
     finally:
-        for sub in (sub_end, sub_start, *activity, *advisories):
+        for sub in (sub_end, sub_start, *activity, *advisories, *([probe] if probe else [])):
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
     if collector.error is not None:

@@ -227,6 +227,24 @@ async def test_the_collector_gives_up_when_nothing_happens(nc) -> None:
     assert records == [] and "progress" in collector.failed[specs[0].match_id]
 
 
+async def test_moves_keep_a_long_match_alive_past_the_idle_limit(nc) -> None:
+    """One match whose nine moves take longer than the collector's idle limit: no event but its
+    moves shows progress (the collector hears `moved` only once the run has been quiet a while),
+    and it is recorded, not given up."""
+    subjects = new_prefix()
+    a, b = uid("a"), uid("b")
+
+    async def slow(turn: Turn) -> bytes:
+        await asyncio.sleep(0.5)
+        return await first_legal(turn)
+
+    specs = make_specs(uid("long"), "tic_tac_toe", [[a, b]], deadline_ms=10_000)
+    async with bot(nc, subjects, a, slow), bot(nc, subjects, b, slow), workers(nc, subjects):
+        records, collector = await collect(nc, subjects, specs, idle_s=2.5)
+    assert not collector.failed, collector.failed
+    assert len(records) == 1 and len(records[0].moves) >= 5
+
+
 # -- issue 9.4, collector side: forged records --------------------------------------------------------
 
 
