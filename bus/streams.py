@@ -31,6 +31,8 @@ import argparse
 import asyncio
 import logging
 import os
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 import nats.errors
 from nats.js import JetStreamContext
@@ -46,6 +48,7 @@ MAX_REPLICAS = 5  # JetStream's own limit
 ENSURE_WAIT_S = 30.0
 
 _replicas_setting: int | None = None
+T = TypeVar("T")
 
 # The match events the stream keeps; `moved` is live-only (see the module docstring).
 DURABLE_EVENTS = ("started", "forfeit", "ended")
@@ -98,25 +101,30 @@ def stream_replicas() -> int:
 _TRANSIENT = (ServiceUnavailableError, nats.errors.NoRespondersError, nats.errors.TimeoutError, TimeoutError)
 
 
-async def _ensure(js: JetStreamContext, config: StreamConfig, wait_s: float) -> None:
-    name = config.name or ""
+async def _retrying(call: Callable[[], Awaitable[T]], wait_s: float, hint: str, give_up: str) -> T:
+    """`call()` again with backoff while JetStream is away or does not answer, for up to `wait_s`
+    seconds; then StreamError: `give_up`, the wait, the last exception's name, then `hint`."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait_s
     pause = 0.25
     while True:
         try:
-            await _ensure_once(js, config)
-            return
+            return await call()
         except _TRANSIENT as exc:
             if loop.time() + pause > deadline:
-                raise StreamError(
-                    f"JetStream did not answer for stream {name} within {wait_s:.0f} s "
-                    f"({type(exc).__name__}): is JetStream on, may this user create and read the streams, "
-                    "and does the cluster have a quorum?"
-                ) from exc
-            log.info("stream %s: JetStream not ready (%s); retrying", name, type(exc).__name__)
+                raise StreamError(f"{give_up} within {wait_s:.0f} s ({type(exc).__name__}){hint}") from exc
+            log.info("JetStream did not answer (%s); trying again", type(exc).__name__)
             await asyncio.sleep(pause)
             pause = min(pause * 2, 2.0)
+
+
+async def _ensure(js: JetStreamContext, config: StreamConfig, wait_s: float) -> None:
+    await _retrying(
+        lambda: _ensure_once(js, config),
+        wait_s,
+        ": is JetStream on, may this user create and read the streams, and does the cluster have a quorum?",
+        f"JetStream did not answer for stream {config.name or ''}",
+    )
 
 
 PUBLISH_WAIT_S = 90.0  # under JetStream's default two-minute duplicate window
@@ -133,21 +141,12 @@ async def publish_stored(
 ) -> PubAck:
     """Publish to a stream and wait for its ack, sending again (same `msg_id`) while the bus is
     away or JetStream does not answer, for up to `wait_s` seconds; then StreamError."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait_s
-    pause = 0.25
-    while True:
-        try:
-            return await js.publish(subject, data, timeout=attempt_timeout_s, headers={"Nats-Msg-Id": msg_id})
-        except _TRANSIENT as exc:
-            if loop.time() + pause > deadline:
-                raise StreamError(
-                    f"JetStream stored no copy of {msg_id} on {subject} within {wait_s:.0f} s "
-                    f"({type(exc).__name__}): is the bus up, with JetStream on?"
-                ) from exc
-            log.info("publish of %s not acknowledged (%s); sending it again", msg_id, type(exc).__name__)
-            await asyncio.sleep(pause)
-            pause = min(pause * 2, 2.0)
+    return await _retrying(
+        lambda: js.publish(subject, data, timeout=attempt_timeout_s, headers={"Nats-Msg-Id": msg_id}),
+        wait_s,
+        ": is the bus up, with JetStream on?",
+        f"JetStream stored no copy of {msg_id} on {subject}",
+    )
 
 
 async def _ensure_once(js: JetStreamContext, config: StreamConfig) -> None:
