@@ -51,7 +51,7 @@ from nats.micro.service import EndpointConfig, Service, ServiceConfig
 from pydantic import ValidationError
 
 from agents.base import MatchContext, Strategy, TurnExpired
-from bus.connect import connect
+from bus.connect import connect, flush
 from bus.micro import ConcurrentEndpoint, add_concurrent_endpoint, request_arrival
 from bus.protocol import MatchEnded, MatchStarted, Move, Turn
 from bus.subjects import Subjects, check_token
@@ -174,7 +174,7 @@ class AgentService:
             ),
         )
         self._notify_sub = await self.nc.subscribe(self.subjects.notify(self.name), cb=self._on_notify)
-        await self.nc.flush()
+        await flush(self.nc)
         log.info("agent %s (%s) serving %s", self.name, cls.kind, self.subjects.turn(self.name))
 
     def _in_flight(self) -> int:

@@ -41,7 +41,7 @@ from nats.aio.msg import Msg
 from agents.base import StrategyOptions
 from agents.random_agent import FirstLegalStrategy
 from agents.runtime import AgentService
-from bus.connect import connect
+from bus.connect import connect, flush
 from bus.protocol import MatchEvent, MatchSpec
 from bus.server import EmbeddedNats
 from games.loader import parse_spec
@@ -80,7 +80,7 @@ async def _serve_agents(url: str) -> None:
     ]
     for svc in services:
         await svc.start()
-    await nc.flush()
+    await flush(nc)
     await stop.wait()
     for svc in services:
         await svc.stop()

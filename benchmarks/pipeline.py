@@ -42,7 +42,7 @@ async def main():
     async def echo(msg):
         await msg.respond(msg.data)
     await nc.subscribe({ECHO!r}, cb=echo)
-    await nc.flush()
+    await flush(nc)
     print("ready", flush=True)
     await asyncio.Event().wait()
 asyncio.run(main())

@@ -32,7 +32,7 @@ async def main():
     async def echo(msg):
         await msg.respond(msg.data)
     await nc.subscribe("bench.echo", cb=echo)
-    await nc.flush()
+    await flush(nc)
     print("ready", flush=True)
     await asyncio.Event().wait()
 asyncio.run(main())

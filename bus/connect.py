@@ -18,6 +18,9 @@ Every Spielbus process connects through `connect()` here (agents, referee worker
 - Pings every `PING_INTERVAL_S`: a server whose machine vanished without closing the
   connection is noticed within about `PING_INTERVAL_S * (MAX_OUTSTANDING_PINGS + 1)`.
 
+`flush(nc)` here, not `nc.flush()`: nats-py 2.16's own flush can return before the server has
+seen a subscription made just before it (see `flush`).
+
 nats-py's default request timeout of 0.5 s is far too short for LLM turns, so every
 request in this code base passes its own timeout, derived from the turn deadline.
 Limits: plain TCP (`nats://`, `tls://`) or WebSocket (`ws://`, `wss://`) URLs, not both in
@@ -298,3 +301,17 @@ async def connect(
     events.up(nc)
     events.failed_attempts = 0
     return nc
+
+
+async def flush(nc: NATS, within_s: float = 10) -> None:
+    """Return once the server has processed everything this client sent before the call.
+
+    That is what `Client.flush` promises, but in nats-py 2.16.0 (pinned) it writes its PING
+    straight to the socket while SUB and PUB commands still wait in the client's queue for
+    its flusher task. The PONG can then come back before the server has seen them: another
+    client's request right after `subscribe(); flush()` found "no responders" in a CI run.
+    Here the queue is written first (the flusher's own force-flush), then the ping goes.
+    """
+    # A private method: the public API has no way to wait for the flusher task.
+    await nc._flush_pending(force_flush=True)
+    await nc.flush(timeout=within_s)  # type: ignore[arg-type]  # nats-py annotates it as int

@@ -35,6 +35,7 @@ import nats.errors
 from nats.aio.client import Client as NATS
 from pydantic import BaseModel, ValidationError
 
+from bus.connect import flush
 from bus.protocol import (
     FaultPolicy,
     GameSpec,
@@ -265,7 +266,7 @@ class BotChecker:
         await self.nc.publish(notify, b"\x00 not json")
         unknown_end = MatchEnded(match_id=_mid("ghost"), seat=0, returns=[0.0, 0.0], outcome="draw")
         await self.nc.publish(notify, unknown_end.model_dump_json().encode())
-        await self.nc.flush()
+        await flush(self.nc)
         subject = self.subjects.turn(self.name)
         ok, detail, _ = await ask(self.nc, subject, turn.model_dump_json(exclude_none=True).encode(), turn)
         if not ok:
@@ -274,7 +275,7 @@ class BotChecker:
             )
         end = MatchEnded(match_id=turn.match_id, seat=0, returns=[0.0, 0.0], outcome="draw")
         await self.nc.publish(notify, end.model_dump_json().encode())
-        await self.nc.flush()
+        await flush(self.nc)
         # Per-match state is gone now; a new match must still be served.
         again = self._turn()
         ok, detail, _ = await ask(self.nc, subject, again.model_dump_json(exclude_none=True).encode(), again)

@@ -29,7 +29,7 @@ from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
 from bus.auth import SPECTATOR_INBOX, login_for
-from bus.connect import connect
+from bus.connect import connect, flush
 from bus.subjects import Subjects
 
 S = Subjects()
@@ -66,8 +66,8 @@ async def watch(args: argparse.Namespace) -> None:
     ):
         # Each is refused by the server (reported to the error callback); nothing may arrive.
         await snoop.subscribe(subject, cb=keeper("snoop"))
-    await spectator.flush()
-    await snoop.flush()
+    await flush(spectator)
+    await flush(snoop)
     print("watching", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

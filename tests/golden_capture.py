@@ -45,7 +45,7 @@ from nats.aio.subscription import Subscription
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions
 from agents.random_agent import RandomStrategy
 from agents.runtime import AgentService
-from bus.connect import connect
+from bus.connect import connect, flush
 from bus.protocol import FaultPolicy, MatchSpec, Move, Turn
 from bus.subjects import Subjects
 from games.loader import parse_spec
@@ -148,7 +148,7 @@ async def capture(url: str) -> list[dict[str, Any]]:
         for subject in (f"{PREFIX}.match.>", f"{PREFIX}.notify.>", *(subjects.turn(a) for a in AGENTS))
     ]
     spy_subs.append(await spy.subscribe(f"{INBOX}.>", cb=keep))
-    await spy.flush()
+    await flush(spy)
     services = [
         AgentService(agent_nc, RandomStrategy(StrategyOptions(seed=7)), name="rand-a", subjects=subjects),
         AgentService(agent_nc, RandomStrategy(StrategyOptions(seed=8)), name="rand-b", subjects=subjects),
@@ -169,7 +169,7 @@ async def capture(url: str) -> list[dict[str, Any]]:
     )
     await _raw_bot(agent_nc, subjects, "malformed", lambda t: b"this is not json")
     await _raw_bot(agent_nc, subjects, "silent", None)
-    await agent_nc.flush()
+    await flush(agent_nc)
     # absent_limit_s=0: an absent agent is `no_responder` at its deadline, not waited for a minute.
     worker = RefereeWorker(ref_nc, subjects=subjects, absent_limit_s=0)
     out: list[dict[str, Any]] = []
@@ -177,9 +177,9 @@ async def capture(url: str) -> list[dict[str, Any]]:
         for spec in _specs():
             seen.clear()
             record = await worker.play(spec)
-            await ref_nc.flush()
-            await agent_nc.flush()
-            await spy.flush()
+            await flush(ref_nc)
+            await flush(agent_nc)
+            await flush(spy)
             # The flush's PONG follows every message the spy was sent, so they are all queued; a
             # fixed pause for the callbacks missed a reply on a loaded machine. `keep` never
             # awaits, so an emptied queue means every message is in `seen`.

@@ -13,6 +13,7 @@ from nats.aio.msg import Msg
 
 from agents.base import Strategy
 from agents.runtime import AgentService
+from bus.connect import flush
 from bus.protocol import FaultPolicy, GameSpec, MatchEvent, MatchRecord, MatchSpec, Turn
 from bus.subjects import Subjects
 from games.loader import parse_spec
@@ -48,7 +49,7 @@ async def raw_responder(
             await msg.respond(out)
 
     sub = await nc.subscribe(Subjects().turn(name), queue=queue or name, cb=cb)
-    await nc.flush()
+    await flush(nc)
     try:
         yield seen
     finally:

@@ -24,7 +24,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
 
-from bus.connect import connect
+from bus.connect import connect, flush
 from bus.process import free_port
 from bus.protocol import FaultPolicy, MatchEvent, MatchSpec, Move, Turn
 from bus.server import find_binary
@@ -66,7 +66,7 @@ async def bot(
         task.add_done_callback(tasks.discard)
 
     sub = await nc.subscribe(subjects.turn(name), queue=name, cb=cb)
-    await nc.flush()
+    await flush(nc)
     try:
         yield
     finally:

@@ -33,7 +33,7 @@ from bus.auth import (
     load_auth,
     write_auth,
 )
-from bus.connect import connect
+from bus.connect import connect, flush
 from bus.follow import follow_stream
 from bus.protocol import Move
 from bus.server import EmbeddedNats
@@ -98,7 +98,7 @@ async def login(auth_server: EmbeddedNats) -> AsyncIterator[object]:
 async def _reported(who: Login, fragment: str) -> None:
     """Wait until the server's `-ERR` for a refused operation has reached the client."""
     for _ in range(200):
-        await who.nc.flush()
+        await flush(who.nc)
         if any(fragment.lower() in v.lower() for v in who.violations()):
             return
         await asyncio.sleep(0.01)
@@ -178,19 +178,11 @@ async def test_agent_cannot_subscribe_to_another_agents_turns(login, bundle: Aut
         await msg.respond(b"bob's answer")
 
     await bob.nc.subscribe(S.turn("bob"), queue="bob", cb=answer)
-    await bob.nc.flush()
-    # Seen once on a loaded machine: the referee's first request found no responder just after
-    # bob's flush. Wait until bob's interest is visible, then count the answers.
-    for _ in range(50):
-        try:
-            await ref.nc.request(S.turn("bob"), b"ping", timeout=2)
-            break
-        except nats.errors.NoRespondersError:
-            await asyncio.sleep(0.1)
+    await flush(bob.nc)
     for _ in range(5):
         reply = await ref.nc.request(S.turn("bob"), b"a turn for bob", timeout=2)
         assert reply.data == b"bob's answer"
-    await alice.nc.flush()
+    await flush(alice.nc)
     assert stolen == []
     assert bob.violations() == []
 
@@ -218,8 +210,8 @@ async def test_agent_cannot_answer_a_turn_meant_for_another(login, bundle: AuthB
         await msg.respond(b'{"from": "bob"}')
 
     await bob.nc.subscribe(S.turn("bob"), queue="bob", cb=slow_bob)
-    await bob.nc.flush()
-    await ref.nc.flush()
+    await flush(bob.nc)
+    await flush(ref.nc)
     await ref.nc.publish(S.turn("bob"), b"turn", reply=inbox)
     await asked.wait()
     fake = Move(match_id="m", turn=1, action=0).model_dump_json().encode()
@@ -229,7 +221,7 @@ async def test_agent_cannot_answer_a_turn_meant_for_another(login, bundle: AuthB
     await _reported(alice, 'publish to "spielbus.turn.bob"')
     release.set()
     await got.wait()
-    await ref.nc.flush()
+    await flush(ref.nc)
     assert received == [b'{"from": "bob"}']
 
 
@@ -243,7 +235,7 @@ async def test_agent_cannot_publish_match_events_or_specs(login, bundle: AuthBun
         seen.append(msg.subject)
 
     await spectator.nc.subscribe("spielbus.match.>", cb=watch)
-    await spectator.nc.flush()
+    await flush(spectator.nc)
     await alice.nc.publish(S.match("m1", "ended"), b'{"forged": true}')
     await alice.nc.publish(S.schedule, b'{"forged": true}')
     await alice.nc.publish(S.notify("bob"), b'{"forged": true}')
@@ -252,10 +244,10 @@ async def test_agent_cannot_publish_match_events_or_specs(login, bundle: AuthBun
     await _reported(alice, "spielbus.notify.bob")
     # The spectator can read match events, only the referee's arrive, and it may not write any.
     await ref.nc.publish(S.match("m2", "started"), b"{}")
-    await ref.nc.flush()
+    await flush(ref.nc)
     await spectator.nc.publish(S.match("m3", "started"), b"{}")
     await _reported(spectator, "spielbus.match.m3.started")
-    await spectator.nc.flush()
+    await flush(spectator.nc)
     assert seen == [S.match("m2", "started")]
 
 
@@ -275,9 +267,9 @@ async def test_bot_check_user_asks_only_its_own_bot_and_forges_nothing(login, bu
         await msg.respond(b'{"ok": true}')
 
     await spectator.nc.subscribe("spielbus.match.>", cb=watch)
-    await spectator.nc.flush()
+    await flush(spectator.nc)
     await alice.nc.subscribe(S.turn("alice"), queue="alice", cb=answer)
-    await alice.nc.flush()
+    await flush(alice.nc)
     reply = await checker.nc.request(S.turn("alice"), b"{}", timeout=5)
     assert reply.data == b'{"ok": true}'
     await checker.nc.publish(S.match("m9", "ended"), b'{"forged": true}')
@@ -292,7 +284,7 @@ async def test_bot_check_user_asks_only_its_own_bot_and_forges_nothing(login, bu
     await _reported(checker, "_INBOX.>")
     await checker.nc.publish(f"$JS.API.STREAM.INFO.{S.matches_stream}", b"")
     await _reported(checker, "$JS.API.STREAM.INFO")
-    await spectator.nc.flush()
+    await flush(spectator.nc)
     assert seen == []
 
 
@@ -347,7 +339,7 @@ async def test_a_violation_is_logged_by_our_connection_helper(
         with caplog.at_level(logging.WARNING, logger="bus.connect"):
             await nc.subscribe(S.turn("bob"))
             for _ in range(200):
-                await nc.flush()
+                await flush(nc)
                 if "permissions violation" in caplog.text.lower():
                     break
                 await asyncio.sleep(0.01)

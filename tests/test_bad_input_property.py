@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from bus.connect import connect
+from bus.connect import connect, flush
 from bus.protocol import FaultPolicy, MatchRecord, Turn
 from games.loader import load_game
 from referee.botcheck import record_problem
@@ -235,7 +235,7 @@ def bus(nats_url: str) -> Iterator[tuple[asyncio.AbstractEventLoop, NATS, Respon
     async def subscribe() -> None:
         await nc.subscribe(f"spielbus.turn.{BAD}", queue=BAD, cb=bad)
         await nc.subscribe(f"spielbus.turn.{GOOD}", queue=GOOD, cb=good)
-        await nc.flush()
+        await flush(nc)
 
     loop.run_until_complete(subscribe())
     yield loop, nc, responder

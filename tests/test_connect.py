@@ -15,6 +15,7 @@ import sys
 from urllib.parse import urlparse, urlsplit
 
 import pytest
+from nats.aio.client import Client as NATS
 from nats.aio.client import Server
 from nats.aio.msg import Msg
 
@@ -23,6 +24,7 @@ from bus.connect import (
     NatsURLError,
     ReconnectPolicy,
     connect,
+    flush,
     nats_servers,
     redact,
 )
@@ -134,7 +136,7 @@ async def test_a_short_lived_client_outlives_a_long_outage(caplog: pytest.LogCap
         assert nc.is_connected
         # The subscription came back with the connection.
         await nc.publish(subject, b"after")
-        await nc.flush(timeout=5)
+        await flush(nc, within_s=5)
         for _ in range(50):
             if got:
                 break
@@ -232,3 +234,74 @@ async def test_a_referee_worker_stopped_while_the_bus_is_down_at_start_returns(
         await asyncio.wait_for(run, timeout=60)
     finally:
         await nc.close()
+
+
+class _WireTap:
+    """A TCP relay in front of a real nats-server that keeps what the client sent, in order."""
+
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.sent = bytearray()
+        self.server: asyncio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> None:
+        self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
+        self.port = self.server.sockets[0].getsockname()[1]
+
+    async def _relay(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        server_r, server_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+
+        async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter, keep: bool) -> None:
+            while data := await r.read(65536):
+                if keep:
+                    self.sent.extend(data)
+                w.write(data)
+                await w.drain()
+            w.close()
+
+        await asyncio.gather(pipe(client_r, server_w, True), pipe(server_r, client_w, False))
+
+    def after(self, mark: int) -> bytes:
+        return bytes(self.sent[mark:])
+
+
+async def _tapped(nats_server: EmbeddedNats) -> tuple[_WireTap, NATS]:
+    tap = _WireTap(nats_server.port)
+    await tap.start()
+    nc = await connect(f"nats://127.0.0.1:{tap.port}", name="tapped")
+    return tap, nc
+
+
+async def test_our_flush_sends_the_subscription_before_its_ping(nats_server: EmbeddedNats) -> None:
+    """The server handles one connection's commands in order, so SUB ahead of PING on the wire is
+    what makes the PONG mean "subscribed". A stray PING from nats-py's own flush may follow."""
+    tap, nc = await _tapped(nats_server)
+    try:
+        mark = len(tap.sent)
+        await nc.subscribe("tap.order.ours")
+        await flush(nc)
+        wire = tap.after(mark)
+        assert b"SUB tap.order.ours" in wire
+        assert wire.index(b"SUB tap.order.ours") < wire.index(b"PING\r\n")
+    finally:
+        await nc.close()
+        assert tap.server is not None
+        tap.server.close()
+
+
+async def test_nats_py_flush_alone_pings_ahead_of_a_queued_subscription(nats_server: EmbeddedNats) -> None:
+    """Why `bus.connect.flush` exists: the pinned nats-py's `Client.flush` puts its PING on the wire
+    before the SUB queued just before it. When an upgrade makes this fail, `flush` can go."""
+    tap, nc = await _tapped(nats_server)
+    try:
+        mark = len(tap.sent)
+        await nc.subscribe("tap.order.theirs")
+        await nc.flush()
+        await flush(nc)  # let the queued SUB out, so the tap has seen both
+        wire = tap.after(mark)
+        assert wire.index(b"PING\r\n") < wire.index(b"SUB tap.order.theirs")
+    finally:
+        await nc.close()
+        assert tap.server is not None
+        tap.server.close()

@@ -25,7 +25,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from bus.auth import SPECTATOR_INBOX, AuthBundle, config_path, load_auth, write_auth
-from bus.connect import connect
+from bus.connect import connect, flush
 from bus.protocol import MatchEvent, MatchRecord, Turn
 from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
@@ -61,7 +61,7 @@ class Capture:
     async def start(self, subjects: list[str]) -> None:
         for subject in subjects:
             await self.nc.subscribe(subject, cb=self._keep)
-        await self.nc.flush()
+        await flush(self.nc)
 
     async def _keep(self, msg: Msg) -> None:
         self.received.append((msg.subject, msg.data))
@@ -95,7 +95,7 @@ class CapturingBot:
         ]:
             await self.nc.subscribe(subject, cb=self._keep)
         await self.nc.subscribe(S.turn(self.name), queue=self.name, cb=self._turn)
-        await self.nc.flush()
+        await flush(self.nc)
 
     async def _keep(self, msg: Msg) -> None:
         self.received.append((msg.subject, msg.data))
@@ -223,7 +223,7 @@ async def test_bots_and_spectator_see_no_private_information_before_the_end(
             events.append(MatchEvent.model_validate_json(msg.data))
 
         await spectator.subscribe("spielbus.match.>", cb=watch)
-        await spectator.flush()
+        await flush(spectator)
         # Every other account kind, listening as widely as it may try.
         spy = Capture(await login(spect.user, spect.password, inbox_prefix=SPECTATOR_INBOX))
         await spy.start([*WIDE, f"{SPECTATOR_INBOX}.>"])
@@ -243,8 +243,8 @@ async def test_bots_and_spectator_see_no_private_information_before_the_end(
                 specs.append(spec(game, seats, seed=100 + k))
         records = await asyncio.gather(*(worker.play(s) for s in specs))
         for nc in conns:
-            await nc.flush()
-        await spectator.flush()
+            await flush(nc)
+        await flush(spectator)
     finally:
         for nc in conns:
             await nc.close()

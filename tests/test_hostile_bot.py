@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from nats.aio.msg import Msg
 
+from bus.connect import flush
 from bus.protocol import FaultPolicy, MatchRecord, Turn
 from bus.subjects import Subjects
 from referee.tournament import submit_and_collect
@@ -85,7 +86,7 @@ async def test_a_hostile_bot_cannot_stall_a_tournament(nc) -> None:
         await nc.subscribe(subjects.turn(bad), queue=bad, cb=hostile),
         await nc.subscribe(subjects.turn(good), queue=good, cb=fine),
     ]
-    await nc.flush()
+    await flush(nc)
     task = asyncio.create_task(worker.run())
     try:
         collect = submit_and_collect(nc, specs, subjects, records.append)

@@ -25,6 +25,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, RawStreamMsg
 from agents.base import StrategyOptions
 from agents.random_agent import RandomStrategy
 from bus.auth import AuthBundle, AuthUser, config_path, load_auth, write_auth
+from bus.connect import flush
 from bus.follow import follow_stream
 from bus.protocol import MatchEvent
 from bus.server import EmbeddedNats
@@ -93,7 +94,7 @@ async def test_spectator_cannot_create_or_delete_consumers(login, auth) -> None:
 
     await victim.subscribe(S.turn(VICTIM), cb=keep)
     await victim.subscribe(S.notify(VICTIM), cb=keep)
-    await victim.flush()
+    await flush(victim)
     errors: list[str] = []
     spectator = await login(bundle.spectator(), errors)
     stream = S.matches_stream
@@ -120,7 +121,7 @@ async def test_spectator_cannot_create_or_delete_consumers(login, auth) -> None:
     assert any("permissions violation" in e.lower() for e in errors), errors
     # Nothing reached the victim: the referee publishes one more event, which no consumer delivers.
     await js_ref.publish(S.match("sro2", "ended"), b'{"n": 2}')
-    await victim.flush()
+    await flush(victim)
     assert injected == []
 
 

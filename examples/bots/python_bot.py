@@ -138,6 +138,9 @@ async def main() -> None:
         )
     )
     notify = await nc.subscribe(f"{args.prefix}.notify.{args.name}", cb=bot.on_notify)
+    # nats-py 2.16's flush() writes its PING ahead of the SUBs still queued above, so its PONG alone
+    # would not mean "subscribed": write the queue out first (a private call; none public waits).
+    await nc._flush_pending(force_flush=True)
     await nc.flush()
     log.info("bot %s serving %s.turn.%s on %s", args.name, args.prefix, args.name, args.nats)
     print("ready", flush=True)
