@@ -30,6 +30,7 @@ one list; a password inside a URL is accepted but redacted from every message we
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import random
@@ -312,6 +313,10 @@ async def flush(nc: NATS, within_s: float = 10) -> None:
     client's request right after `subscribe(); flush()` found "no responders" in a CI run.
     Here the queue is written first (the flusher's own force-flush), then the ping goes.
     """
-    # A private method: the public API has no way to wait for the flusher task.
-    await nc._flush_pending(force_flush=True)
+    # A private method: the public API has no way to wait for the flusher task. Bounded, as
+    # `Client.flush` is: a flusher task that dies with our request queued would never answer it.
+    try:
+        await asyncio.wait_for(nc._flush_pending(force_flush=True), within_s)
+    except TimeoutError:
+        raise nats.errors.FlushTimeoutError from None
     await nc.flush(timeout=within_s)  # type: ignore[arg-type]  # nats-py annotates it as int
