@@ -312,6 +312,7 @@ async def flush(nc: NATS, within_s: float = 10) -> None:
     its flusher task. The PONG can then come back before the server has seen them: another
     client's request right after `subscribe(); flush()` found "no responders" in a CI run.
     Here the queue is written first (the flusher's own force-flush), then the ping goes.
+    The fix for nats-py itself, with the evidence: docs/patches/nats-py-flush-order.patch.
     """
     # A private method: the public API has no way to wait for the flusher task. Bounded, as
     # `Client.flush` is: a flusher task that dies with our request queued would never answer it.

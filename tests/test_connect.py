@@ -8,6 +8,7 @@ on a single server fail with a message that says why. The cluster itself is in t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import subprocess
@@ -244,12 +245,23 @@ class _WireTap:
         self.sent = bytearray()
         self.server: asyncio.Server | None = None
         self.port = 0
+        self.relays: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         self.server = await asyncio.start_server(self._relay, "127.0.0.1", 0)
         self.port = self.server.sockets[0].getsockname()[1]
 
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+        for task in self.relays:
+            task.cancel()
+        await asyncio.gather(*self.relays, return_exceptions=True)
+
     async def _relay(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.relays.add(task)
         server_r, server_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
 
         async def pipe(r: asyncio.StreamReader, w: asyncio.StreamWriter, keep: bool) -> None:
@@ -258,9 +270,14 @@ class _WireTap:
                     self.sent.extend(data)
                 w.write(data)
                 await w.drain()
-            w.close()
 
-        await asyncio.gather(pipe(client_r, server_w, True), pipe(server_r, client_w, False))
+        try:
+            await asyncio.gather(pipe(client_r, server_w, True), pipe(server_r, client_w, False))
+        finally:
+            for w in (client_w, server_w):
+                w.close()
+                with contextlib.suppress(Exception):
+                    await w.wait_closed()
 
     def after(self, mark: int) -> bytes:
         return bytes(self.sent[mark:])
@@ -286,8 +303,7 @@ async def test_our_flush_sends_the_subscription_before_its_ping(nats_server: Emb
         assert wire.index(b"SUB tap.order.ours") < wire.index(b"PING\r\n")
     finally:
         await nc.close()
-        assert tap.server is not None
-        tap.server.close()
+        await tap.close()
 
 
 async def test_nats_py_flush_alone_pings_ahead_of_a_queued_subscription(nats_server: EmbeddedNats) -> None:
@@ -303,5 +319,4 @@ async def test_nats_py_flush_alone_pings_ahead_of_a_queued_subscription(nats_ser
         assert wire.index(b"PING\r\n") < wire.index(b"SUB tap.order.theirs")
     finally:
         await nc.close()
-        assert tap.server is not None
-        tap.server.close()
+        await tap.close()
