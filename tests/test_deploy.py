@@ -206,6 +206,7 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
         # listens on the Ollama port here (an opt-in profile), which the LLM agent must survive.
         env.update(NATS_URL=srv.url, OLLAMA_HOST=f"http://127.0.0.1:{free_port()}")
         procs: dict[str, subprocess.Popen[str]] = {}
+        local_cmds: dict[str, list[str]] = {}
         try:
             for name, cmd in services.items():
                 if name in ONE_SHOT:
@@ -225,14 +226,18 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
                         pytest.fail("the embedded LLM server did not answer")
                     env["OPENAI_BASE_URL"] = base
                     continue
-                cmd = _local(cmd, paths)
+                # Compose's fixed host ports moved to free ones: a `spielbus run` on this machine
+                # (default live page 8400, metrics 9400) must not fail the test.
+                ports = {f: str(free_port()) for f in ("--metrics-port", "--web-port") if f in cmd}
+                cmd = _local(cmd, {**paths, **ports})
+                local_cmds[name] = cmd
                 procs[name] = _start(cmd, env)
                 ready = r"referee worker on" if name == "referee" else rf"agent {name} \(.*\) ready"
                 _wait_line(procs[name], ready)
                 if "--metrics-port" in cmd:
                     port = cmd[cmd.index("--metrics-port") + 1]
                     assert "spielbus_" in _scrape(f"http://127.0.0.1:{port}/metrics")
-            web = services["referee"][services["referee"].index("--web-port") + 1]
+            web = _arg(local_cmds["referee"], "--web-port")
             assert "Spielbus live" in _scrape(f"http://127.0.0.1:{web}/")
             tour = _start(_local(services["tournament"], paths), env)
             procs["tournament"] = tour
