@@ -57,7 +57,6 @@ from bus.protocol import (
     Move,
     MoveRecord,
     Provenance,
-    Turn,
 )
 from bus.replies import MAX_REPLY_BYTES as MAX_REPLY_BYTES  # re-exported: tests and tools read it here
 from bus.replies import check_reply
@@ -65,10 +64,11 @@ from bus.subjects import Subjects
 from games.loader import GameSpecError, initial_state, load_game_async
 from games.rules import rules_text
 from games.view import (
+    EncodedTurn,
     GameFacts,
     SeatHistory,
     action_text,
-    build_turn,
+    encode_turn,
     legal_actions,
     match_action,
     public_observation,
@@ -227,12 +227,14 @@ class MatchRunner:
         now = self._bus_epoch()
         return now[0] != epoch[0] or not now[1] or self.nc.is_closed
 
-    async def _request(self, turn: Turn, agent: str) -> tuple[Move | None, FaultReason | None, str, float]:
+    async def _request(
+        self, turn: EncodedTurn, agent: str
+    ) -> tuple[Move | None, FaultReason | None, str, float]:
         """One decision's request. Returns (move, fault reason, detail, latency in ms).
 
         Raises `MatchAborted` for the bus's faults and `_RefereeLag` when the deadline timer
         fired late because this referee stalled."""
-        payload = turn.model_dump_json(exclude_none=True).encode()
+        payload = turn.data
         subject = self._subject[agent]
         loop = asyncio.get_running_loop()
         deadline_s = self.spec.deadline_ms / 1000
@@ -245,15 +247,11 @@ class MatchRunner:
                 epoch = self._bus_epoch()
                 t0 = loop.time()
                 timeout = max(end - t0, 0.001)
-                if asked and turn.sent_at is not None:
+                if asked:
                     # Asked again: `sent_at + deadline_ms` must still name the referee's own end
                     # (later than the first ask's while a known-absent agent is waited for).
-                    sent_at = time.time() + timeout - deadline_s
-                    payload = (
-                        turn.model_copy(update={"sent_at": sent_at})
-                        .model_dump_json(exclude_none=True)
-                        .encode()
-                    )
+                    turn = turn.stamped(time.time() + timeout - deadline_s)
+                    payload = turn.data
                 # A timer at the true deadline measures how late our own loop was there; the request
                 # itself waits LAG_TOLERANCE_S longer, so a reply that sat unread in the socket while
                 # the referee stalled is still read (and judged below) instead of dropped.
@@ -355,7 +353,7 @@ class MatchRunner:
             rules = None
             if seat not in self._rules_sent:
                 rules = rules_text(state.get_game())
-            turn = build_turn(
+            turn = encode_turn(
                 state=state,
                 spec=self.spec.game,
                 match_id=self.spec.match_id,
