@@ -180,10 +180,11 @@ class SeatHistory:
         seen = visible_to(state, player, action, joint, facts)
         if text is None:
             text = action_text(state, player, action)
-        # Built unvalidated: every field comes from the game, not from the wire.
-        shown = HistoryItem.model_construct(player=player, action=action, text=text)
+        # Validated although every field comes from the game: the validating constructor (Rust)
+        # takes half the time of `model_construct` (Python) for these small models.
+        shown = HistoryItem(player=player, action=action, text=text)
         public = all(seen)
-        hidden = shown if public else HistoryItem.model_construct(player=player)
+        hidden = shown if public else HistoryItem(player=player)
         shown_json = to_json(shown, exclude_none=True)
         hidden_json = shown_json if public else to_json(hidden, exclude_none=True)
         for seat, ok in enumerate(seen):
@@ -263,6 +264,24 @@ class EncodedTurn:
         return EncodedTurn(self.match_id, self.turn, self._head, sent_at)
 
 
+def turn_prefix(match_id: str, spec: GameSpec, seat: int, seats: list[str]) -> bytes:
+    """The start of every turn of `seat` in a match (its fields up to `seats`): a match makes it once."""
+    return b"".join(
+        (
+            b'{"v":',
+            to_json(PROTOCOL_VERSION),
+            b',"type":"turn","match_id":',
+            to_json(match_id),
+            b',"game":',
+            to_json(spec, exclude_none=True),
+            b',"seat":',
+            to_json(seat),
+            b',"seats":',
+            to_json(seats),
+        )
+    )
+
+
 def encode_turn(
     *,
     state: pyspiel.State,
@@ -277,21 +296,14 @@ def encode_turn(
     retry: str | None = None,
     legal: list[LegalAction] | None = None,
     facts: GameFacts | None = None,
+    prefix: bytes | None = None,
 ) -> EncodedTurn:
-    """`build_turn`'s turn as the bytes the referee sends (same arguments, same checks)."""
+    """`build_turn`'s turn as the bytes the referee sends (same arguments, same checks).
+    `prefix`: `turn_prefix(match_id, spec, seat, seats)`, when the caller keeps it."""
     observation, observation_json, full = _seat_view(state, seat, _facts(state, facts))
     legal = legal if legal is not None else legal_actions(state, seat)
     parts = [
-        b'{"v":',
-        to_json(PROTOCOL_VERSION),
-        b',"type":"turn","match_id":',
-        to_json(match_id),
-        b',"game":',
-        to_json(spec, exclude_none=True),
-        b',"seat":',
-        to_json(seat),
-        b',"seats":',
-        to_json(seats),
+        prefix if prefix is not None else turn_prefix(match_id, spec, seat, seats),
         b',"turn":',
         to_json(turn),
         b',"deadline_ms":',

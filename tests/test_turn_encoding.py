@@ -24,6 +24,7 @@ from games.view import (
     build_turn,
     encode_turn,
     legal_actions,
+    turn_prefix,
 )
 
 GAMES = [
@@ -62,7 +63,9 @@ def _bytes_of_both(
         legal=legal_actions(state, seat),
         facts=facts,
     )
-    encoded = encode_turn(**kw)
+    encoded = encode_turn(
+        **kw, prefix=turn_prefix(kw["match_id"], spec, seat, kw["seats"]) if seat % 2 else None
+    )
     model = build_turn(**kw).model_copy(update={"sent_at": encoded.sent_at})
     expected = model.model_dump_json(exclude_none=True).encode()
     # A turn asked again carries a new `sent_at` and nothing else new.
