@@ -13,10 +13,23 @@ Limits: a reply over `MAX_REPLY_BYTES` is refused unread; the detail is cut to
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 from pydantic import ValidationError
 
-from bus.protocol import FaultReason, Move, Turn
+from bus.protocol import FaultReason, Move
+
+
+class TurnKey(Protocol):
+    """What a reply is checked against: the turn's match and number (a `Turn`, or the referee's
+    `games.view.EncodedTurn`)."""
+
+    @property
+    def match_id(self) -> str: ...
+
+    @property
+    def turn(self) -> int: ...
+
 
 # Replies larger than this are refused unread: no legal move needs more. (The NATS
 # server refuses anything over its own `max_payload`, 1 MiB by default, before we see it.)
@@ -29,7 +42,7 @@ TIMEOUT_CODE = "504"
 
 
 def check_reply(
-    turn: Turn, data: bytes, headers: Mapping[str, str] | None = None
+    turn: TurnKey, data: bytes, headers: Mapping[str, str] | None = None
 ) -> tuple[Move | None, FaultReason | None, str]:
     """(move, None, "") for a well-formed move answering `turn`, else (None, reason, detail)."""
     headers = headers or {}
