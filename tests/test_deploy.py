@@ -228,7 +228,8 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
                     continue
                 # Compose's fixed host ports moved to free ones: a `spielbus run` on this machine
                 # (default live page 8400, metrics 9400) must not fail the test.
-                ports = {f: str(free_port()) for f in ("--metrics-port", "--web-port") if f in cmd}
+                flags = ("--metrics-port", "--web-port")
+                ports: dict[str, str] = {f: str(free_port()) for f in flags if f in cmd}
                 cmd = _local(cmd, {**paths, **ports})
                 local_cmds[name] = cmd
                 procs[name] = _start(cmd, env)
