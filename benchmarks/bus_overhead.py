@@ -74,10 +74,13 @@ async def _serve_agents(url: str) -> None:
 
     await nc.subscribe(ECHO, cb=echo)
     await nc.subscribe(CPU_SUBJECT, cb=cpu)
-    services = [
-        AgentService(nc, FirstLegalStrategy(StrategyOptions()), name=n, max_concurrency=64)
-        for n in ("bench-a", "bench-b")
-    ]
+    await serve_instant_agents(nc, stop)
+
+
+async def serve_instant_agents(nc: NATS, stop: asyncio.Event) -> None:
+    """The two instant agents (`first`) the matches are played between, until `stop`; then drain."""
+    strategy = FirstLegalStrategy(StrategyOptions())
+    services = [AgentService(nc, strategy, name=n, max_concurrency=64) for n in ("bench-a", "bench-b")]
     for svc in services:
         await svc.start()
     await flush(nc)
@@ -90,9 +93,10 @@ async def _serve_agents(url: str) -> None:
 class AgentProcess:
     """The agent side in its own process (as deployed): no shared interpreter lock with the referee."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, target: Callable[[str], None] | None = None) -> None:
+        """`target(url)` serves the agent side (default: `_agents_main`); it must answer `bench.cpu`."""
         self.proc = multiprocessing.get_context("spawn").Process(
-            target=_agents_main, args=(url,), daemon=True
+            target=target or _agents_main, args=(url,), daemon=True
         )
         self.nc: NATS | None = None
 

@@ -203,6 +203,9 @@ class MatchRunner:
         assert self.publish_event is not None
         while (item := await self._events.get()) is not None:
             kind, fields = item
+            # The queue woke this task before the next turn's publish woke nats-py's flusher, so
+            # without this yield the event would be built ahead of the turn's write to the socket.
+            await asyncio.sleep(0)
             try:
                 await self.publish_event(self._event(kind, **fields))
             except Exception:
