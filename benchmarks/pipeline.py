@@ -37,6 +37,7 @@ ECHO = "bench.pipeline.echo"
 PAYLOAD = b"x" * 600
 ECHO_CHILD = f"""
 import asyncio, nats
+from bus.connect import flush
 async def main():
     nc = await nats.connect({{url!r}})
     async def echo(msg):
