@@ -73,6 +73,8 @@ def spawn(args: list[str], url: str, ready: str, log_dir: Path) -> subprocess.Po
         if proc.poll() is not None:
             raise RuntimeError(f"{args[2:5]} exited: {log.read_text(errors='replace')[-2000:]}")
         time.sleep(0.1)
+    proc.kill()
+    proc.wait()
     raise RuntimeError(f"{args[2:5]} was not ready within 60 s")
 
 
@@ -157,18 +159,19 @@ async def main() -> None:
         logs = Path(tempfile.mkdtemp(prefix="spielbus-pipeline-"))
         referee = [*spielbus, "referee", "--concurrency", str(args.concurrency), "--absent-limit", "0"]
         agent = [*spielbus, "agent", "first", "--max-concurrency", "64", "--name"]
-        procs = {
-            "referee": spawn(referee, srv.url, "referee worker on", logs),
-            "agent-a": spawn([*agent, "pipe-a"], srv.url, "ready", logs),
-            "agent-b": spawn([*agent, "pipe-b"], srv.url, "ready", logs),
-            "echo": spawn([sys.executable, "-c", ECHO_CHILD.format(url=srv.url)], srv.url, "ready", logs),
-        }
-        pids = {
-            "nats-server": srv._proc.pid,
-            **{k: v.pid for k, v in procs.items()},
-            "submitter": os.getpid(),
-        }
+        # Filled one by one inside the try: a child that fails to start stops the ones before it.
+        procs: dict[str, subprocess.Popen[bytes]] = {}
         try:
+            procs["referee"] = spawn(referee, srv.url, "referee worker on", logs)
+            procs["agent-a"] = spawn([*agent, "pipe-a"], srv.url, "ready", logs)
+            procs["agent-b"] = spawn([*agent, "pipe-b"], srv.url, "ready", logs)
+            echo = [sys.executable, "-c", ECHO_CHILD.format(url=srv.url)]
+            procs["echo"] = spawn(echo, srv.url, "ready", logs)
+            pids = {
+                "nats-server": srv._proc.pid,
+                **{k: v.pid for k, v in procs.items()},
+                "submitter": os.getpid(),
+            }
             raw_pids = {k: pids[k] for k in ("nats-server", "echo", "submitter")}
             pipe_pids = {k: pids[k] for k in ("nats-server", "referee", "agent-a", "agent-b", "submitter")}
             raw1, raw1_cpu = await raw_phase(srv.url, args.concurrency, args.seconds, raw_pids)
