@@ -26,6 +26,7 @@ import uuid
 from pathlib import Path
 
 from bus.connect import connect
+from bus.process import stop_process
 from bus.protocol import MatchSpec
 from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
@@ -73,8 +74,7 @@ def spawn(args: list[str], url: str, ready: str, log_dir: Path) -> subprocess.Po
         if proc.poll() is not None:
             raise RuntimeError(f"{args[2:5]} exited: {log.read_text(errors='replace')[-2000:]}")
         time.sleep(0.1)
-    proc.kill()
-    proc.wait()
+    stop_process(proc)
     raise RuntimeError(f"{args[2:5]} was not ready within 60 s")
 
 
@@ -179,12 +179,7 @@ async def main() -> None:
             raw2, raw2_cpu = await raw_phase(srv.url, args.concurrency, args.seconds, raw_pids)
         finally:
             for proc in procs.values():
-                proc.terminate()
-            for proc in procs.values():
-                try:
-                    proc.wait(15)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                stop_process(proc, grace_s=15)
     raw = (raw1 + raw2) / 2
     print(f"tic_tac_toe, {args.concurrency} in flight, {args.seconds:.0f} s phases")
     show("raw", raw1, raw1_cpu, "round trip")
