@@ -1,5 +1,5 @@
 """`python -m agents KIND --name NAME ...` runs an agent service; `python -m agents llm serve` the LLM server;
-`python -m agents cwm-cli ...` the `spielbus cwm` commands.
+the `spielbus cwm` and `spielbus selfplay` commands hand over to `python -m research.cwm` / `research.coach`.
 
 The `spielbus agent` and `spielbus llm` commands hand over to this entry point, so the
 referee side never imports agent code.
@@ -19,10 +19,6 @@ def main(argv: list[str] | None = None) -> int:
         if rest[:1] == ["serve"]:
             rest = rest[1:]
         return llm_main(rest)
-    if args[:1] == ["cwm-cli"]:
-        from agents.cwm.cli import main as cwm_main
-
-        return cwm_main(args[1:])
     from agents.cli import main as agent_main
 
     return agent_main(args)

@@ -62,7 +62,7 @@ def cached_table(path: str, source: Source) -> dict[str, dict[int, float]]:
 
 def load_table(path: str | Path, source: Source) -> dict[str, dict[int, float]]:
     """Information state string -> {action id: probability} (the mean over repeated rows)."""
-    from agents.coach import dataset as ds
+    import agents.policy_dataset as ds
 
     path = Path(path)
     if path.is_dir():

@@ -12,7 +12,7 @@ Same run, same measuring stick: every average policy is scored by OpenSpiel's Py
 - OS XFP: OpenSpiel's own Python `XFPSolver`, where cheap (Kuhn up to 1,000 iterations; on
   Leduc it costs ~5 s per iteration).
 
-Before the curves, `agents.coach.cfvfp_reference` (an independent recursive implementation)
+Before the curves, `research.coach.cfvfp_reference` (an independent recursive implementation)
 is run for a few iterations and its largest difference from the fast solver printed.
 Speed is compared against OpenSpiel's Python CFR, timed here for a few iterations. Goals
 (issue 13): CFVFP's exploitability within 2x of CFR's at 10,000 iterations; CFVFP's
@@ -31,8 +31,8 @@ from open_spiel.python.algorithms import cfr as py_cfr
 from open_spiel.python.algorithms import exploitability as os_exploitability
 from open_spiel.python.algorithms import fictitious_play
 
-from agents.coach.cfvfp import CFVFPSolver, exploitability
-from agents.coach.cfvfp_reference import ReferenceCFVFP
+from research.coach.cfvfp import CFVFPSolver, exploitability
+from research.coach.cfvfp_reference import ReferenceCFVFP
 
 SPEED_ITERS = {"kuhn_poker": 500, "leduc_poker": 10}
 REFERENCE_ITERS = {"kuhn_poker": 100, "leduc_poker": 10}

@@ -24,10 +24,10 @@ import random
 import time
 
 from agents.cwm import harness
-from agents.cwm import trajectories as T
 from agents.cwm.reference import reference_code
 from agents.cwm.sandbox import Sandbox
 from games.loader import load_game
+from research.cwm import trajectories as T
 
 
 def positions(game: str, count: int, seed: int) -> list[list[str]]:

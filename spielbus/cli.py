@@ -296,8 +296,8 @@ _MODULE_COMMANDS = {
 
 
 def _hand_over(module_args: list[str], module: str = "agents") -> int:
-    """`spielbus agent` / `llm` / `cwm` / `selfplay` run a package of agents in its own process image,
-    so this process never imports agent code."""
+    """`spielbus agent` / `llm` run a package of agents, `cwm` / `selfplay` a research pipeline, in its
+    own process image: each keeps its own imports and logging, as when run as a service."""
     os.execv(sys.executable, [sys.executable, "-m", module, *module_args])
     return 0  # not reached
 
@@ -626,10 +626,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if command == "llm":
             return _hand_over(["llm", *rest])  # the LLM server logs as llama.cpp does
         if command == "cwm":
-            # `cwm-cli`, not `cwm`: `python -m agents cwm ...` is the agent kind cwm.
-            return _hand_over(["cwm-cli", *rest])
+            return _hand_over(rest, "research.cwm")
         if command == "selfplay":
-            return _hand_over(rest, "agents.coach")
+            return _hand_over(rest, "research.coach")
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if getattr(args, "stream_replicas", None) is not None:

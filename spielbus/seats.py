@@ -4,7 +4,7 @@
 environment (`SPIELBUS_SEAT_TOKEN`, never on the command line, where `ps` shows it), fixes the
 seat page's port (a free one unless the options name it), prints the address with the token on
 its console, and gives the live page the address without it. Without the token the seat page
-shows nothing and takes no move (`observability.web.seat`).
+shows nothing and takes no move (`agents.human.seat`).
 
 Limits: a human seat is one person, so one replica; agents marked `external` (e.g. `spielbus
 agent human` on the player's own machine) print their own address.
@@ -16,8 +16,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
+from agents.human.seat import TOKEN_ENV, SeatAddress
 from bus.process import free_port
-from observability.web.seat import TOKEN_ENV, SeatAddress
 from referee.config import ConfigError, TournamentConfig
 
 

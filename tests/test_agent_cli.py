@@ -13,9 +13,9 @@ import pytest
 from pydantic import BaseModel
 
 from agents.cli import add_option_flags, build_parser, main, options_raw
-from agents.cwm.model_dir import write_reference_dir
 from agents.llm_mcts import LlmMctsOptions
 from agents.registry import KINDS, strategy_class
+from research.cwm.model_files import write_reference_dir
 
 
 def _required(kind: str, tmp: Path) -> dict[str, Any]:

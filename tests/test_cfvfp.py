@@ -7,10 +7,10 @@ import pyspiel
 import pytest
 from open_spiel.python.algorithms import exploitability as os_exploitability
 
-from agents.coach.cfvfp import CFVFPSolver, exploitability, to_tabular_policy
-from agents.coach.cfvfp_reference import ReferenceCFVFP
-from agents.coach.tree import GameTree
 from games.loader import load_game
+from research.coach.cfvfp import CFVFPSolver, exploitability, to_tabular_policy
+from research.coach.cfvfp_reference import ReferenceCFVFP
+from research.coach.tree import GameTree
 
 TINY_HOLDEM = "simplified_holdem(ranks=3,suits=2,hole_cards=1,flop=1,turn=0,stack=5)"
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agents.coach import dataset as ds
-from agents.coach.coach import answer_schema, coach_dataset, system_prompt, user_prompt, validate_answer
-from agents.coach.collect import collect
+import agents.policy_dataset as ds
 from agents.llm.client import LLMClient
 from agents.llm.config import LLMConfig
+from research.coach.coach import answer_schema, coach_dataset, system_prompt, user_prompt, validate_answer
+from research.coach.collect import collect
 from tests.llm_fixtures import llm_config, llm_server  # noqa: F401  (fixture)
 from tests.llm_standins import ScriptedBackend
 
@@ -158,7 +158,7 @@ async def test_embedded_smollm2_as_coach(data: Path, llm_server) -> None:  # noq
 def test_coach_command_refuses_bad_input_before_any_server_starts(
     data: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from agents.coach.cli import main as selfplay
+    from research.coach.cli import main as selfplay
 
     lines = (data / ds.NODES).read_text().splitlines(keepends=True)
     lines[1] = lines[1].replace('"game":"kuhn_poker"', '"game":"simplified_holdem"')

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from agents.cwm.agent import CwmStrategy
-from agents.cwm.model_dir import write_reference_dir
 from agents.cwm.sandbox import SandboxUnavailable, check_available
 from agents.random_agent import RandomStrategy
 from bus.protocol import MatchRecord, MoveRecord
+from research.cwm.model_files import write_reference_dir
 from tests.helpers import play, serving, spec, uid
 
 try:

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from agents.cwm import trajectories as T
-from agents.cwm.candidate import run_candidate
 from agents.cwm.reference import reference_code
 from agents.cwm.sandbox import Limits, Sandbox, SandboxUnavailable, check_available
 from games.loader import load_game
+from research.cwm import trajectories as T
+from research.cwm.candidate import run_candidate
 
 try:
     check_available()

@@ -14,13 +14,13 @@ from typing import Literal
 
 import pytest
 
-from agents.cwm import trajectories as T
 from agents.cwm.reference import reference_code
 from agents.cwm.sandbox import SandboxUnavailable, check_available
-from agents.cwm.synthesize import Outcome, Synthesizer, Task
 from agents.llm import LLMClient, LLMConfig
 from games.loader import load_game
 from games.rules import rules_text
+from research.cwm import trajectories as T
+from research.cwm.synthesize import Outcome, Synthesizer, Task
 from tests.llm_fixtures import llm_config, llm_server
 from tests.llm_standins import OllamaStandIn, ScriptedBackend
 
@@ -216,7 +216,7 @@ def test_synthesize_bad_input_exit_2(tmp_path, args, message):
 
 
 def test_deck_flags_default_to_open_deck():
-    from agents.cwm.cli import _parser
+    from research.cwm.cli import _parser
 
     def deck(*flags: str) -> bool:
         args = ["synthesize", "kuhn_poker", "--llm", "x", "--out", "o", *flags]

@@ -19,10 +19,10 @@ from nats.aio.client import Client as NATS
 
 from agents.base import StrategyOptions
 from agents.human import TOKEN_ENV, HumanOptions, HumanStrategy
+from agents.human.clicks import click_cells
+from agents.human.seat import TOKEN_HEADER, Seat
 from agents.random_agent import RandomStrategy
 from bus.protocol import FaultPolicy, GameSpec, LegalAction, Turn
-from observability.web.clicks import click_cells
-from observability.web.seat import TOKEN_HEADER, Seat
 from tests.helpers import play, serving, spec, uid
 
 

@@ -8,7 +8,6 @@ import pytest
 from pydantic import ValidationError
 
 from agents.base import MatchContext, StrategyOptions
-from agents.coach.cli import main as selfplay
 from agents.llm.client import LLMClient
 from agents.llm.config import LLMConfig
 from agents.policy_table import PolicyTableOptions, PolicyTableStrategy, load_table
@@ -16,6 +15,7 @@ from agents.random_agent import RandomStrategy
 from agents.registry import strategy_class
 from games.loader import load_game, parse_spec
 from games.view import build_turn
+from research.coach.cli import main as selfplay
 from tests.helpers import play, serving, spec, uid
 from tests.llm_standins import ScriptedBackend
 

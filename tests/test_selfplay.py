@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from agents.coach import dataset as ds
-from agents.coach.cli import main as selfplay
-from agents.coach.collect import collect, reference_policy
-from agents.coach.policies import PolicySpecError, parse_policy_spec
-from agents.coach.reward import compute_score, invalid_reward, parse_policy, reward, trl_reward, weights
+import agents.policy_dataset as ds
+from research.coach.cli import main as selfplay
+from research.coach.collect import collect, reference_policy
+from research.coach.policies import PolicySpecError, parse_policy_spec
+from research.coach.reward import compute_score, invalid_reward, parse_policy, reward, trl_reward, weights
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,7 +50,7 @@ def test_collected_nodes_hold_q_intervals_and_the_eq10_reference(kuhn_data: Path
 
 def _collect_cmd(out: Path, nodes: int) -> list[str]:
     return [
-        sys.executable, "-m", "agents.coach", "collect", "leduc_poker", "--policy", "random",
+        sys.executable, "-m", "research.coach", "collect", "leduc_poker", "--policy", "random",
         "--nodes", str(nodes), "--rollouts", "300", "--out", str(out), "--workers", "1", "--quiet",
     ]  # fmt: skip
 

@@ -1,8 +1,7 @@
-"""Code world models ("Code World Models for General Game Playing", Lehrach, Hennes,
-Lázaro-Gredilla et al.): an LLM writes a game as Python code, refined against unit tests
-from recorded trajectories inside a sandbox; the `cwm` agent plays (IS)MCTS on it.
+"""The `cwm` agent of "Code World Models for General Game Playing" (Lehrach, Hennes,
+Lázaro-Gredilla et al.): (IS)MCTS on a synthesized code world model, at play time.
 
-Modules: sandbox (bubblewrap + rlimits), worker and harness (what runs inside), trajectories
-(recording and unit tests), prompts (appendix H templates), synthesize (refinement), values
-(value-function tournament), model_dir, eval, agent, cli. See docs/cwm.md.
+Modules: sandbox (bubblewrap + rlimits), worker and harness (what runs inside it), model_dir
+(reading a model folder), reference (hand-written known-good models), agent. Synthesis and
+evaluation, which write model folders, are `research.cwm`. See docs/cwm.md.
 """

@@ -24,28 +24,6 @@ class ModelDirError(ValueError):
     pass
 
 
-def write_model_dir(out: Path, task: Any, result: dict[str, Any], game: Any, trajs: Any) -> None:
-    from agents.cwm.trajectories import initial_state
-
-    out.mkdir(parents=True, exist_ok=True)
-    if result["code"]:
-        (out / "model.py").write_text(result["code"] + "\n")
-    for name, code in result["values"].items():
-        (out / f"{name}.py").write_text(code + "\n")
-    meta = {
-        "format": FORMAT,
-        "game": task.game,
-        "imperfect": task.imperfect,
-        "closed_deck": task.closed_deck,
-        "num_players": game.num_players(),
-        "initial_state": initial_state(game),
-        "value_function": result["report"].get("value_function"),
-    }
-    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-    (out / "tests.json").write_text(json.dumps(task.tests) + "\n")
-    (out / "report.json").write_text(json.dumps(result["report"], indent=1) + "\n")
-
-
 def load_meta(folder: Path, need_model: bool = True) -> dict[str, Any]:
     if not folder.is_dir():
         raise ModelDirError(f"{folder}: no such folder (write one with `spielbus cwm synthesize`)")
@@ -92,37 +70,3 @@ def load_report(folder: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ModelDirError(f"{path}: not a JSON object")
     return data
-
-
-def write_reference_dir(out: Path, game_name: str) -> None:
-    """A model folder holding a hand-written reference model (`agents/cwm/reference/`), marked
-    as such in report.json: for tests, benchmarks and trying the agent without an LLM."""
-    from agents.cwm import trajectories as T
-    from agents.cwm.reference import reference_code
-    from games.loader import load_game
-    from games.view import is_perfect_information
-
-    game = load_game(game_name)
-    code = reference_code(game_name)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "model.py").write_text(code)
-    meta = {
-        "format": FORMAT,
-        "game": game_name,
-        "imperfect": not is_perfect_information(game),
-        "closed_deck": False,
-        "num_players": game.num_players(),
-        "initial_state": T.initial_state(game),
-        "value_function": None,
-    }
-    (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-    (out / "tests.json").write_text("[]\n")
-    report = {
-        "game": game_name,
-        "reference": True,
-        "llm_calls": 0,
-        "note": "hand-written, not synthesized",
-        "train_transition_accuracy": None,
-        "train_inference_accuracy": None,
-    }
-    (out / "report.json").write_text(json.dumps(report, indent=1) + "\n")

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
+from bus.http import serve_app
 from observability.metrics import port_free, url_host
 from observability.web.feed import MatchFeed
-from observability.web.http import serve_app
 from observability.web.page import PAGE
 
 log = logging.getLogger(__name__)

@@ -10,11 +10,11 @@ matrix and the rating chart are computed in the page from the finished two-seat
 matches of the list (the chart replays a plain Elo, K = 32, in finishing order: a
 picture of the course, not the tournament's ratings).
 The selected match is kept in the URL fragment (`#match=<id>`), so a link to a
-match can be shared. The board pictures are `observability.web.pictures`, shared with the
+match can be shared. The board pictures are `games.pictures`, shared with the
 human seat's page.
 """
 
-from observability.web.pictures import PICTURES_JS
+from games.pictures import PICTURES_JS
 
 _HEAD = r"""<!doctype html>
 <html lang="en">

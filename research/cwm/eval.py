@@ -13,10 +13,10 @@ import random
 from pathlib import Path
 from typing import Any
 
-from agents.cwm import trajectories as T
-from agents.cwm.candidate import run_candidate
 from agents.cwm.model_dir import load_report
 from games.loader import load_game
+from research.cwm import trajectories as T
+from research.cwm.candidate import run_candidate
 
 MAX_INFERENCE_CASES = 500
 

@@ -1,7 +1,7 @@
 """`spielbus selfplay collect`: self-play, sampled information sets, rollout Q-values, CFVFP references.
 
 Self-play runs in-process on OpenSpiel states, every seat playing the behaviour policy
-(`agents.coach.policies`). Episode e is played with an RNG seeded by (seed, e); at each
+(`research.coach.policies`). Episode e is played with an RNG seeded by (seed, e); at each
 decision node the node is sampled with probability `sample`. For a sampled node (history h
 in information set I of player i) each legal action a is tried R times: apply a, then play
 to the end with the behaviour policy (chance sampled), and record i's payoff. The mean is
@@ -42,11 +42,11 @@ from typing import Any
 
 import pyspiel
 
-from agents.coach import dataset as ds
-from agents.coach.policies import LLMPolicyAdapter, LocalPolicy, make_policy
+import agents.policy_dataset as ds
 from bus.protocol import GameSpec, LegalAction
 from games.loader import load_game, parse_spec
 from games.view import build_turn, json_view
+from research.coach.policies import LLMPolicyAdapter, LocalPolicy, make_policy
 
 Dist = Callable[[pyspiel.State, int, random.Random], list[float]]
 Z95 = 1.959963984540054

@@ -10,7 +10,7 @@ Q is Ju et al.'s cumulative form: the sum over iterations of the counterfactual 
 each iteration's policies. Counterfactual values are linear in the opponents' reach, so the
 argmax is the local best response to the opponents' average play (the paper's eq. 4 with
 the average profile); one forward and one backward pass per iteration. An independent
-implementation (`agents.coach.cfvfp_reference`: recursion over OpenSpiel states) produces
+implementation (`research.coach.cfvfp_reference`: recursion over OpenSpiel states) produces
 identical iterates; tests/test_cfvfp.py checks it.
 
 `mode = "xfp"` reads eqs. 4-5 the other way: each iteration's policy is the full best response
@@ -27,7 +27,7 @@ fastest of these; every reading stays several times CFR's exploitability at 10,0
 iterations, growing with iterations: pure best responses converge more slowly than regret
 matching in full-width play.
 
-Limits: what `agents.coach.tree.GameTree` supports (small sequential games held whole
+Limits: what `research.coach.tree.GameTree` supports (small sequential games held whole
 in memory). The exploitability of the result is measured with OpenSpiel's own code
 (`exploitability()` below), never with ours.
 """
@@ -38,7 +38,7 @@ import numpy as np
 import pyspiel
 from open_spiel.python import policy as policy_lib
 
-from agents.coach.tree import GameTree, Level
+from research.coach.tree import GameTree, Level
 
 
 class CFVFPSolver:

@@ -6,7 +6,7 @@ Lázaro-Gredilla et al., section 4, appendix H):
 - The first prompt (H.1 with the H.2 signature; H.3 open deck / H.5 closed deck add the
   inference function `resample_history` for imperfect-information games) holds the rules,
   the API and `num_tests_on_init` tests of each kind.
-- Every candidate runs in a fresh sandbox (`agents.cwm.candidate`) against all unit tests.
+- Every candidate runs in a fresh sandbox (`research.cwm.candidate`) against all unit tests.
   A candidate that does not parse, raises, loops, allocates or prints without bound is a
   failed attempt with its reason; synthesis goes on.
 - Refinement `conversation`: the failing test with its error is appended to the chat and a
@@ -19,7 +19,7 @@ Lázaro-Gredilla et al., section 4, appendix H):
   (most tests passed, then fewest refinements) is kept.
 - Value functions (section 4.3, H.7): `values` candidates are asked for, each checked in the
   sandbox, and the best chosen by a round-robin tournament of MCTS with each value function
-  on the synthesized model (`agents.cwm.values`).
+  on the synthesized model (`research.cwm.values`).
 
 Limits: one code block is taken per reply (`num_targets` = 1); chance outcomes are uniform
 in the model API; the prompts carry at most a few tests each, the sandbox runs all.
@@ -32,9 +32,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from agents.cwm import prompts as P
-from agents.cwm.candidate import Run, Verdict, run_candidate
 from agents.llm import LLMClient, LLMError, UsageMeter
+from research.cwm import prompts as P
+from research.cwm.candidate import Run, Verdict, run_candidate
 
 HEURISTIC_WEIGHT = 5.0
 NUM_TESTS_ON_INIT = 5

@@ -1,6 +1,6 @@
 """A second, independent CFVFP: plain recursion over OpenSpiel states, one history at a time.
 
-It exists to check `agents.coach.cfvfp.CFVFPSolver` (flat numpy tree, level-by-level passes):
+It exists to check `research.coach.cfvfp.CFVFPSolver` (flat numpy tree, level-by-level passes):
 the two share no code beyond OpenSpiel itself, so equal iterates mean the fast solver computes
 what the definition says. The definition ("LLM Coaching LLM in Self-Play Training", Xu et al.,
 eqs. 4-6, in the cumulative form of Ju et al.'s counterfactual value based fictitious play):

@@ -1,7 +1,7 @@
 """`human`: a person plays from a web page, as an ordinary agent on the bus.
 
 The referee treats this seat like any other agent: the same `turn` requests, the same clock,
-the same fault policy. Each turn waits on the seat's page (`observability.web.seat`) until the
+the same fault policy. Each turn waits on the seat's page (`agents.human.seat`) until the
 player chooses a legal move, by a button or by clicking the board; a player who does not move
 in time (the page closed, the person away) runs out the turn's clock, and the runtime refuses
 the turn at the end of it like any agent's strategy that overruns (the referee records an
@@ -24,8 +24,8 @@ import secrets
 from pydantic import Field
 
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions, TurnExpired
+from agents.human.seat import TOKEN_ENV, Seat, SeatServer, start_seat
 from bus.protocol import MatchEnded, MatchStarted, Turn
-from observability.web.seat import TOKEN_ENV, Seat, SeatServer, start_seat
 
 
 class HumanOptions(StrategyOptions):

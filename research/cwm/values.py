@@ -13,8 +13,8 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.cwm import prompts as P
 from agents.cwm.sandbox import Limits, Sandbox, SandboxError
+from research.cwm import prompts as P
 
 
 @dataclass

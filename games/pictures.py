@@ -4,7 +4,7 @@ Each `*Picture` function builds an SVG element from a text view (or returns null
 text does not parse): chess from its FEN, Go from its board text, connect four and
 tic-tac-toe from their grids, Kuhn and Leduc poker cards from the chance steps. The parts a
 player can click carry a `data-cell` key (chess squares `"e2"`, Go points `"b1"`, connect
-four columns `"3"`, tic-tac-toe cells `"1,2"`); `observability.web.clicks` says which keys
+four columns `"3"`, tic-tac-toe cells `"1,2"`); `agents.human.clicks` says which keys
 choose which legal action. Texts are only ever set with `textContent`.
 """
 

@@ -30,9 +30,9 @@ from agents.cwm.model_dir import ModelDirError, load_meta
 if TYPE_CHECKING:  # imported where used: `spielbus cwm eval` needs neither the LLM layer nor OpenSpiel
     import pyspiel
 
-    from agents.cwm.synthesize import Task
     from agents.llm import LLMConfig
     from agents.llm.server import EmbeddedServer
+    from research.cwm.synthesize import Task
 
 REFERENCE_GAMES = ("tic_tac_toe", "connect_four", "kuhn_poker", "leduc_poker")
 DEFAULT_HELDOUT_GAMES = 100
@@ -120,13 +120,13 @@ def _llm_config(args: argparse.Namespace) -> tuple[LLMConfig, EmbeddedServer | N
 def _synthesize(args: argparse.Namespace, console: Console) -> int:
     import pyspiel
 
-    from agents.cwm import trajectories as T
-    from agents.cwm.model_dir import write_model_dir
     from agents.cwm.sandbox import SandboxUnavailable, check_available
-    from agents.cwm.synthesize import Task
     from games.loader import load_game
     from games.rules import rules_text
     from games.view import is_perfect_information
+    from research.cwm import trajectories as T
+    from research.cwm.model_files import write_model_dir
+    from research.cwm.synthesize import Task
 
     for flag in ("trajectories", "budget"):
         if getattr(args, flag) < 1:
@@ -190,7 +190,7 @@ def _synthesize(args: argparse.Namespace, console: Console) -> int:
 
 def _training_trajectories(args: argparse.Namespace, console: Console) -> list[list[dict[str, Any]]]:
     """`--from-run RUN_DIR`'s finished matches of the game, else fresh ones recorded through the referee."""
-    from agents.cwm import trajectories as T
+    from research.cwm import trajectories as T
 
     if args.from_run:
         trajs = T.from_run_folder(args.from_run, args.game, args.trajectories)
@@ -206,9 +206,9 @@ def _training_trajectories(args: argparse.Namespace, console: Console) -> list[l
 
 
 def _record(game: str, count: int, seed: int, tmp: str) -> Path:
-    """Random-vs-random matches through the real referee, recorded by `spielbus.trajectories` in its
+    """Random-vs-random matches through the real referee, recorded by `research.cwm.record` in its
     own process (it runs a tournament; agents never import spielbus); returns the run folder."""
-    argv = [sys.executable, "-m", "spielbus.trajectories", game, "--count", str(count), "--seed", str(seed)]
+    argv = [sys.executable, "-m", "research.cwm.record", game, "--count", str(count), "--seed", str(seed)]
     done = subprocess.run([*argv, "--run-dir", tmp], capture_output=True, text=True, check=False)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
@@ -232,10 +232,10 @@ async def _run(
     args: argparse.Namespace,
     console: Console,
 ) -> dict[str, Any]:
-    from agents.cwm import trajectories as T
-    from agents.cwm.synthesize import report
-    from agents.cwm.values import ValueCandidate, check_and_rank, value_prompt
     from agents.llm import LLMClient
+    from research.cwm import trajectories as T
+    from research.cwm.synthesize import report
+    from research.cwm.values import ValueCandidate, check_and_rank, value_prompt
 
     client = LLMClient(config)
     with Progress(
@@ -253,7 +253,7 @@ async def _run(
             status = "LLM error" if att is None else (att.reason or f"{att.passed}/{att.total} tests")
             progress.update(bar, completed=calls, status=status)
 
-        from agents.cwm.synthesize import Synthesizer
+        from research.cwm.synthesize import Synthesizer
 
         synth = Synthesizer(client, task, tick)
         out = await synth.run()
@@ -271,7 +271,7 @@ async def _run(
             prompt = value_prompt(task.game, task.rules, out.code, states)
             for i in range(args.values):
                 text = await synth._ask([("user", prompt)])
-                from agents.cwm.prompts import extract_code
+                from research.cwm.prompts import extract_code
 
                 code = extract_code(text or "")
                 if code:
@@ -311,7 +311,7 @@ def _value_states(trajs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def _eval(args: argparse.Namespace, console: Console) -> int:
-    from agents.cwm.eval import evaluate
+    from research.cwm.eval import evaluate
 
     try:
         meta = load_meta(Path(args.dir))
@@ -368,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "synthesize":
         return _synthesize(args, console)
     if args.command == "reference":
-        from agents.cwm.model_dir import write_reference_dir
+        from research.cwm.model_files import write_reference_dir
 
         write_reference_dir(Path(args.out), args.game)
         console.print(f"wrote {args.out}: the hand-written reference model of {args.game} (not synthesized)")

@@ -36,10 +36,10 @@ from typing import Any
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agents.human.clicks import click_cells
+from agents.human.page import SEAT_PAGE
+from bus.http import serve_app
 from bus.protocol import MatchEnded, MatchStarted, Turn
-from observability.web.clicks import click_cells
-from observability.web.http import serve_app
-from observability.web.seat_page import SEAT_PAGE
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ marked in the list). A seat playing Black in chess sees the board from Black's s
 is set with `textContent`, never parsed as HTML.
 """
 
-from observability.web.pictures import PICTURES_JS
+from games.pictures import PICTURES_JS
 
 _HEAD = r"""<!doctype html>
 <html lang="en">

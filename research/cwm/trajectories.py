@@ -5,8 +5,8 @@ ids, chance outcomes included, are replayed on the true OpenSpiel game, which yi
 every step the state, the player to act, the rewards, every seat's observation (the text
 the referee sends that seat: `games.view.observation_text`), the legal action texts and
 the action taken. Fresh trajectories come from playing `random` against `random` through
-the real referee: `spielbus.trajectories` records them (it runs a tournament, so it lives
-with the process supervision; agents/cwm/cli.py runs it as a process, agents never import
+the real referee: `research.cwm.record` records them (it runs a tournament, so it lives
+with the process supervision; research/cwm/cli.py runs it as a process, agents never import
 spielbus).
 
 The state encoding (the "ground truth" state dict of the transition tests) is the same

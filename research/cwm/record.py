@@ -1,11 +1,11 @@
 """Record trajectories for code-world-model synthesis: `random` against `random` through the real
-referee (embedded NATS), written as a run folder whose `matches.jsonl` `agents.cwm.trajectories`
+referee (embedded NATS), written as a run folder whose `matches.jsonl` `research.cwm.trajectories`
 replays.
 
-It lives here, with the process supervision, because it runs a whole tournament
-(`spielbus.run.run_tournament`); the agents package never imports spielbus, so
-`spielbus cwm synthesize` (agents/cwm/cli.py) runs it as its own process:
-`python -m spielbus.trajectories GAME --count N --seed S --run-dir DIR` (prints the run folder).
+It runs a whole tournament (`spielbus.run.run_tournament`, with its own event loop, embedded
+NATS and signal handling), so `spielbus cwm synthesize` (research/cwm/cli.py) runs it as its own
+process:
+`python -m research.cwm.record GAME --count N --seed S --run-dir DIR` (prints the run folder).
 Limits: two-seat pairing only (`random_a` vs `random_b`), a 5 s move deadline.
 """
 
@@ -50,7 +50,7 @@ options = {{ seed = {seed + 1} }}
 
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(
-        prog="python -m spielbus.trajectories",
+        prog="python -m research.cwm.record",
         description="Record random-vs-random matches of GAME through the referee; prints the run folder.",
     )
     p.add_argument("game")

@@ -151,7 +151,7 @@ def make_policy(spec_text: str, game: pyspiel.Game, game_spec: GameSpec) -> Loca
         _no_options(kind, opts)
         return FirstPolicy()
     if kind == "cfvfp":
-        from agents.coach.cfvfp import CFVFPSolver
+        from research.coach.cfvfp import CFVFPSolver
 
         iterations = opts.pop("iterations", 1000)
         if opts or not isinstance(iterations, int) or iterations < 1:

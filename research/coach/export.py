@@ -5,9 +5,9 @@ Sources: `coach` (coached.jsonl: the LLM Coach's policies, the paper's D_coach, 
 
 - `jsonl`: `{id, game, prompt, reference, legal_actions, weights}`;
 - `trl`: TRL's conversational prompt (`prompt` = a list with one user message) plus the
-  `reference` and `legal_actions` columns that `agents.coach.reward.trl_reward` reads;
+  `reference` and `legal_actions` columns that `research.coach.reward.trl_reward` reads;
 - `verl`: verl's RL row (`data_source`, `prompt` messages, `ability`, `reward_model` with the
-  rule-style `ground_truth`, `extra_info`), for `agents.coach.reward.compute_score`. verl reads
+  rule-style `ground_truth`, `extra_info`), for `research.coach.reward.compute_score`. verl reads
   parquet: `pandas.read_json(FILE, lines=True).to_parquet(...)` (pandas is not our dependency).
 """
 
@@ -17,8 +17,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from agents.coach import dataset as ds
-from agents.coach.reward import weights
+import agents.policy_dataset as ds
+from research.coach.reward import weights
 
 
 def _rows(folder: Path, source: str) -> list[tuple[ds.Node, list[float]]]:

@@ -38,7 +38,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from agents.coach import dataset as ds
+import agents.policy_dataset as ds
 
 TEMPLATE = Path(__file__).with_name("coach_prompt.md")
 SUM_TOLERANCE = 0.011

@@ -1,6 +1,6 @@
 """Which clicks on a drawn board choose which legal action, for the human seat's page.
 
-The board pictures (`observability.web.pictures`) mark their clickable parts with a
+The board pictures (`games.pictures`) mark their clickable parts with a
 `data-cell` key; here each legal action of a turn gets the sequence of keys that chooses it:
 
 - tic-tac-toe: one click on the cell, key `"r,c"` (from the action text `x(r,c)`);

@@ -1,4 +1,4 @@
-"""`spielbus selfplay ...` (= `python -m agents.coach ...`): the self-play and coach pipeline.
+"""`spielbus selfplay ...` (= `python -m research.coach ...`): the self-play and coach pipeline.
 
     collect GAME --policy SPEC --nodes N --rollouts R --out DIR   node dataset (resumable)
     coach DIR --llm NAME [--batch 15]                             the LLM Coach's policies + report
@@ -96,7 +96,7 @@ def _progress(quiet: bool, label: str) -> Progress | None:
 
 
 def _cmd_collect(args: argparse.Namespace) -> int:
-    from agents.coach.collect import collect
+    from research.coach.collect import collect
 
     bar = _progress(args.quiet, "nodes")
     task = None
@@ -137,13 +137,13 @@ def _cmd_collect(args: argparse.Namespace) -> int:
 
 
 def _cmd_coach(args: argparse.Namespace) -> int:
-    from agents.coach.coach import run_coach_cli
+    from research.coach.coach import run_coach_cli
 
     return run_coach_cli(args)
 
 
 def _cmd_export(args: argparse.Namespace) -> int:
-    from agents.coach.export import export
+    from research.coach.export import export
 
     out = Path(args.out) if args.out else Path(args.dir) / f"export-{args.source}-{args.format}.jsonl"
     n = export(Path(args.dir), out, fmt=args.format, source=args.source)
@@ -152,10 +152,10 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
-    from agents.coach.cfvfp import CFVFPSolver, exploitability
-    from agents.coach.dataset import TableRow
+    from agents.policy_dataset import TableRow
     from bus.protocol import LegalAction
     from games.loader import load_game, parse_spec
+    from research.coach.cfvfp import CFVFPSolver, exploitability
 
     spec = parse_spec(args.game)
     game = load_game(spec)
@@ -200,11 +200,11 @@ def _action_names(game: pyspiel.Game, solver: object) -> dict[tuple[str, int], s
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from agents.coach.coach import CoachError
-    from agents.coach.collect import CollectError
-    from agents.coach.dataset import DatasetError
-    from agents.coach.policies import PolicySpecError
+    from agents.policy_dataset import DatasetError
     from games.loader import GameSpecError
+    from research.coach.coach import CoachError
+    from research.coach.collect import CollectError
+    from research.coach.policies import PolicySpecError
 
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     handlers = {"collect": _cmd_collect, "coach": _cmd_coach, "export": _cmd_export, "solve": _cmd_solve}
