@@ -87,14 +87,26 @@ def _load_uncached(name: str, frozen_params: tuple[tuple[str, object], ...]) -> 
     register_our_games()
     if name not in pyspiel.registered_names():
         raise GameSpecError(f"unknown game {name!r}; `spielbus games` lists what can be played")
-    if name == "chess" and "fen" in dict(frozen_params):
-        from games.chess.position import load_chess_from_fen
-
-        return load_chess_from_fen(dict(frozen_params))
+    params = dict(frozen_params)
     try:
-        return pyspiel.load_game(name, dict(frozen_params))
+        if name == "chess" and "fen" in params:
+            return _load_chess_from_fen(params)
+        return pyspiel.load_game(name, params)
+    except GameSpecError:
+        raise
     except (pyspiel.SpielError, RuntimeError, TypeError, ValueError) as exc:
         raise GameSpecError(f"cannot load {name} with {dict(frozen_params)}: {exc}") from exc
+
+
+def _load_chess_from_fen(params: dict[str, object]) -> pyspiel.Game:
+    # Lazy: python-chess costs most loads nothing. The import goes one way (position knows
+    # nothing of the loader): its BadFen becomes our GameSpecError, with its own message.
+    from games.chess.position import BadFen, load_chess_from_fen
+
+    try:
+        return load_chess_from_fen(params)
+    except BadFen as exc:
+        raise GameSpecError(str(exc)) from None
 
 
 def _key(spec: GameSpec) -> _Key:

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from games.loader import load_game, load_game_async
+from games.loader import GameSpecError, load_game, load_game_async
 from games.view import action_text, legal_actions
 from games.word import word_chain
 
@@ -51,3 +51,20 @@ def test_word_chain_legal_actions_in_one_call(monkeypatch: pytest.MonkeyPatch) -
     assert [(la.id, la.text) for la in got] == expected
     assert calls == 0  # not one pyspiel round trip per word
     assert legal_actions(state, 1) == []  # not this seat's turn
+
+
+START = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
+
+
+@pytest.mark.parametrize(
+    ("spec", "says"),
+    [
+        ("chess(fen=8/8/8/8/8/8/8/8 w - - 0 1)", "illegal position"),
+        (f"chess(fen={START},chess960=true)", "fen and chess960 cannot be combined"),
+        # Was a raw SpielError: the chess-with-fen path skipped the loader's error wrapping.
+        (f"chess(fen={START},speed=3)", "Unknown parameter 'speed'"),
+    ],
+)
+def test_a_bad_chess_start_is_a_game_spec_error(spec: str, says: str) -> None:
+    with pytest.raises(GameSpecError, match=says):
+        load_game(spec)

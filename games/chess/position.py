@@ -6,6 +6,9 @@ one (`game.new_initial_state(fen)`). `load_chess_from_fen` loads plain chess
 `games.loader.initial_state` starts there. The FEN is checked with python-chess
 first (OpenSpiel accepts, e.g., a board without kings).
 
+This module knows nothing of `games.loader` (which imports it): a bad `fen` is a
+`BadFen`, which the loader turns into its `GameSpecError`.
+
 Limit: the remembered FEN lives in this process; the spec (`chess(fen=...)`)
 is what travels on the bus, and every process loads it the same way.
 """
@@ -39,16 +42,11 @@ def check_fen(fen: object) -> chess.Board:
 
 
 def load_chess_from_fen(params: dict[str, object]) -> pyspiel.Game:
-    from games.loader import GameSpecError
-
+    """Plain chess with `params` but `fen`, starting at `fen`; BadFen if the FEN cannot be used."""
     rest = {k: v for k, v in params.items() if k != "fen"}
-    fen = params["fen"]
-    try:
-        board = check_fen(fen)
-    except BadFen as exc:
-        raise GameSpecError(str(exc)) from None
+    board = check_fen(params["fen"])
     if rest.get("chess960"):
-        raise GameSpecError("fen and chess960 cannot be combined")
+        raise BadFen("fen and chess960 cannot be combined")
     game = pyspiel.load_game("chess", rest)
     _START[id(game)] = (game, board.fen())
     return game
