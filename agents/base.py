@@ -97,14 +97,21 @@ async def run_cpu(deadline: float | None, fn: Callable[..., R], *args: Any) -> R
 
 
 def decision_rng(seed: int | None, turn: Turn) -> random.Random:
-    """The RNG for one decision: with a seed, a function of the seed and what the seat knows
-    (game, seats, turn number, observation, history, retry), so that a seeded agent plays the
-    same way in a rerun of a tournament however many matches it serves at once. The match id
-    is left out on purpose: it holds the tournament's start time."""
+    """The RNG for one decision: with a seed, a function of the seed, the turn's `match_seed` and
+    what the seat knows (game, seats, turn number, observation, history, retry).
+
+    The same in a rerun of a tournament however many matches the agent serves at once; different
+    between two matches of one tournament, because the referee sends each match its own
+    `match_seed` (from the tournament seed and the match's place in the schedule). Without it
+    (an older referee, a turn built by hand) two seeded deterministic agents meeting in the same
+    seats would play the same game every time. The match id is left out on purpose: it holds the
+    tournament's start time, so a rerun would differ."""
     if seed is None:
         return random.Random()
     view = turn.model_dump_json(include={"game", "seat", "seats", "turn", "observation", "history", "retry"})
-    digest = hashlib.sha256(f"{seed}:{view}".encode()).digest()
+    # Without a match seed the key is the one used before it existed, so old numbers still hold.
+    key = f"{seed}:{view}" if turn.match_seed is None else f"{seed}:{turn.match_seed}:{view}"
+    digest = hashlib.sha256(key.encode()).digest()
     return random.Random(int.from_bytes(digest[:8], "big"))
 
 

@@ -170,6 +170,12 @@ class Turn(Message):
     )
     rules: str | None = None
     retry: str | None = None
+    match_seed: int | None = Field(
+        default=None,
+        description="A per-match value (v1 addition) from the tournament's seed and the match's place "
+        "in its schedule: different between matches, the same in a rerun. Seeded agents mix it into "
+        "their decisions so that two of them meeting twice play two games. Never the chance secret.",
+    )
     sent_at: float | None = Field(
         default=None,
         allow_inf_nan=False,

@@ -217,6 +217,7 @@ def build_turn(
     retry: str | None = None,
     legal: list[LegalAction] | None = None,
     facts: GameFacts | None = None,
+    match_seed: int | None = None,
 ) -> Turn:
     """The turn for `seat`. Built unvalidated (`model_construct`): every field comes from the
     referee and the game, not from the wire; the one check a game's output needs, finite numbers
@@ -237,6 +238,7 @@ def build_turn(
         state=full,
         rules=rules,
         retry=retry,
+        match_seed=match_seed,
         # Built right before it is sent: lets an agent count its deadline from the referee's clock.
         sent_at=time.time(),
     )
@@ -297,6 +299,7 @@ def encode_turn(
     legal: list[LegalAction] | None = None,
     facts: GameFacts | None = None,
     prefix: bytes | None = None,
+    match_seed: int | None = None,
 ) -> EncodedTurn:
     """`build_turn`'s turn as the bytes the referee sends (same arguments, same checks).
     `prefix`: `turn_prefix(match_id, spec, seat, seats)`, when the caller keeps it."""
@@ -323,6 +326,8 @@ def encode_turn(
         parts += (b',"rules":', to_json(rules))
     if retry is not None:
         parts += (b',"retry":', to_json(retry))
+    if match_seed is not None:
+        parts += (b',"match_seed":', to_json(match_seed))
     # Stamped right before it is sent: lets an agent count its deadline from the referee's clock.
     return EncodedTurn(match_id, turn, b"".join(parts), time.time())
 

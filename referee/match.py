@@ -377,6 +377,7 @@ class MatchRunner:
                 legal=legal,
                 facts=self._facts,
                 prefix=self._turn_prefix[seat],
+                match_seed=self.spec.seed,
             )
             try:
                 move, reason, detail, latency = await self._request(turn, agent)
