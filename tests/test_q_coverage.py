@@ -56,4 +56,6 @@ def test_rollout_q_intervals_cover_the_exact_values_about_95_percent(tmp_path: P
     # 360 random intervals (and 240 fixed ones): at a true 95% the share lies in [0.92, 0.98] with
     # probability ~0.99 (the normal interval with z, not t, at 100 rollouts covers a little less).
     assert total + exact_zero_width == 600 and total >= 300
-    assert 0.90 <= coverage <= 0.985, f"{inside}/{total} = {coverage:.3f} of the 95% intervals hold the exact value"
+    assert 0.90 <= coverage <= 0.985, (
+        f"{inside}/{total} = {coverage:.3f} of the 95% intervals hold the exact value"
+    )
