@@ -1,4 +1,5 @@
-"""The tournament file: TOML, validated by pydantic, errors that name the key and the line.
+"""The tournament file: TOML, validated strictly by pydantic (no coercion, finite floats: like the wire
+protocol), errors that name the key and the line.
 
     name = "quickstart"
     openings = ["e4 e5 Nf3", "<FEN>"]   # chess only: each opening with both colour assignments
@@ -76,8 +77,13 @@ class ConfigError(ValueError):
     """A bad tournament file; the message names the problem (and the line, where known)."""
 
 
+# Strict like the wire protocol (bus.protocol.WIRE): `games_per_pairing = "3"` is an error naming the
+# key and its line, never a silent coercion; floats are finite (TOML has `inf` and `nan`).
+FILE = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
 class AgentConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = FILE
     kind: str = Field(description="agent kind, e.g. random, mcts; see `spielbus agent --help`")
     options: dict[str, Any] = Field(default_factory=dict)
     external: bool = Field(default=False, description="already on the bus: do not start it")
@@ -88,7 +94,7 @@ class AgentConfig(BaseModel):
 
 
 class RatingsConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = FILE
     elo_k: float = Field(default=0.2, gt=0, description="Elo K (the LLM Coaching paper B.2 uses 0.2)")
     elo_initial: float = 1500.0
     stack: float = Field(
@@ -112,7 +118,7 @@ def _opening(text: str) -> str:
 
 
 class TournamentConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = FILE
     name: str = "tournament"
     format: Literal["round_robin", "gauntlet", "sprt"] = "round_robin"
     champions: list[str] = Field(default_factory=list, description="gauntlet: the agents everyone else plays")
@@ -294,7 +300,8 @@ def parse_config(text: str, source: str = "<tournament>") -> TournamentConfig:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
     try:
-        return TournamentConfig.model_validate(raw)
+        # strict=True reaches the nested tables of other modules' models too ([sprt]).
+        return TournamentConfig.model_validate(raw, strict=True)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():

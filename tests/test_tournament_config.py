@@ -63,6 +63,13 @@ def test_n_player_games_shuffle_seats_deterministically() -> None:
         (BASE.replace('kind = "mcts"', 'kind = "mcts"\nbogus = 1'), ":12: agents.c.bogus: unknown key"),
         (BASE.replace("games_per_pairing = 2", "games_per_pairing = 0"), ":3: games_per_pairing"),
         (BASE.replace("games_per_pairing = 2", "games_per_pairing = 'x'"), ":3: games_per_pairing"),
+        # Strict like the wire: a number written as a string, a float for an int, a string for a
+        # bool and a float that is not finite are errors, never coerced.
+        (BASE.replace("games_per_pairing = 2", 'games_per_pairing = "3"'), ":3: games_per_pairing"),
+        (BASE.replace("games_per_pairing = 2", "games_per_pairing = 3.0"), ":3: games_per_pairing"),
+        (BASE.replace('name = "t"', 'name = "t"\nboth_seat_orders = "no"'), ":3: both_seat_orders"),
+        (BASE + "[ratings]\nelo_k = inf\n", "ratings.elo_k"),
+        (BASE + '[sprt]\nelo1 = "10"\n', "sprt.elo1"),
         (BASE.replace('name = "t"', 'name = "has space"'), "name"),
         ("name = ", "not valid TOML"),
         (BASE.replace('[[games]]\nname = "tic_tac_toe"\n', ""), "games: Field required"),
