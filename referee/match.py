@@ -10,20 +10,18 @@ here, and every way it can be wrong becomes a `FaultRecord`:
 - `malformed`: not JSON, the wrong shape, too large, or for another match or turn;
 - `illegal`: a well-formed move naming no legal action.
 
-The policy then decides: `forfeit` ends the match against the seat, `retry` asks
-again with the reason (up to `retries` times, then forfeits), `random` plays a
-uniformly random legal action for the seat. An internal error becomes outcome
-`error`, never an exception.
+The policy (referee/faults.py, a pure function) then decides: `forfeit` ends the match
+against the seat, `retry` asks again with the reason (up to `retries` times, then
+forfeits), `random` plays a uniformly random legal action for the seat. An internal
+error becomes outcome `error`, never an exception.
 
-Faults of the referee or the bus are never an agent's: a request that fails
-because this referee lost its NATS connection raises `MatchAborted` (the worker
-hands the spec back to the work queue and another attempt replays the match), and
-a deadline timer that fired late because this referee's event loop stalled asks
-the turn again instead of recording a `timeout`. The rule for lateness is the
-timer's: a reply the referee has received before its timer fired is in time,
-whatever the measured latency (which includes the referee's own lag) says.
-`no_responder` is asked again with backoff until the turn's deadline runs out
-(an agent restarting, or reconnecting after a NATS restart, is not absent).
+Faults of the referee or the bus are never an agent's (referee/request.py asks the
+seat): a request that fails because this referee lost its NATS connection raises
+`MatchAborted` (the worker hands the spec back to the work queue and another attempt
+replays the match), and a deadline timer that fired late because this referee's event
+loop stalled asks the turn again (up to `MAX_LAG_REASKS` times per decision, then the
+attempt is aborted) instead of recording a `timeout`. `no_responder` is asked again
+with backoff until the turn's deadline runs out.
 
 Chance comes from `random.Random(f"{secret}/{attempt}")`: the secret is drawn with
 `secrets` per match (by the submitter, or here when the spec has none), never sent
@@ -41,12 +39,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import nats.errors
 import pyspiel
 from nats.aio.client import Client as NATS
 
 from bus.protocol import (
-    FaultReason,
     FaultRecord,
     LegalAction,
     MatchEnded,
@@ -54,17 +50,14 @@ from bus.protocol import (
     MatchRecord,
     MatchSpec,
     MatchStarted,
-    Move,
     MoveRecord,
     Provenance,
 )
 from bus.replies import MAX_REPLY_BYTES as MAX_REPLY_BYTES  # re-exported: tests and tools read it here
-from bus.replies import check_reply
 from bus.subjects import Subjects
 from games.loader import GameSpecError, initial_state, load_game_async
 from games.rules import rules_text
 from games.view import (
-    EncodedTurn,
     GameFacts,
     SeatHistory,
     action_text,
@@ -75,54 +68,25 @@ from games.view import (
     turn_prefix,
 )
 from referee.budget import BudgetMeter
+from referee.faults import decide, retry_note
 from referee.outcome import ranks_from_returns
 from referee.presence import Presence
 from referee.records import repair_record
+from referee.request import LAG_TOLERANCE_S as LAG_TOLERANCE_S  # re-exported: tests read it here
+from referee.request import MatchAborted as MatchAborted  # re-exported: the worker catches it
+from referee.request import RefereeLag, Reply, TurnRequest
 
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[MatchEvent], Awaitable[None]]
 
-# A deadline timer that fires this much later than asked means the referee's loop stalled.
-LAG_TOLERANCE_S = 0.25
-# A deadline timer this late or later means the loop was busy at the deadline: a reply read in that
-# stall may have been waiting in the socket before the deadline, so it is not the agent's fault.
-STALL_S = 0.02
-# How long after the stalled deadline timer a reply may be read and still count as read in the stall
-# (the read loop needs a few passes of the event loop after the timer's own).
-STALL_READ_S = 0.05
 # How often one turn is asked again because of the referee's own lag before the attempt is aborted.
 MAX_LAG_REASKS = 2
-# Backoff between `no_responder` retries: from the first to the cap, doubling.
-NO_RESPONDER_BACKOFF_S = (0.05, 1.0)
-
-# Connection-level failures of a request: the bus's fault, never the agent's.
-BUS_ERRORS: tuple[type[BaseException], ...] = (
-    nats.errors.ConnectionClosedError,
-    nats.errors.ConnectionReconnectingError,
-    nats.errors.ConnectionDrainingError,
-    nats.errors.StaleConnectionError,
-    nats.errors.OutboundBufferLimitError,
-    nats.errors.NoServersError,
-)
-
-
-class MatchAborted(Exception):
-    """The referee or the bus failed this attempt: no seat is to blame, the match is to be replayed."""
 
 
 class _Forfeit(Exception):
     def __init__(self, seat: int) -> None:
         self.seat = seat
-
-
-class _RefereeLag(Exception):
-    def __init__(self, late_s: float) -> None:
-        self.late_s = late_s
-
-
-def _note_lateness(loop: asyncio.AbstractEventLoop, due: float, into: list[float]) -> None:
-    into.append(loop.time() - due)
 
 
 def chance_rng(secret: str, attempt: int) -> random.Random:
@@ -131,6 +95,10 @@ def chance_rng(secret: str, attempt: int) -> random.Random:
 
 
 class MatchRunner:
+    """Referees one attempt of one match (`run`): owns the OpenSpiel state, the chance RNG, the
+    budgets and the `MatchRecord`; asks each seat through `TurnRequest`, judges the reply, applies
+    the fault policy, and publishes the match's events (`started`, `moved`, `forfeit`, `ended`)."""
+
     def __init__(
         self,
         nc: NATS,
@@ -227,113 +195,6 @@ class MatchRunner:
 
     # -- asking a seat ------------------------------------------------------------------------
 
-    def _bus_epoch(self) -> tuple[int, bool]:
-        return int(self.nc.stats.get("reconnects", 0)), bool(self.nc.is_connected)
-
-    def _bus_failed_since(self, epoch: tuple[int, bool]) -> bool:
-        """The connection dropped (or was replaced) since `epoch` was taken."""
-        now = self._bus_epoch()
-        return now[0] != epoch[0] or not now[1] or self.nc.is_closed
-
-    async def _request(
-        self, turn: EncodedTurn, agent: str
-    ) -> tuple[Move | None, FaultReason | None, str, float]:
-        """One decision's request. Returns (move, fault reason, detail, latency in ms).
-
-        Raises `MatchAborted` for the bus's faults and `_RefereeLag` when the deadline timer
-        fired late because this referee stalled."""
-        payload = turn.data
-        subject = self._subject[agent]
-        loop = asyncio.get_running_loop()
-        deadline_s = self.spec.deadline_ms / 1000
-        end = loop.time() + deadline_s
-        backoff, cap = NO_RESPONDER_BACKOFF_S
-        asked = 0
-        waiting = False
-        try:
-            while True:
-                epoch = self._bus_epoch()
-                t0 = loop.time()
-                timeout = max(end - t0, 0.001)
-                if asked:
-                    # Asked again: `sent_at + deadline_ms` must still name the referee's own end
-                    # (later than the first ask's while a known-absent agent is waited for).
-                    turn = turn.stamped(time.time() + timeout - deadline_s)
-                    payload = turn.data
-                # A timer at the true deadline measures how late our own loop was there; the request
-                # itself waits LAG_TOLERANCE_S longer, so a reply that sat unread in the socket while
-                # the referee stalled is still read (and judged below) instead of dropped.
-                lag_at_end: list[float] = []
-                at_end = loop.call_at(end, _note_lateness, loop, end, lag_at_end)
-                try:
-                    msg = await self.nc.request(subject, payload, timeout=timeout + LAG_TOLERANCE_S)
-                except nats.errors.NoRespondersError:
-                    asked += 1
-                    if self._bus_failed_since(epoch):
-                        raise MatchAborted(f"NATS connection lost while asking {agent}") from None
-                    now = loop.time()
-                    if now + backoff >= end:
-                        if self.presence is None or not self.presence.wait_for(agent):
-                            return (
-                                None,
-                                "no_responder",
-                                f"no agent listens on {subject} "
-                                f"(asked {asked} times over {self.spec.deadline_ms} ms)",
-                                0.0,
-                            )
-                        # A known-absent agent within the presence limit: wait for it, not for its deadline.
-                        end = now + backoff + deadline_s
-                        if not waiting:
-                            # Counted for the whole wait, so the worker parks the agent's other matches.
-                            waiting = True
-                            self.presence.waiters[agent] += 1
-                        await asyncio.sleep(backoff)
-                    else:
-                        await asyncio.sleep(backoff)
-                    backoff = min(backoff * 2, cap)
-                    continue
-                except (nats.errors.TimeoutError, TimeoutError):
-                    if self._bus_failed_since(epoch):
-                        raise MatchAborted(f"NATS connection lost while waiting for {agent}") from None
-                    late = max(loop.time() - t0 - timeout - LAG_TOLERANCE_S, *lag_at_end, 0.0)
-                    if late > LAG_TOLERANCE_S:
-                        raise _RefereeLag(late) from None
-                    return (
-                        None,
-                        "timeout",
-                        f"no reply within {self.spec.deadline_ms} ms",
-                        self.spec.deadline_ms,
-                    )
-                except nats.errors.MaxPayloadError as exc:
-                    return None, "error", f"request too large for the server: {exc}", 0.0
-                except BUS_ERRORS as exc:
-                    raise MatchAborted(f"NATS connection failed while asking {agent}: {exc!r}") from exc
-                finally:
-                    at_end.cancel()
-                read_at = loop.time()
-                if read_at > end:
-                    # Read after the deadline. Forgiven only when our loop was stalled at the deadline
-                    # and the reply was read in that stall; a deadline timer that ran on time (or
-                    # has run well before the read) means the reply came late.
-                    stall = lag_at_end[0] if lag_at_end else read_at - end
-                    if stall < STALL_S or read_at - end > stall + STALL_READ_S:
-                        return (
-                            None,
-                            "timeout",
-                            f"no reply within {self.spec.deadline_ms} ms "
-                            f"(a reply came {(read_at - end) * 1000:.0f} ms after the deadline)",
-                            self.spec.deadline_ms,
-                        )
-                break
-        finally:
-            if waiting and self.presence is not None:
-                self.presence.waiters[agent] -= 1
-        if self.presence is not None:
-            self.presence.mark_present(agent)
-        latency = (loop.time() - t0) * 1000
-        move, reason, detail = check_reply(turn, msg.data, msg.headers)
-        return move, reason, detail, latency
-
     def _move_record(self, seat: int, action: LegalAction, latency: float, **fields: Any) -> MoveRecord:
         # Validated, though every value is the referee's own or the agent's as its reply was
         # validated (`check_reply`): pydantic's validating constructor runs in Rust and takes half
@@ -350,84 +211,105 @@ class MatchRunner:
         )
 
     async def _ask(self, state: pyspiel.State, seat: int) -> tuple[int, MoveRecord]:
-        """Get a legal action for `seat`, applying the fault policy. Raises `_Forfeit`."""
-        agent = self.spec.seats[seat]
-        policy = self.spec.policy
-        retry_reason: str | None = None
-        attempts = 0
-        lag_reasks = 0
+        """Get a legal action for `seat`, applying the fault policy (referee/faults.py).
+        Raises `_Forfeit`, or `MatchAborted` when the referee stalled too often on this decision."""
         legal = legal_actions(state, seat, self._legal_known)
+        retry: str | None = None
+        attempt = lag_reasks = 0
         while True:
-            attempts += 1
-            self.turn_no += 1
-            rules = None
-            if seat not in self._rules_sent:
-                rules = rules_text(state.get_game())
-            turn = encode_turn(
-                state=state,
-                spec=self.spec.game,
-                match_id=self.spec.match_id,
-                seat=seat,
-                seats=self.spec.seats,
-                turn=self.turn_no,
-                deadline_ms=self.spec.deadline_ms,
-                history=self._history,
-                rules=rules,
-                retry=retry_reason,
-                legal=legal,
-                facts=self._facts,
-                prefix=self._turn_prefix[seat],
-                match_seed=self.spec.seed,
-            )
             try:
-                move, reason, detail, latency = await self._request(turn, agent)
-            except _RefereeLag as lag:
+                reply = await self._send_turn(state, seat, legal, retry)
+            except RefereeLag as lag:
                 # Our own stall, not the agent's slowness: ask the same decision again (new turn counter).
                 lag_reasks += 1
                 log.warning(
                     "match %s: deadline timer fired %.0f ms late (referee stalled); asking %s again",
                     self.spec.match_id,
                     lag.late_s * 1000,
-                    agent,
+                    self.spec.seats[seat],
                 )
                 if lag_reasks > MAX_LAG_REASKS:
                     raise MatchAborted(f"referee stalled {lag_reasks} times on one turn") from None
-                attempts -= 1
                 continue
-            if move is not None:
-                self._rules_sent.add(seat)
-                usage, stats, over = self.budget.charge(agent, move)
-                action = match_action(legal, move.action, move.action_text)
-                if action is not None and over is None:
-                    return action, self._move_record(
-                        seat,
-                        next(la for la in legal if la.id == action),
-                        latency,
-                        usage=usage,
-                        stats=stats,
-                        note=move.note,
-                        policy=move.policy,
-                    )
-                reason = "illegal" if over is None else "budget"
-                named = f"id {move.action}" if move.action is not None else f"text {move.action_text!r}"
-                no_action = move.action is None and move.action_text is None
-                detail = "move names no action" if no_action else f"{named} is not a legal action"
-                detail = detail if over is None else over
-            assert reason is not None
-            fault = FaultRecord(
-                turn=self.turn_no, seat=seat, agent=agent, reason=reason, detail=detail, latency_ms=latency
-            )
-            self.record.faults.append(fault)
-            if policy.kind == "random":
+            attempt += 1
+            played = self._judge(seat, legal, reply)
+            if not isinstance(played, FaultRecord):
+                return played
+            self.record.faults.append(played)
+            decision = decide(played.reason, attempt, self.spec.policy)
+            if decision == "random":
                 chosen = self.rng.choice(legal)
-                return chosen.id, self._move_record(
-                    seat, chosen, latency, forced=True, note=f"played at random after {reason}"
-                )
-            if policy.kind == "retry" and attempts <= policy.retries and reason != "no_responder":
-                retry_reason = f"{reason}: {detail}"
+                note = f"played at random after {played.reason}"
+                return chosen.id, self._move_record(seat, chosen, reply.latency_ms, forced=True, note=note)
+            if decision == "retry":
+                retry = retry_note(played.reason, played.detail)
                 continue
-            self._emit("forfeit", fault=fault)
+            self._emit("forfeit", fault=played)
             raise _Forfeit(seat)
+
+    async def _send_turn(
+        self, state: pyspiel.State, seat: int, legal: list[LegalAction], retry: str | None
+    ) -> Reply:
+        """Encode this seat's next turn (a new turn counter) and ask its agent."""
+        self.turn_no += 1
+        turn = encode_turn(
+            state=state,
+            spec=self.spec.game,
+            match_id=self.spec.match_id,
+            seat=seat,
+            seats=self.spec.seats,
+            turn=self.turn_no,
+            deadline_ms=self.spec.deadline_ms,
+            history=self._history,
+            rules=None if seat in self._rules_sent else rules_text(state.get_game()),
+            retry=retry,
+            legal=legal,
+            facts=self._facts,
+            prefix=self._turn_prefix[seat],
+            match_seed=self.spec.seed,
+        )
+        agent = self.spec.seats[seat]
+        request = TurnRequest(
+            self.nc, self._subject[agent], turn, agent, self.spec.deadline_ms, self.presence
+        )
+        return await request.send()
+
+    def _judge(
+        self, seat: int, legal: list[LegalAction], reply: Reply
+    ) -> tuple[int, MoveRecord] | FaultRecord:
+        """The played action and its record, or the fault: the reply's own, `illegal` (no legal
+        action named) or `budget` (the seat's budget is spent; the move is charged first)."""
+        agent = self.spec.seats[seat]
+        move, reason, detail = reply.move, reply.reason, reply.detail
+        if move is not None:
+            self._rules_sent.add(seat)
+            usage, stats, over = self.budget.charge(agent, move)
+            action = match_action(legal, move.action, move.action_text)
+            if action is not None and over is None:
+                offered = next(la for la in legal if la.id == action)
+                return action, self._move_record(
+                    seat,
+                    offered,
+                    reply.latency_ms,
+                    usage=usage,
+                    stats=stats,
+                    note=move.note,
+                    policy=move.policy,
+                )
+            reason = "illegal" if over is None else "budget"
+            named = f"id {move.action}" if move.action is not None else f"text {move.action_text!r}"
+            no_action = move.action is None and move.action_text is None
+            detail = "move names no action" if no_action else f"{named} is not a legal action"
+            detail = detail if over is None else over
+        assert reason is not None
+        return FaultRecord(
+            turn=self.turn_no,
+            seat=seat,
+            agent=agent,
+            reason=reason,
+            detail=detail,
+            latency_ms=reply.latency_ms,
+        )
 
     # -- the match ----------------------------------------------------------------------------
 
