@@ -6,8 +6,11 @@ engine sees the whole move stack (repetitions, fifty-move counter). Its best
 move is mapped back to OpenSpiel's action id exactly (games/chess/uci.py).
 
 Options: `skill_level` (0..20, Stockfish's "Skill Level"; 20 is full strength),
-`depth` or `movetime_ms` (neither: 100 ms), `threads`, `hash_mb`, `path`.
-The search never takes more than half the turn deadline.
+`nodes`, `depth` and `movetime_ms` (the search stops at the first limit reached; none
+set: 100,000 nodes), `threads`, `hash_mb`, `path`. A node or depth limit is fixed work:
+with one thread the same level plays the same on a fast or a loaded machine (a time
+limit is not: a busy machine searches less in 100 ms). The search never takes more
+than half the turn deadline (a wall cap that a node limit should never reach).
 
 Faults: one engine process per agent, one search at a time (a lock: UCI engines
 think about one position at once). If the engine dies or misbehaves, the move in
@@ -37,6 +40,9 @@ INSTALL_HINT = (
     "install it with `apt-get install stockfish` (Debian/Ubuntu; `make system-deps` does it), "
     "`brew install stockfish` (macOS), or name the binary with --path"
 )
+# The default limit: fixed work (about 0.1 s of one core of a 2020s desktop, the time limit it replaces),
+# so a skill level means the same strength on any machine and under any load.
+DEFAULT_NODES = 100_000
 # Debian installs games to /usr/games, which is often not on PATH.
 _CANDIDATES = ("stockfish", "/usr/games/stockfish")
 
@@ -51,8 +57,16 @@ def find_stockfish(path: str | None = None) -> str | None:
 
 class StockfishOptions(StrategyOptions):
     skill_level: int = Field(default=20, ge=0, le=20, description="Stockfish Skill Level, 20 = full strength")
+    nodes: int | None = Field(
+        default=None,
+        ge=1,
+        le=10**10,
+        description=f"nodes per move (none of nodes/depth/movetime: {DEFAULT_NODES})",
+    )
     depth: int | None = Field(default=None, ge=1, le=60, description="search depth (plies)")
-    movetime_ms: int | None = Field(default=None, ge=1, description="search time per move (ms)")
+    movetime_ms: int | None = Field(
+        default=None, ge=1, description="search time per move (ms); machine-dependent"
+    )
     threads: int = Field(default=1, ge=1, le=64)
     hash_mb: int = Field(default=16, ge=1, le=4096)
     path: str | None = Field(default=None, description="the stockfish binary (default: PATH, /usr/games)")
@@ -116,11 +130,10 @@ class StockfishStrategy(Strategy):
 
     def _limit(self, deadline_ms: int) -> chess.engine.Limit:
         cap = max(0.01, deadline_ms / 1000 * 0.5)
-        if self.opts.depth is not None:
-            time = min(self.opts.movetime_ms / 1000, cap) if self.opts.movetime_ms else cap
-            return chess.engine.Limit(depth=self.opts.depth, time=time)
-        movetime = (self.opts.movetime_ms or 100) / 1000
-        return chess.engine.Limit(time=min(movetime, cap))
+        o = self.opts
+        nodes = o.nodes if (o.nodes or o.depth or o.movetime_ms) else DEFAULT_NODES
+        time = min(o.movetime_ms / 1000, cap) if o.movetime_ms else cap
+        return chess.engine.Limit(nodes=nodes, depth=o.depth, time=time)
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         if turn.game.name != "chess" or turn.state is None:

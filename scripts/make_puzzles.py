@@ -44,9 +44,11 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import random
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import chess
@@ -55,7 +57,22 @@ import chess.engine
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents.stockfish_agent import INSTALL_HINT, find_stockfish
-from games.chess.puzzles import DEFAULT_PATH, Puzzle, PuzzleError, check_puzzle, load_puzzles
+from games.chess.mate_search import Unknown, shortest_mate
+from games.chess.puzzles import DEFAULT_PATH, Puzzle, PuzzleError, check_puzzle, load_puzzles, select
+
+# Node counts, not times: a busy machine then changes how long generation takes, not what the
+# searches see (and a seed gives the same suite). The wall caps only guard against a stuck engine.
+FIND_NODES = 5_000_000
+WALL_CAP_SECONDS = 120.0
+STRONG = chess.engine.Limit(depth=14, nodes=150_000)
+WEAK = chess.engine.Limit(nodes=5_000)
+WALK_BACK = chess.engine.Limit(depth=16, nodes=300_000)
+# The no-shorter-mate check: Stockfish's `go mate N-1` gets this many nodes (3 to 25 s of one
+# core here, by load); a mate in N-1 or fewer is searched exhaustively where N-1 is at most
+# EXHAUSTIVE_MAX (a mate in 3: seconds to a minute in Python), within EXHAUSTIVE_BUDGET positions.
+CHECK_NODES = 2_000_000
+EXHAUSTIVE_MAX = 3
+EXHAUSTIVE_BUDGET = 300_000
 
 
 def _mate_for_mover(info: chess.engine.InfoDict, board: chess.Board) -> int | None:
@@ -65,27 +82,72 @@ def _mate_for_mover(info: chess.engine.InfoDict, board: chess.Board) -> int | No
     return score.pov(board.turn).mate()
 
 
+@dataclass(frozen=True)
+class Shorter:
+    """What the no-shorter-mate check saw: `mate` M < N if it found a mate in M (with `line`, the
+    engine's PV or the exhaustive search's line), else None; `how` says which check decided
+    ("exhaustive" is a proof; "stockfish N nodes" is a search that found none within its budget;
+    "unknown" when the search was cut short and proves nothing)."""
+
+    mate: int | None
+    line: tuple[str, ...]
+    how: str
+
+
+def shorter_mate(
+    engine: chess.engine.SimpleEngine,
+    position: chess.Board,
+    n: int,
+    nodes: int = CHECK_NODES,
+    exhaustive_max: int = EXHAUSTIVE_MAX,
+) -> Shorter:
+    """Is there a mate in fewer than n moves from `position` (its FEN alone)?
+
+    Where n-1 <= `exhaustive_max`, an exhaustive search (games/chess/mate_search.py) decides:
+    a proof either way. Otherwise, or if that search runs past its budget, Stockfish's mate search
+    (UCI `go mate n-1`, hash cleared, `nodes` nodes) looks for one: it stops at the first mate in
+    n-1 or fewer, so "none" means none within the budget."""
+    board = chess.Board(position.fen())
+    if n <= 1:
+        return Shorter(None, (), "exhaustive")
+    if n - 1 <= exhaustive_max:
+        try:
+            found = shortest_mate(board, n - 1, budget=EXHAUSTIVE_BUDGET)
+        except Unknown:
+            pass
+        else:
+            if found is None:
+                return Shorter(None, (), "exhaustive")
+            return Shorter(found[0], tuple(m.uci() for m in found[1]), "exhaustive")
+    engine.configure({"Clear Hash": None})
+    info = engine.analyse(board, chess.engine.Limit(mate=n - 1, nodes=nodes, time=WALL_CAP_SECONDS))
+    found_mate = _mate_for_mover(info, board)
+    if found_mate is not None and 0 < found_mate < n:
+        return Shorter(found_mate, tuple(m.uci() for m in info.get("pv", [])), f"stockfish {nodes} nodes")
+    # Stopped by the wall cap before the node budget (and not at the engine's depth limit): no proof.
+    if (
+        info.get("nodes", 0) < nodes
+        and info.get("depth", 0) < 200
+        and info.get("time", 0.0) >= WALL_CAP_SECONDS * 0.9
+    ):
+        return Shorter(None, (), "unknown")
+    return Shorter(None, (), f"stockfish {nodes} nodes")
+
+
 def verify(engine: chess.engine.SimpleEngine, position: chess.Board, n: int) -> list[str] | None:
     """The 2n-1 ply solution if Stockfish shows mate in exactly n for the side to move, else None.
 
-    Two mate searches (UCI `go mate`) from the FEN alone (no move history: the puzzle is played
-    from its FEN), each with a cleared hash: one must find mate in n (a mate found is a mate), the
-    other must not find one in n-1 or fewer although it searches deep (at least 2n+8 plies)."""
+    From the FEN alone (no move history: the puzzle is played from its FEN), hash cleared: a mate
+    search (UCI `go mate n`) must find mate in n (a mate found is a mate), and `shorter_mate` must
+    find none in n-1 or fewer (a proof for small n, else a deep node-bounded mate search)."""
     board = chess.Board(position.fen())
     engine.configure({"Clear Hash": None})
     last = engine.analyse(board, chess.engine.Limit(mate=n, nodes=FIND_NODES, time=WALL_CAP_SECONDS))
     if _mate_for_mover(last, board) != n:
         return None
-    if n > 1:
-        engine.configure({"Clear Hash": None})
-        # Stops at the first mate in n-1 or fewer, or once 2n+8 plies are searched: on a busy
-        # machine a time cap alone would reject good puzzles for want of depth.
-        shorter = engine.analyse(
-            board, chess.engine.Limit(mate=n - 1, depth=2 * n + 8, time=WALL_CAP_SECONDS)
-        )
-        found = _mate_for_mover(shorter, board)
-        if (found is not None and found < n) or shorter.get("depth", 0) < 2 * n + 8:
-            return None
+    shorter = shorter_mate(engine, board, n)
+    if shorter.mate is not None or shorter.how == "unknown":
+        return None
     want_depth = max(2 * n + 8, 18)
     line = list(last.get("pv", []))
     work = board.copy()
@@ -104,15 +166,6 @@ def verify(engine: chess.engine.SimpleEngine, position: chess.Board, n: int) -> 
     if len(line) != 2 * n - 1 or not work.is_checkmate():
         return None
     return [m.uci() for m in line]
-
-
-# Node counts, not times: a busy machine then changes how long generation takes, not what the
-# searches see (and a seed gives the same suite). The wall caps only guard against a stuck engine.
-FIND_NODES = 5_000_000
-WALL_CAP_SECONDS = 120.0
-STRONG = chess.engine.Limit(depth=14, nodes=150_000)
-WEAK = chess.engine.Limit(nodes=5_000)
-WALK_BACK = chess.engine.Limit(depth=16, nodes=300_000)
 
 
 def reverify(args: argparse.Namespace, path: str) -> int:
@@ -149,6 +202,72 @@ def reverify(args: argparse.Namespace, path: str) -> int:
     tmp.replace(out)
     failed_path.unlink(missing_ok=True)
     print(f"make_puzzles: {len(done)} confirmed, {len(failed)} dropped")
+    return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    """`--check FILE`: the file loads (games/chess/puzzles.py's checks), and unless
+    `--structure-only`, no puzzle has a mate shorter than its label (`shorter_mate`). Each verdict
+    prints as it comes and is appended to `--results` when given (a rerun skips the ids there), so
+    a long check over the whole suite can run in the background and resume. Exit 2 naming every
+    mislabelled puzzle (and every one left unknown)."""
+    try:
+        puzzles = load_puzzles(args.check)
+    except PuzzleError as exc:
+        print(f"make_puzzles: {exc}", file=sys.stderr)
+        return 2
+    by = {d: sum(p.depth == d for p in puzzles) for d in sorted({p.depth for p in puzzles})}
+    print(f"{args.check}: {len(puzzles)} puzzles, by depth {by}", flush=True)
+    if args.structure_only:
+        return 0
+    path = find_stockfish(args.stockfish)
+    if path is None:
+        print(f"make_puzzles: Stockfish not found: {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    if args.sample is not None:
+        puzzles = select(puzzles, sorted(by), args.sample)
+    results = Path(args.results) if args.results else None
+    done: dict[str, dict[str, object]] = {}
+    if results is not None and results.exists():
+        for line in results.read_text().splitlines():
+            row = json.loads(line)
+            # A verdict from at least this budget stands (a mate found is found at any budget).
+            if row["mate"] is not None or row["how"] == "exhaustive" or row["nodes"] >= args.nodes:
+                done[row["id"]] = row
+    bad: list[str] = []
+    engine = chess.engine.SimpleEngine.popen_uci(path)
+    engine.configure({"Threads": 1, "Hash": 32})
+    started = time.monotonic()
+    try:
+        for p in puzzles:
+            row = done.get(p.id)
+            if row is None:
+                t0 = time.monotonic()
+                seen = shorter_mate(engine, chess.Board(p.fen), p.depth, args.nodes, args.exhaustive_max)
+                row = {
+                    "id": p.id, "depth": p.depth, "nodes": args.nodes, "mate": seen.mate,
+                    "line": list(seen.line), "how": seen.how, "seconds": round(time.monotonic() - t0, 2),
+                }  # fmt: skip
+                if results is not None:
+                    with results.open("a") as fh:
+                        fh.write(json.dumps(row) + "\n")
+            if row["mate"] is not None:
+                bad.append(p.id)
+                print(f"{p.id}: MATE IN {row['mate']} ({row['how']}: {' '.join(row['line'])})", flush=True)
+            elif row["how"] == "unknown":
+                bad.append(p.id)
+                print(f"{p.id}: unknown (the search was cut short)", flush=True)
+            else:
+                print(f"{p.id}: no mate in {p.depth - 1} ({row['how']}, {row['seconds']} s)", flush=True)
+    finally:
+        engine.quit()
+    print(
+        f"make_puzzles: {len(puzzles) - len(bad)} of {len(puzzles)} exactly as labelled, "
+        f"{len(bad)} not ({time.monotonic() - started:.0f} s)"
+    )
+    if bad:
+        print(f"make_puzzles: not exact: {' '.join(bad)}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -280,18 +399,18 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--minutes", type=float, default=None, help="stop after this long (rerun to resume)")
     ap.add_argument("--stockfish", default=None, help="the stockfish binary")
-    ap.add_argument("--check", metavar="FILE", help="only validate FILE")
+    ap.add_argument("--check", metavar="FILE", help="validate FILE: structure, then no shorter mates")
+    ap.add_argument("--structure-only", action="store_true", help="--check: only the file's structure")
+    ap.add_argument("--sample", type=int, default=None, help="--check: only the first K puzzles per depth")
+    ap.add_argument("--nodes", type=int, default=CHECK_NODES, help="--check: Stockfish nodes per puzzle")
+    ap.add_argument(
+        "--exhaustive-max", type=int, default=EXHAUSTIVE_MAX, help="--check: prove N-1 <= this exhaustively"
+    )
+    ap.add_argument("--results", default=None, help="--check: append verdicts here; a rerun skips them")
     ap.add_argument("--reverify", action="store_true", help="re-check every puzzle of --out with Stockfish")
     args = ap.parse_args(argv)
     if args.check:
-        try:
-            puzzles = load_puzzles(args.check)
-        except PuzzleError as exc:
-            print(f"make_puzzles: {exc}", file=sys.stderr)
-            return 2
-        by = {d: sum(p.depth == d for p in puzzles) for d in sorted({p.depth for p in puzzles})}
-        print(f"{args.check}: {len(puzzles)} puzzles, by depth {by}")
-        return 0
+        return check(args)
     if args.reverify:
         path = find_stockfish(args.stockfish)
         if path is None:

@@ -2,10 +2,12 @@
 
 Every puzzle is a real match: OpenSpiel chess from the puzzle's FEN (the `fen`
 game parameter), the agent attacking, the defender Stockfish at full strength
-(skill 20). The tournament is built programmatically (a gauntlet with the
-defender as the only champion) and played by `spielbus.run.run_tournament`, so
-agents start, fail and are recorded exactly as in `spielbus run`, and the run
-folder holds every match (plus `puzzles.json`, the per-puzzle verdicts).
+(skill 20) with a fixed node budget per move (`--defender-nodes`, 250,000), so
+that a puzzle is equally hard on any machine and under any load. The tournament
+is built programmatically (a gauntlet with the defender as the only champion)
+and played by `spielbus.run.run_tournament`, so agents start, fail and are
+recorded exactly as in `spielbus run`, and the run folder holds every match
+(plus `puzzles.json`, the per-puzzle verdicts).
 
 Solved means the attacker delivers checkmate within N of its own moves; anything
 else (a slower mate, no mate, a forfeit) is unsolved. Matches are capped at 2N-1
@@ -41,6 +43,9 @@ from games.chess.puzzles import DEPTHS, Puzzle, PuzzleError, load_puzzles, selec
 from referee.config import AgentConfig, ConfigError, TournamentConfig
 
 DEFENDER = "defender"
+# The defender's work per move: fixed nodes, so a puzzle is as hard on a busy machine as on an idle
+# one (about 0.25 s of one core here; a time limit made it weaker under load).
+DEFENDER_NODES = 250_000
 _LABEL_RE = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
@@ -93,7 +98,9 @@ def build_config(
     agents: list[AgentSpec],
     puzzles: list[Puzzle],
     *,
-    defender_movetime_ms: int = 100,
+    defender_nodes: int | None = DEFENDER_NODES,
+    defender_depth: int | None = None,
+    defender_movetime_ms: int | None = None,
     deadline_ms: int = 120_000,
     concurrency: int = 2,
     run_dir: str = "runs",
@@ -111,9 +118,11 @@ def build_config(
             seen.add(fen)
             games.append(GameSpec(name="chess", params={"fen": fen}))
     cfg_agents = {a.label: AgentConfig(kind=a.kind, options=a.options) for a in agents}
-    cfg_agents[DEFENDER] = AgentConfig(
-        kind="stockfish", options={"skill_level": 20, "movetime_ms": defender_movetime_ms}
-    )
+    limits = {"nodes": defender_nodes, "depth": defender_depth, "movetime_ms": defender_movetime_ms}
+    if not any(limits.values()):
+        raise ConfigError("the defender needs a limit: nodes, depth or movetime")
+    defender = {"skill_level": 20, **{k: v for k, v in limits.items() if v}}
+    cfg_agents[DEFENDER] = AgentConfig(kind="stockfish", options=defender)
     return TournamentConfig(
         name="puzzles",
         format="gauntlet",
@@ -191,7 +200,19 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--count", type=int, default=None, help="puzzles per depth (default: all)")
     p.add_argument("--puzzles", default=None, help="puzzle file (default: the shipped suite)")
     p.add_argument("--deadline-ms", type=int, default=120_000, help="per move (default 120000)")
-    p.add_argument("--defender-movetime-ms", type=int, default=100, help="Stockfish's time per move")
+    p.add_argument(
+        "--defender-nodes",
+        type=int,
+        default=DEFENDER_NODES,
+        help=f"the defender's nodes per move (default {DEFENDER_NODES}; 0: no node limit)",
+    )
+    p.add_argument("--defender-depth", type=int, default=None, help="the defender's depth limit (plies)")
+    p.add_argument(
+        "--defender-movetime-ms",
+        type=int,
+        default=None,
+        help="the defender's time per move (machine-dependent)",
+    )
     p.add_argument("--concurrency", type=int, default=2, help="matches at once (default 2)")
     p.add_argument("--run-dir", default="runs")
     p.add_argument("--nats", default=None, help="use this NATS server (default: embedded)")
@@ -217,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
         config = build_config(
             specs,
             puzzles,
+            defender_nodes=args.defender_nodes or None,
+            defender_depth=args.defender_depth,
             defender_movetime_ms=args.defender_movetime_ms,
             deadline_ms=args.deadline_ms,
             concurrency=args.concurrency,

@@ -8,6 +8,7 @@ import asyncio
 import os
 import signal
 
+import chess.engine
 import pytest
 
 from agents.cli import main as agent_main
@@ -73,3 +74,28 @@ async def test_engine_killed_mid_game_is_an_error_then_restarts(nc) -> None:
     assert strategy.restarts >= 1 and strategy.engine_pid is None
     assert not rec2.faults and sum(m.agent == sf for m in rec2.moves) >= 2
     assert rec2.outcome == "decisive" and rec2.returns == [-1.0, 1.0]  # it mates `first`
+
+
+async def test_default_limit_is_fixed_work(nc) -> None:
+    """No limit given: 100,000 nodes a move, so two fresh engines play the same game with the same
+    node counts however loaded the machine is (a 100 ms limit searched a load-dependent amount)."""
+    runs: list[list[tuple[str, int | None]]] = []
+    for _ in range(2):
+        white, black = uid("sfw"), uid("sfb")
+        a, b = StockfishStrategy(StockfishOptions()), StockfishStrategy(StockfishOptions())
+        async with serving(nc, a, white), serving(nc, b, black):
+            rec = await play(nc, spec("chess", [black, white], max_turns=6, deadline_ms=120_000))
+        await a.close()
+        await b.close()
+        assert not rec.faults and len(rec.moves) == 6
+        runs.append([(m.text, m.stats.nodes if m.stats else None) for m in rec.moves])
+    assert runs[0] == runs[1]
+    assert all(nodes is not None and 50_000 < nodes <= 101_000 for _, nodes in runs[0])
+
+
+def test_limits_combine_and_movetime_is_opt_in() -> None:
+    assert _sf()._limit(10_000) == chess.engine.Limit(time=0.02)
+    both = StockfishStrategy(StockfishOptions(nodes=5000, depth=7))._limit(10_000)
+    assert (both.nodes, both.depth, both.time) == (5000, 7, 5.0)
+    default = StockfishStrategy(StockfishOptions())._limit(10_000)
+    assert (default.nodes, default.depth, default.time) == (100_000, None, 5.0)

@@ -1,0 +1,104 @@
+"""Every puzzle is exactly mate in N: the exhaustive search (games/chess/mate_search.py) proves and
+refutes short mates, and `make_puzzles.py --check` catches a puzzle with a shorter mate than its
+label (which the structural check alone passed) and passes a sample of the shipped suite."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import chess
+import chess.engine
+import pytest
+
+from agents.stockfish_agent import find_stockfish
+from games.chess.mate_search import Unknown, mate_within, shortest_mate
+from games.chess.puzzles import DEFAULT_PATH
+from scripts.make_puzzles import main as make_main
+from scripts.make_puzzles import shorter_mate
+
+# After 1. Rad1 b5 of the shipped puzzle m3-00001-064: mate in 2 (Rd7+ Kb6, Rh6#), none in 1.
+MATE_IN_2 = "7R/2k5/8/ppp1Np2/P1B2K2/1P6/6P1/3R4 w - - 0 34"
+# The shipped puzzle m4-00012-041: mate in 4, so no mate in 3 (proved below).
+MATE_IN_4 = "2k4r/pRq3p1/2P4B/2bnpp2/3n2pr/P2P4/2P1BPP1/3QR1K1 b - - 0 21"
+# Shipped as a mate in 7 until the check found a mate in 6 or fewer (issue 27's example).
+MISLABELLED_FEN = "3N3k/8/5P1p/2PB2p1/3P1p2/8/1P3KPP/2B4R w - - 0 32"
+MISLABELLED = {
+    "id": "m7-00650-062",
+    "depth": 7,
+    "fen": MISLABELLED_FEN,
+    "solution": "h2h4 g5g4 c1f4 g4g3 f2g3 h8h7 f4e5 h7g6 f6f7 g6h5 f7f8q h5g6 f8f7".split(),
+}
+
+needs_stockfish = pytest.mark.skipif(
+    find_stockfish() is None, reason="stockfish not installed (make system-deps)"
+)
+
+
+def test_exhaustive_search_finds_and_refutes_short_mates() -> None:
+    board = chess.Board(MATE_IN_2)
+    assert mate_within(board, 1) is None
+    found = shortest_mate(board, 3)
+    assert found is not None and found[0] == 2
+    line = chess.Board(MATE_IN_2)
+    for move in found[1]:
+        line.push(move)
+    assert line.is_checkmate() and len(found[1]) == 3
+    assert board.fen() == MATE_IN_2  # the caller's board is untouched
+
+
+@pytest.mark.slow
+def test_exhaustive_search_proves_no_mate_in_3() -> None:
+    assert shortest_mate(chess.Board(MATE_IN_4), 3) is None
+
+
+def test_exhaustive_search_says_unknown_past_its_budget() -> None:
+    with pytest.raises(Unknown):
+        shortest_mate(chess.Board(MATE_IN_4), 3, budget=50)
+
+
+@needs_stockfish
+def test_shorter_mate_exhaustive_and_by_stockfish() -> None:
+    path = find_stockfish()
+    assert path is not None
+    engine = chess.engine.SimpleEngine.popen_uci(path)
+    try:
+        engine.configure({"Threads": 1, "Hash": 16})
+        small = shorter_mate(engine, chess.Board(MATE_IN_2), 3)
+        assert (small.mate, small.how) == (2, "exhaustive")
+        # Beyond the exhaustive range Stockfish's mate search answers, and says so.
+        deep = shorter_mate(engine, chess.Board(MISLABELLED_FEN), 7, nodes=2_000_000, exhaustive_max=2)
+        assert deep.mate is not None and deep.mate < 7 and deep.how == "stockfish 2000000 nodes"
+    finally:
+        engine.quit()
+
+
+@needs_stockfish
+def test_check_refuses_a_puzzle_with_a_shorter_mate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "bad.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write(json.dumps(MISLABELLED) + "\n")
+    # The structure alone is fine: that is all the check looked at before.
+    assert make_main(["--check", str(path), "--structure-only"]) == 0
+    results = tmp_path / "verdicts.jsonl"
+    assert make_main(["--check", str(path), "--nodes", "2000000", "--results", str(results)]) == 2
+    captured = capsys.readouterr()
+    assert "m7-00650-062: MATE IN" in captured.out and "m7-00650-062" in captured.err
+    (row,) = [json.loads(line) for line in results.read_text().splitlines()]
+    assert row["id"] == "m7-00650-062" and row["mate"] < 7
+    # A rerun takes the verdict from the results file (no search) and still refuses.
+    assert make_main(["--check", str(path), "--nodes", "2000000", "--results", str(results)]) == 2
+    assert len(results.read_text().splitlines()) == 1
+
+
+@pytest.mark.slow
+@needs_stockfish
+def test_check_passes_a_sample_of_the_shipped_suite(capsys: pytest.CaptureFixture[str]) -> None:
+    """The first puzzle of each depth: exhaustive proofs at depths 3 and 4, Stockfish beyond."""
+    assert make_main(["--check", str(DEFAULT_PATH), "--sample", "1", "--nodes", "500000"]) == 0
+    out = capsys.readouterr().out
+    assert "6 of 6 exactly as labelled" in out
+    assert out.count("(exhaustive") == 2
