@@ -2,8 +2,8 @@
 
 Pure data: no transport here. Unknown fields are ignored on receipt so that a
 newer peer can add fields; a missing or mistyped required field is a malformed
-message (`pydantic.ValidationError`). `spielbus protocol schema` prints the JSON
-Schema of every model in `MESSAGES`.
+message (`pydantic.ValidationError`). `bus.protocol_schema` makes the JSON Schema of
+every model in `MESSAGES` from these models, `bus.asyncapi` the AsyncAPI document.
 
 Validation is strict (pydantic strict mode, `WIRE`): no coercion, so `"turn": "1"`,
 `"action": "3"` and `"action": true` are refused, and every number must be finite
@@ -412,8 +412,3 @@ MESSAGES: dict[str, type[BaseModel]] = {
     "match_spec": MatchSpec,
     "match_record": MatchRecord,
 }
-
-
-def json_schemas() -> dict[str, Any]:
-    """The JSON Schema of every message, keyed by message name."""
-    return {name: model.model_json_schema() for name, model in MESSAGES.items()}

@@ -7,7 +7,8 @@
     spielbus llm serve              the embedded LLM server (llama.cpp on SmolLM2-135M)
     spielbus selfplay COMMAND       self-play datasets, CFVFP, the LLM Coach, RL export
     spielbus games                  the games that can be played
-    spielbus protocol schema        the JSON Schema of every protocol v1 message
+    spielbus protocol schema        the JSON Schema of every protocol v1 message (one bundle)
+    spielbus protocol asyncapi      the AsyncAPI 3 document of protocol v1
     spielbus bot-check NAME         a conformance run against a bot on the bus (pass/fail table)
     spielbus auth init              nats-server users and permissions: one per agent, referee, spectator
     spielbus collect TOURNAMENT_ID  rebuild a run folder from the match stream
@@ -252,8 +253,13 @@ def _parser() -> argparse.ArgumentParser:
 
     proto = sub.add_parser("protocol", help="protocol tools")
     proto_sub = proto.add_subparsers(dest="proto_command", required=True, metavar="SUBCOMMAND")
-    schema = proto_sub.add_parser("schema", help="print the JSON Schema of every message")
-    schema.add_argument("--message", default=None, help="only this message (e.g. turn, move)")
+    schema = proto_sub.add_parser(
+        "schema", help="print the JSON Schema bundle of every message (docs/protocol.schema.json)"
+    )
+    schema.add_argument("--message", default=None, help="only this message, standalone (e.g. turn, move)")
+    proto_sub.add_parser(
+        "asyncapi", help="print the AsyncAPI 3 document: subjects, messages, schemas (docs/asyncapi.json)"
+    )
 
     check = sub.add_parser("bot-check", help="conformance run against a bot on the bus")
     check.add_argument("name", help="the bot's agent name")
@@ -501,19 +507,24 @@ def _cmd_games(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_schema(args: argparse.Namespace) -> int:
-    from bus.protocol import MESSAGES, json_schemas
+def _cmd_protocol(args: argparse.Namespace) -> int:
+    from bus.asyncapi import asyncapi_document
+    from bus.protocol import MESSAGES
+    from bus.protocol_schema import message_schema, schema_bundle
 
-    schemas = json_schemas()
-    if args.message:
-        if args.message not in MESSAGES:
-            print(
-                f"spielbus protocol schema: unknown message {args.message!r}; known: {', '.join(MESSAGES)}",
-                file=sys.stderr,
-            )
-            return 2
-        schemas = schemas[args.message]
-    print(json.dumps(schemas, indent=2))
+    if args.proto_command == "asyncapi":
+        document = asyncapi_document()
+    elif args.message is None:
+        document = schema_bundle()
+    elif args.message in MESSAGES:
+        document = message_schema(args.message)
+    else:
+        print(
+            f"spielbus protocol schema: unknown message {args.message!r}; known: {', '.join(MESSAGES)}",
+            file=sys.stderr,
+        )
+        return 2
+    print(json.dumps(document, indent=2))
     return 0
 
 
@@ -644,7 +655,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "games":
         return _cmd_games(args)
     if args.command == "protocol":
-        return _cmd_schema(args)
+        return _cmd_protocol(args)
     if args.command == "bot-check":
         return _cmd_bot_check(args)
     if args.command == "auth":

@@ -50,12 +50,19 @@ def _records(run_dir: Path) -> list[dict]:
 
 
 def test_protocol_schema_lists_every_message() -> None:
+    # One JSON Schema bundle (issue 23): the messages are under `$defs`, by model name.
     out = _run(["protocol", "schema"])
     assert out.returncode == 0, out.stderr
-    schemas = json.loads(out.stdout)
-    assert {"turn", "move", "match_started", "match_ended", "match_event", "match_spec"} <= set(schemas)
-    assert "legal_actions" in schemas["turn"]["properties"]
+    defs = json.loads(out.stdout)["$defs"]
+    models = {"Turn", "Move", "MatchStarted", "MatchEnded", "MatchEvent", "MatchSpec", "MatchRecord"}
+    assert models <= set(defs)
+    assert "legal_actions" in defs["Turn"]["properties"]
+    turn = json.loads(_run(["protocol", "schema", "--message", "turn"]).stdout)
+    assert "legal_actions" in turn["properties"] and turn["$schema"].endswith("2020-12/schema")
     assert _run(["protocol", "schema", "--message", "nope"]).returncode == 2
+    asyncapi = json.loads(_run(["protocol", "asyncapi"]).stdout)
+    assert asyncapi["asyncapi"] == "3.0.0"
+    assert asyncapi["channels"]["turn"]["address"] == "spielbus.turn.{agent}"
 
 
 def test_games_lists_openspiel_and_our_games() -> None:
