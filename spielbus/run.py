@@ -25,11 +25,19 @@ from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Literal
 
 from nats.aio.client import Client as NATS
 from pydantic import ValidationError
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from agents.llm.recording import RECORD_ENV, REPLAY_ENV, TAG_ENV
 from bus.auth import config_path, login_for, user_env
@@ -59,7 +67,7 @@ from spielbus.collect import read_records as read_stream_records
 from spielbus.launch import AgentProcess, RefereeProcess, stop_all, wait_for_agents
 from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
 from spielbus.report import print_report, print_sprt
-from spielbus.seats import plan_seats
+from spielbus.seats import SeatPlan, plan_seats
 from spielbus.sprt_run import SprtCollect, sprt_status, sprt_summary
 
 log = logging.getLogger(__name__)
@@ -139,144 +147,201 @@ def _nats_url(opts: RunOptions) -> str | None:
 async def run_tournament(
     config: TournamentConfig, opts: RunOptions, console: Console | None = None
 ) -> RunResult:
-    """Run (or, without a referee, submit) a tournament. Every part started is stopped on every
-    way out (an `AsyncExitStack`): normal end, error, Ctrl-C or SIGTERM (raised as `Interrupted`)."""
-    console = console or Console()
-    if opts.referee and opts.workers < 1:
-        raise ConfigError(f"--workers must be at least 1 (got {opts.workers}); use --no-referee for none")
-    if opts.resume:
-        # The stored schedule, not a new one: the same match ids, seeds and chance secrets.
-        resume_dir = Path(opts.resume)
-        tid = check_resumable(resume_dir, config, opts.config_path or "the tournament file")
-        folder = RunFolder(resume_dir.parent, tid)
-        try:
-            specs = folder.read_schedule() or []
-        except ValidationError as exc:
-            folder.close()
-            raise ConfigError(
-                f"--resume {resume_dir}: unreadable schedule.jsonl: {exc.errors()[:1]}"
-            ) from exc
-    elif opts.replay_specs:
-        tid = opts.replay_specs[0].tournament
-        specs = opts.replay_specs
-    else:
-        tid = tournament_id(config)
-        specs = build_schedule(config, tid)
-    agent_env: dict[str, dict[str, str]] = {}
-    referee_login: Login = {}
-    if opts.auth_dir:
-        # Fail before anything starts if the referee or an agent we would launch has no user;
-        # the errors name the folder and the user.
+    """Run (or, without a referee, submit) a tournament: `TournamentSession(...).run()`."""
+    return await TournamentSession(config, opts, console or Console()).run()
+
+
+Phase = Literal["starting", "collecting", "reporting"]
+
+
+class TournamentSession:
+    """One run of a tournament, from its run folder to its report, with its parts as explicit state:
+    the plan (`tid`, `specs`, `todo`, `folder`), the bus (`url`, `nc`), the agent processes, the
+    referee workers, the collection (`collector`, `collected`), and how the run is being stopped
+    (`phase`, `signal`, `stop`). `run` starts every part on one `AsyncExitStack`, so every part
+    started is stopped on every way out: normal end, error, Ctrl-C or SIGTERM (raised as
+    `Interrupted`). A run that fails before its first record leaves no run folder behind.
+
+    Signals: while `phase` is `starting`, SIGINT/SIGTERM cancels the run; while `collecting`, the
+    collector stops at its next step (`stop`: an exception, not a cancellation, as Python 3.11's
+    wait_for can swallow a cancellation that meets a completed request and the run would go on);
+    a second signal always cancels. Use one session for one run."""
+
+    def __init__(self, config: TournamentConfig, opts: RunOptions, console: Console) -> None:
+        if opts.referee and opts.workers < 1:
+            raise ConfigError(f"--workers must be at least 1 (got {opts.workers}); use --no-referee for none")
+        self.config = config
+        self.opts = opts
+        self.console = console
+        self.subjects = Subjects(opts.prefix)
+        self.tid, self.specs, self.folder = self._plan()
+        self.todo = self.specs  # less what a resumed run has recorded (`_connect`)
+        # Matches recorded in the folder (a resumed run starts with those of the earlier runs).
+        self.collected = len(self.folder.recorded_ids()) if opts.resume else 0
+        self.phase: Phase = "starting"
+        self.signal: str | None = None  # the first SIGINT/SIGTERM's name
+        self.stop = asyncio.Event()
+        self.url = _nats_url(opts)  # None: the embedded server's, once started
+        self.processes: list[AgentProcess] = []
+        # Set by `run` as it starts each part:
+        self.nc: NATS
+        self.obs: Observability
+        self.collector: Collector
+        self._task: asyncio.Task[object] | None = None
+        self._progress: Progress | None = None
+        self._bar: TaskID | None = None
+
+    def _plan(self) -> tuple[str, list[MatchSpec], RunFolder]:
+        """The tournament id, its schedule and its run folder: stored (`--resume`), replayed, or new."""
+        opts, config = self.opts, self.config
+        if opts.resume:
+            # The stored schedule, not a new one: the same match ids, seeds and chance secrets.
+            resume_dir = Path(opts.resume)
+            tid = check_resumable(resume_dir, config, opts.config_path or "the tournament file")
+            folder = RunFolder(resume_dir.parent, tid)
+            try:
+                return tid, folder.read_schedule() or [], folder
+            except ValidationError as exc:
+                folder.close()
+                raise ConfigError(
+                    f"--resume {resume_dir}: unreadable schedule.jsonl: {exc.errors()[:1]}"
+                ) from exc
+        if opts.replay_specs:
+            tid = opts.replay_specs[0].tournament
+            specs = opts.replay_specs
+        else:
+            tid = tournament_id(config)
+            specs = build_schedule(config, tid)
+        # Fail before the folder exists if the referee or an agent we would launch has no user.
+        self._logins()
+        return tid, specs, RunFolder(opts.run_dir or config.run_dir, tid)
+
+    def _logins(self) -> tuple[Login, dict[str, dict[str, str]]]:
+        """With `--auth`: the referee's login and each launched agent's environment (the errors name
+        the folder and the user); without, none."""
+        opts = self.opts
+        if not opts.auth_dir:
+            return {}, {}
         ref = login_for(opts.auth_dir, "referee", prefix=opts.prefix)
-        referee_login = {"user": ref.user, "password": ref.password}
-        agent_env = {
+        agents = {
             n: user_env(login_for(opts.auth_dir, "agent", n))
-            for n, a in config.agents.items()
+            for n, a in self.config.agents.items()
             if not a.external
         }
-    if not opts.resume:
-        folder = RunFolder(opts.run_dir or config.run_dir, tid)
-    # Matches recorded in the folder (a resumed run starts with those of the earlier runs).
-    collected = _Count(len(folder.recorded_ids()) if opts.resume else 0)
-    task = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-    signalled: list[str] = []
-    stop = asyncio.Event()
+        return {"user": ref.user, "password": ref.password}, agents
 
-    def on_signal(name: str) -> None:
-        # While collecting, the collector stops at its next step (an exception, not a cancellation:
-        # Python 3.11's wait_for can swallow a cancellation that meets a completed request, and
-        # the run would go on). Before that, or on a second signal, the task is cancelled.
-        if signalled and task is not None:
-            task.cancel()
-        signalled.append(name)
-        stop.set()
-        if not collecting and task is not None:
-            task.cancel()
-
-    collecting: list[bool] = []
-    # SIGTERM is handled like Ctrl-C: everything below stops cleanly and the run folder stays.
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, on_signal, sig.name)
-    try:
-        return await _run(
-            config, opts, console, tid, specs, folder, collected, agent_env, referee_login, stop, collecting
-        )
-    except (asyncio.CancelledError, CollectStopped):
-        if not signalled:
-            raise
-        if not collected.n and not opts.resume:
-            folder.close()
-            shutil.rmtree(folder.path, ignore_errors=True)
-        else:
-            with contextlib.suppress(Exception):
-                done = folder.read_records(specs)
-                table, rates = summarize(done, config)
-                folder.write_summary(
-                    table,
-                    rates,
-                    {
-                        "tournament": tid,
-                        "matches": len(done),
-                        "scheduled": len(specs),
-                        "interrupted": signalled[0],
-                        **sprt_summary(config, done),
-                    },
-                )
-        raise Interrupted(signalled[0], collected.n, len(specs), folder.path) from None
-    except BaseException:
-        if not collected.n and not opts.resume:
-            # A failed start leaves no empty run folder behind.
-            folder.close()
-            shutil.rmtree(folder.path, ignore_errors=True)
-        raise
-    finally:
+    async def run(self) -> RunResult:
+        """Start, collect, report; stop everything. Raises `Interrupted` after SIGINT/SIGTERM."""
+        self._task = asyncio.current_task()
+        loop = asyncio.get_running_loop()
+        # SIGTERM is handled like Ctrl-C: everything stops cleanly and the run folder stays.
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(sig)
-        folder.close()
-
-
-async def _run(
-    config: TournamentConfig,
-    opts: RunOptions,
-    console: Console,
-    tid: str,
-    specs: list[MatchSpec],
-    folder: RunFolder,
-    collected: _Count,
-    agent_env: dict[str, dict[str, str]],
-    referee_login: Login,
-    stop: asyncio.Event,
-    collecting: list[bool],
-) -> RunResult:
-    if opts.config_path and not opts.resume:
+                loop.add_signal_handler(sig, self._on_signal, sig.name)
         try:
-            shutil.copy(opts.config_path, folder.path / "tournament.toml")
-        except OSError as exc:
-            raise RunFolderError(
-                f"cannot write to the run folder {folder.path}: {exc.strerror or exc}"
-            ) from exc
-    if not opts.resume:
-        folder.write_schedule(specs)
-        folder.write_run_info(config)
-    subjects = Subjects(opts.prefix)
-    url = _nats_url(opts)
-    processes: list[AgentProcess] = []
-    async with contextlib.AsyncExitStack() as stack:
-        if url is None:
+            async with contextlib.AsyncExitStack() as stack:
+                await self._start(stack)
+                await self._collect(stack)
+                return await self._report()
+        except (asyncio.CancelledError, CollectStopped):
+            if self.signal is None:
+                raise
+            self._discard_if_empty()
+            self._write_interrupted_summary()
+            raise Interrupted(self.signal, self.collected, len(self.specs), self.folder.path) from None
+        except BaseException:
+            self._discard_if_empty()
+            raise
+        finally:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                with contextlib.suppress(NotImplementedError, RuntimeError):
+                    loop.remove_signal_handler(sig)
+            self.folder.close()
+
+    def _on_signal(self, name: str) -> None:
+        second = self.signal is not None
+        self.signal = self.signal or name
+        self.stop.set()
+        if (second or self.phase == "starting") and self._task is not None:
+            self._task.cancel()
+
+    def _discard_if_empty(self) -> None:
+        """A run that stops before its first record leaves no run folder behind."""
+        if not self.collected and not self.opts.resume:
+            self.folder.close()
+            shutil.rmtree(self.folder.path, ignore_errors=True)
+
+    def _write_interrupted_summary(self) -> None:
+        if not self.folder.path.exists():
+            return
+        with contextlib.suppress(Exception):
+            done = self.folder.read_records(self.specs)
+            table, rates = summarize(done, self.config)
+            self.folder.write_summary(
+                table,
+                rates,
+                {
+                    "tournament": self.tid,
+                    "matches": len(done),
+                    "scheduled": len(self.specs),
+                    "interrupted": self.signal,
+                    **sprt_summary(self.config, done),
+                },
+            )
+
+    # -- starting -----------------------------------------------------------------------------
+
+    async def _start(self, stack: contextlib.AsyncExitStack) -> None:
+        """The folder's header, the bus, observability, the LLM server, the agents, the workers."""
+        self._write_header()
+        referee_login, agent_env = self._logins()
+        nc = await self._connect(stack, referee_login)
+        self.obs = await self._start_observability(stack, nc)
+        agent_options = {
+            n: self.config.agent_options(n) for n, a in self.config.agents.items() if not a.external
+        }
+        await self._start_llm_server(stack, agent_options)
+        # Human seats (docs/human.md): the token only on this console, the bare address on the page.
+        seats = plan_seats(self.config, agent_options)
+        self._start_agents(agent_options, agent_env, seats)
+        await self._wait_for_agents(nc)
+        for seat in seats.values():  # once their pages are up
+            line = f"Seat of {seat.agent} (human): {seat.private_url}"
+            self.console.print(line, highlight=False, soft_wrap=True)  # one line: the address is copied whole
+            if self.obs.web is not None:
+                self.obs.web.seats.append({"agent": seat.agent, "url": seat.url})
+        if self.opts.referee:
+            await stack.enter_async_context(
+                _workers(nc, self.subjects, self.config, self.opts, self.obs, self.folder.path / "logs")
+            )
+
+    def _write_header(self) -> None:
+        """A new run's tournament.toml, schedule and run.json (a resumed run has them)."""
+        if self.opts.resume:
+            return
+        if self.opts.config_path:
+            try:
+                shutil.copy(self.opts.config_path, self.folder.path / "tournament.toml")
+            except OSError as exc:
+                raise RunFolderError(
+                    f"cannot write to the run folder {self.folder.path}: {exc.strerror or exc}"
+                ) from exc
+        self.folder.write_schedule(self.specs)
+        self.folder.write_run_info(self.config)
+
+    async def _connect(self, stack: contextlib.AsyncExitStack, login: Login) -> NATS:
+        """The embedded server (unless `--nats`), the connection, and a resumed run's `todo`."""
+        if self.url is None:
             embedded = EmbeddedNats(
-                log_file=folder.path / "nats-server.log",
-                config=config_path(opts.auth_dir) if opts.auth_dir else None,
+                log_file=self.folder.path / "nats-server.log",
+                config=config_path(self.opts.auth_dir) if self.opts.auth_dir else None,
             ).start()
             stack.callback(embedded.stop)
-            url = embedded.url
-            console.print(f"Embedded nats-server at {url}")
-        nc = await connect(url, name=f"spielbus-run-{tid}", **referee_login)
-        todo = specs
-        if opts.resume:
-            todo = await _resume_todo(nc, subjects, folder, specs, collected, console)
+            self.url = embedded.url
+            self.console.print(f"Embedded nats-server at {self.url}")
+        nc = self.nc = await connect(self.url, name=f"spielbus-run-{self.tid}", **login)
+        if self.opts.resume:
+            self.todo = await self._resume_todo(nc)
 
         async def close_nc() -> None:
             with contextlib.suppress(Exception):
@@ -285,102 +350,142 @@ async def _run(
                 await nc.close()
 
         stack.push_async_callback(close_nc)
-        stack.callback(stop_all, processes)
+        stack.callback(stop_all, self.processes)
+        return nc
+
+    async def _start_observability(self, stack: contextlib.AsyncExitStack, nc: NATS) -> Observability:
+        opts = self.opts
         obs = await start_observability(
             nc,
-            subjects,
+            self.subjects,
             metrics_port=opts.metrics_port,
             web_port=opts.web_port,
             host=opts.host,
             fallback=True,
-            ratings_config=config.ratings,
+            ratings_config=self.config.ratings,
             child_metrics=lambda: [
-                f"http://127.0.0.1:{p.metrics_port}/metrics" for p in processes if p.metrics_port
+                f"http://127.0.0.1:{p.metrics_port}/metrics" for p in self.processes if p.metrics_port
             ],
         )
         stack.push_async_callback(obs.stop)
         for line in obs.where():
-            console.print(line, highlight=False)
-        agent_options = {n: config.agent_options(n) for n, a in config.agents.items() if not a.external}
-        llm_users = [n for n, o in agent_options.items() if needs_embedded_llm(config.agents[n].kind, o)]
-        if llm_users and not os.environ.get(REPLAY_ENV):
-            llm_server = LLMServerProcess(folder.path / "logs" / "llm-server.log")
-            stack.callback(llm_server.stop)
-            with console.status(f"Starting the embedded LLM server for {', '.join(llm_users)}..."):
-                await llm_server.wait_ready()
-            console.print(f"Embedded LLM server (llama.cpp, SmolLM2-135M) at {llm_server.base_url}")
-            for n in llm_users:
-                agent_options[n]["llm"] = {**agent_options[n].get("llm", {}), "base_url": llm_server.base_url}
-        # Human seats (docs/human.md): the token only on this console, the bare address on the page.
-        seats = plan_seats(config, agent_options)
-        for name, acfg in config.agents.items():
+            self.console.print(line, highlight=False)
+        return obs
+
+    async def _start_llm_server(
+        self, stack: contextlib.AsyncExitStack, agent_options: dict[str, dict[str, Any]]
+    ) -> None:
+        """The embedded LLM server, when an agent needs it (not while replaying a recording);
+        those agents' options then point at it."""
+        users = [n for n, o in agent_options.items() if needs_embedded_llm(self.config.agents[n].kind, o)]
+        if not users or os.environ.get(REPLAY_ENV):
+            return
+        server = LLMServerProcess(self.folder.path / "logs" / "llm-server.log")
+        stack.callback(server.stop)
+        with self.console.status(f"Starting the embedded LLM server for {', '.join(users)}..."):
+            await server.wait_ready()
+        self.console.print(f"Embedded LLM server (llama.cpp, SmolLM2-135M) at {server.base_url}")
+        for n in users:
+            agent_options[n]["llm"] = {**agent_options[n].get("llm", {}), "base_url": server.base_url}
+
+    def _start_agents(
+        self,
+        agent_options: dict[str, dict[str, Any]],
+        agent_env: dict[str, dict[str, str]],
+        seats: dict[str, SeatPlan],
+    ) -> None:
+        """Every replica of every agent not marked `external`, as a child process."""
+        assert self.url is not None
+        for name, acfg in self.config.agents.items():
             if acfg.external:
                 continue
             for i in range(acfg.replicas):
-                log_path = folder.path / "logs" / f"{name}-{i}.log"
                 # Every LLM request and response is kept in the run folder (agents/llm/recording.py).
-                creds = {
+                env = {
                     **agent_env.get(name, {}),
-                    RECORD_ENV: str(folder.path.resolve() / "llm"),
+                    RECORD_ENV: str(self.folder.path.resolve() / "llm"),
                     TAG_ENV: f"{name}-{i}",
+                    **(seats[name].env() if name in seats else {}),
                 }
-                if name in seats:
-                    creds = {**creds, **seats[name].env()}
-                port = free_port() if opts.metrics_port is not None else None
-                processes.append(
+                self.processes.append(
                     AgentProcess(
                         name,
                         acfg,
-                        url,
-                        opts.prefix,
-                        log_path,
+                        self.url,
+                        self.opts.prefix,
+                        self.folder.path / "logs" / f"{name}-{i}.log",
                         i,
-                        extra_env=creds,
-                        metrics_port=port,
+                        extra_env=env,
+                        metrics_port=free_port() if self.opts.metrics_port is not None else None,
                         options=agent_options[name],
                     )
                 )
-        with console.status(f"Waiting for {len(config.agents)} agents to join the bus..."):
-            missing = await wait_for_agents(nc, list(config.agents), processes, opts.agent_wait_s)
+
+    async def _wait_for_agents(self, nc: NATS) -> None:
+        opts, agents = self.opts, list(self.config.agents)
+        with self.console.status(f"Waiting for {len(agents)} agents to join the bus..."):
+            missing = await wait_for_agents(nc, agents, self.processes, opts.agent_wait_s)
         if missing:
-            console.print(
+            self.console.print(
                 f"[yellow]warning:[/yellow] agents not on the bus after {opts.agent_wait_s:.0f}s: "
                 f"{', '.join(missing)}; their matches wait up to {opts.absent_limit_s:.0f}s for them "
                 "(--absent-limit), then their turns are recorded as `no_responder`"
             )
-        for seat in seats.values():  # once their pages are up
-            line = f"Seat of {seat.agent} (human): {seat.private_url}"
-            console.print(line, highlight=False, soft_wrap=True)  # one line: the address is copied whole
-            if obs.web is not None:
-                obs.web.seats.append({"agent": seat.agent, "url": seat.url})
-        if opts.referee:
-            await stack.enter_async_context(_workers(nc, subjects, config, opts, obs, folder.path / "logs"))
 
-        progress = Progress(
+    async def _resume_todo(self, nc: NATS) -> list[MatchSpec]:
+        """The specs a resumed run still has to play: those without a record in the folder, less those
+        whose record the match stream still holds (written to the folder first: a run killed between
+        the stream and the folder loses nothing). An embedded server starts empty, so only the folder
+        counts."""
+        folder, specs = self.folder, self.specs
+        done = folder.recorded_ids()
+        todo = [s for s in specs if s.match_id not in done]
+        if todo:
+            await ensure_streams(nc.jetstream(), self.subjects)  # a fresh embedded server has none yet
+            found, _ = await read_stream_records(nc, self.subjects, folder.path.name, todo)
+            for s in todo:
+                if s.match_id in found:
+                    folder.append(found[s.match_id])
+                    self.collected += 1
+            todo = [s for s in todo if s.match_id not in found]
+        self.console.print(
+            f"Resuming {folder.path.name}: {len(specs) - len(todo)} of {len(specs)} matches recorded; "
+            f"playing the other {len(todo)}",
+            highlight=False,
+        )
+        return todo
+
+    # -- collecting ---------------------------------------------------------------------------
+
+    def _on_record(self, rec: MatchRecord) -> None:
+        # Written to the folder and counted, never kept: the folder is the record.
+        self.folder.append(rec)
+        self.collected += 1
+        if self._progress is not None and self._bar is not None:
+            self._progress.advance(self._bar)
+
+    def _stalled(self) -> None:
+        assert self._progress is not None
+        self._progress.console.print(
+            "[yellow]No referee has started a match yet: is `spielbus referee` running "
+            f"against {self.url}?[/yellow]"
+        )
+
+    async def _collect(self, stack: contextlib.AsyncExitStack) -> None:
+        """Submit the specs still to play and collect their records, with a progress bar."""
+        progress = self._progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
-            console=console,
-            disable=opts.quiet,
+            console=self.console,
+            disable=self.opts.quiet,
         )
+        specs, todo, tid = self.specs, self.todo, self.tid
         with progress:
-            bar = progress.add_task(f"{tid}", total=len(specs), completed=len(specs) - len(todo))
-
-            def on_record(rec: MatchRecord) -> None:
-                # Written to the folder and counted, never kept: the folder is the record.
-                folder.append(rec)
-                collected.n += 1
-                progress.advance(bar)
-
-            def stalled() -> None:
-                progress.console.print(
-                    "[yellow]No referee has started a match yet: is `spielbus referee` running "
-                    f"against {url}?[/yellow]"
-                )
-
-            collector = Collector(todo, on_record, keep=False)
-            collecting.append(True)
+            bar = self._bar = progress.add_task(tid, total=len(specs), completed=len(specs) - len(todo))
+            self.collector = Collector(todo, self._on_record, keep=False)
+            self.phase = "collecting"
             # Everything built so far (modules, pydantic schemas, the schedule's specs, the
             # agents' and workers' state) lives as long as the run: moved out of the collector's
             # reach, a full collection walks only what play creates. Measured with
@@ -390,53 +495,60 @@ async def _run(
             # format sprt: pair by pair until the test decides, the LLR on the progress bar.
             collect = (
                 SprtCollect(
-                    config,
+                    self.config,
                     lambda st: progress.update(bar, description=f"{tid} {st.short()}"),
                     schedule=specs,
-                    prior=folder.read_records(specs) if opts.resume else None,
+                    prior=self.folder.read_records(specs) if self.opts.resume else None,
                 )
-                if config.format == "sprt"
+                if self.config.format == "sprt"
                 else submit_and_collect
             )
             try:
                 await collect(
-                    nc,
+                    self.nc,
                     todo,
-                    subjects,
-                    on_record,
-                    stall_warning=stalled,
-                    deadline_s=opts.deadline_s,
-                    idle_s=opts.idle_s,
-                    collector=collector,
-                    stop=stop,
+                    self.subjects,
+                    self._on_record,
+                    stall_warning=self._stalled,
+                    deadline_s=self.opts.deadline_s,
+                    idle_s=self.opts.idle_s,
+                    collector=self.collector,
+                    stop=self.stop,
                 )
             except RunFolderError as exc:
                 raise RunFolderError(
                     f"{exc}. Stopped; the bus keeps every record: `spielbus collect {tid}` "
                     "rebuilds the run folder once there is room"
                 ) from exc
+        self.phase = "reporting"
+
+    # -- reporting ----------------------------------------------------------------------------
+
+    async def _report(self) -> RunResult:
+        """The summary files and the console report, after play."""
+        config, specs, console = self.config, self.specs, self.console
         # Read back once, after play (in schedule order, so a resumed run's ratings equal an
         # uninterrupted run's): nothing per record was held while matches were being played.
-        records = folder.read_records(specs)
+        records = self.folder.read_records(specs)
         table, rates = summarize(records, config)
-        failed = dict(collector.failed)
+        failed = dict(self.collector.failed)
         fallback_agents = [s.agent for s in table if s.mostly_fallbacks]
-        folder.write_summary(
+        self.folder.write_summary(
             table,
             rates,
             {
-                "tournament": tid,
+                "tournament": self.tid,
                 "matches": len(records),
                 "scheduled": len(specs),
                 "failed": failed,
-                "rejected_records": collector.rejected,
+                "rejected_records": self.collector.rejected,
                 "mostly_fallbacks": fallback_agents,
-                "nats": url,
-                **({"resumed": len(specs) - len(todo)} if opts.resume else {}),
+                "nats": self.url,
+                **({"resumed": len(specs) - len(self.todo)} if self.opts.resume else {}),
                 **sprt_summary(config, records),
             },
         )
-        print_report(console, records, table, rates, str(folder.path))
+        print_report(console, records, table, rates, str(self.folder.path))
         if (sprt := sprt_status(config, records)) is not None:
             print_sprt(console, sprt)
         if failed:
@@ -452,50 +564,14 @@ async def _run(
                 "(set `allow_fallbacks = true` in the tournament file to accept that)",
                 highlight=False,
             )
-        if opts.keep_serving and obs.where():
-            await _serve_until_signal(console, obs)
+        if self.opts.keep_serving and self.obs.where():
+            await _serve_until_signal(console, self.obs)
         return RunResult(
             records=records,
-            path=folder.path,
+            path=self.folder.path,
             failed=failed,
             fallbacks=[] if config.allow_fallbacks else fallback_agents,
         )
-
-
-@dataclass
-class _Count:
-    """Matches recorded in the run folder so far."""
-
-    n: int = 0
-
-
-async def _resume_todo(
-    nc: NATS,
-    subjects: Subjects,
-    folder: RunFolder,
-    specs: list[MatchSpec],
-    collected: _Count,
-    console: Console,
-) -> list[MatchSpec]:
-    """The specs a resumed run still has to play: those without a record in the folder, less those
-    whose record the match stream still holds (written to the folder first: a run killed between
-    the stream and the folder loses nothing). An embedded server starts empty, so only the folder counts."""
-    done = folder.recorded_ids()
-    todo = [s for s in specs if s.match_id not in done]
-    if todo:
-        await ensure_streams(nc.jetstream(), subjects)  # a fresh embedded server has none yet
-        found, _ = await read_stream_records(nc, subjects, folder.path.name, todo)
-        for s in todo:
-            if s.match_id in found:
-                folder.append(found[s.match_id])
-                collected.n += 1
-        todo = [s for s in todo if s.match_id not in found]
-    console.print(
-        f"Resuming {folder.path.name}: {len(specs) - len(todo)} of {len(specs)} matches recorded; "
-        f"playing the other {len(todo)}",
-        highlight=False,
-    )
-    return todo
 
 
 @contextlib.asynccontextmanager
