@@ -2,43 +2,17 @@
 
 A ring hides the true order of a package (`games.chess.position` and `games.loader` once imported
 each other through function-level imports); test_layering.py checks packages, this checks modules.
-Limit: imports by string (`importlib.import_module("...")`) are not seen, and `from pkg import name`
-counts as importing `pkg.name` only when that is a module file."""
+Limits: those of tests/source_modules.py (imports by string are not seen)."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("bus", "games", "referee", "agents", "observability", "spielbus", "research")
-
-
-def modules() -> dict[str, Path]:
-    out = {}
-    for package in PACKAGES:
-        for path in (ROOT / package).rglob("*.py"):
-            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
-            out[name.removesuffix(".__init__")] = path
-    return out
+from tests.source_modules import imports_of, modules
 
 
 def import_graph(mods: dict[str, Path]) -> dict[str, set[str]]:
-    def ours(name: str) -> str:
-        while name and name not in mods:
-            name = name.rpartition(".")[0]
-        return name
-
-    graph: dict[str, set[str]] = {}
-    for name, path in mods.items():
-        targets: set[str] = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            if isinstance(node, ast.Import):
-                targets |= {ours(a.name) for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                targets |= {ours(f"{node.module}.{a.name}") for a in node.names}
-        graph[name] = targets - {"", name}
-    return graph
+    return {name: imports_of(path, mods) - {name} for name, path in mods.items()}
 
 
 def rings(graph: dict[str, set[str]]) -> list[list[str]]:
