@@ -176,6 +176,18 @@ class Turn(Message):
         "in its schedule: different between matches, the same in a rerun. Seeded agents mix it into "
         "their decisions so that two of them meeting twice play two games. Never the chance secret.",
     )
+    # Training only (docs/env.md): sent to the seats a match spec's `tensors` names, never otherwise,
+    # so every other turn keeps its bytes.
+    information_state_tensor: list[float] | None = Field(
+        default=None,
+        description="Optional, off by default: OpenSpiel's information_state_tensor(seat), where the game "
+        "has one, only for seats the match asks tensors for (training environments).",
+    )
+    observation_tensor: list[float] | None = Field(
+        default=None,
+        description="Optional, off by default: OpenSpiel's observation_tensor(seat), where the game has "
+        "one, only for seats the match asks tensors for (training environments).",
+    )
     sent_at: float | None = Field(
         default=None,
         allow_inf_nan=False,
@@ -319,6 +331,9 @@ class MatchRecord(BaseModel):
         default=None,
         description="The LLM budget each seat played under, absent when no seat had one (v1 addition).",
     )
+    training: bool | None = Field(
+        default=None, description="True for a match played through a training environment (docs/env.md)."
+    )
 
 
 def trim_record(record: MatchRecord, limit: int) -> MatchRecord:
@@ -389,6 +404,13 @@ class MatchSpec(Message):
     )
     budgets: dict[str, Budget] = Field(
         default_factory=dict, description="LLM budget per seat name (absent: unlimited); v1 addition."
+    )
+    training: bool | None = Field(
+        default=None, description="Played through a training environment (docs/env.md): marked in the record."
+    )
+    tensors: list[str] | None = Field(
+        default=None,
+        description="Agent names whose turns carry OpenSpiel tensors (docs/env.md); absent: none do.",
     )
 
     @field_validator("match_id", "tournament")

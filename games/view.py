@@ -41,6 +41,8 @@ class GameFacts:
     information_state_string: bool
     observation_string: bool
     num_players: int
+    information_state_tensor: bool = False
+    observation_tensor: bool = False
 
     @classmethod
     def of(cls, game: pyspiel.Game) -> GameFacts:
@@ -51,6 +53,8 @@ class GameFacts:
             information_state_string=gt.provides_information_state_string,
             observation_string=gt.provides_observation_string,
             num_players=game.num_players(),
+            information_state_tensor=gt.provides_information_state_tensor,
+            observation_tensor=gt.provides_observation_tensor,
         )
 
 
@@ -203,6 +207,18 @@ def _seat_view(state: pyspiel.State, seat: int, gt: GameFacts) -> tuple[str, obj
     return observation_text(state, seat, gt), observation_json, full
 
 
+def seat_tensors(
+    state: pyspiel.State, seat: int, facts: GameFacts | None = None
+) -> tuple[list[float] | None, list[float] | None]:
+    """OpenSpiel's information-state and observation tensors of `seat`, each where the game has one
+    (None otherwise). Per seat, so they hold only what the seat may know, like its text view; sent
+    only to seats a match asks tensors for (training, docs/env.md)."""
+    gt = _facts(state, facts)
+    info = list(state.information_state_tensor(seat)) if gt.information_state_tensor else None
+    obs = list(state.observation_tensor(seat)) if gt.observation_tensor else None
+    return info, obs
+
+
 def build_turn(
     *,
     state: pyspiel.State,
@@ -218,12 +234,14 @@ def build_turn(
     legal: list[LegalAction] | None = None,
     facts: GameFacts | None = None,
     match_seed: int | None = None,
+    tensors: bool = False,
 ) -> Turn:
     """The turn for `seat`. Built unvalidated (`model_construct`): every field comes from the
     referee and the game, not from the wire; the one check a game's output needs, finite numbers
     in its JSON view, is made here. The agent validates the turn strictly where it arrives.
     The referee sends `encode_turn`'s bytes instead, which are this turn's JSON."""
     observation, observation_json, full = _seat_view(state, seat, _facts(state, facts))
+    info_tensor, obs_tensor = seat_tensors(state, seat, facts) if tensors else (None, None)
     return Turn.model_construct(
         match_id=match_id,
         game=spec,
@@ -239,6 +257,8 @@ def build_turn(
         rules=rules,
         retry=retry,
         match_seed=match_seed,
+        information_state_tensor=info_tensor,
+        observation_tensor=obs_tensor,
         # Built right before it is sent: lets an agent count its deadline from the referee's clock.
         sent_at=time.time(),
     )
@@ -300,9 +320,11 @@ def encode_turn(
     facts: GameFacts | None = None,
     prefix: bytes | None = None,
     match_seed: int | None = None,
+    tensors: bool = False,
 ) -> EncodedTurn:
     """`build_turn`'s turn as the bytes the referee sends (same arguments, same checks).
-    `prefix`: `turn_prefix(match_id, spec, seat, seats)`, when the caller keeps it."""
+    `prefix`: `turn_prefix(match_id, spec, seat, seats)`, when the caller keeps it. `tensors`:
+    add the seat's OpenSpiel tensors (off by default: the turn's bytes are then unchanged)."""
     observation, observation_json, full = _seat_view(state, seat, _facts(state, facts))
     legal = legal if legal is not None else legal_actions(state, seat)
     parts = [
@@ -328,6 +350,12 @@ def encode_turn(
         parts += (b',"retry":', to_json(retry))
     if match_seed is not None:
         parts += (b',"match_seed":', to_json(match_seed))
+    if tensors:
+        info_tensor, obs_tensor = seat_tensors(state, seat, facts)
+        if info_tensor is not None:
+            parts += (b',"information_state_tensor":', to_json(info_tensor))
+        if obs_tensor is not None:
+            parts += (b',"observation_tensor":', to_json(obs_tensor))
     # Stamped right before it is sent: lets an agent count its deadline from the referee's clock.
     return EncodedTurn(match_id, turn, b"".join(parts), time.time())
 

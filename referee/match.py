@@ -129,6 +129,7 @@ class MatchRunner:
             attempt=attempt,
             # Absent unless budgets apply, so records without budgets keep their old bytes.
             budgets=spec.budgets or None,
+            training=spec.training or None,  # likewise: only training matches (docs/env.md) say so
         )
         self.budget = BudgetMeter(spec.budgets)
         self._rules_sent: set[int] = set()
@@ -139,6 +140,8 @@ class MatchRunner:
             turn_prefix(spec.match_id, spec.game, seat, spec.seats) for seat in range(len(spec.seats))
         ]
         self._legal_known: dict[tuple[int, str], LegalAction] = {}
+        # Seats whose turns carry OpenSpiel tensors (training environments only; docs/env.md).
+        self._tensors = frozenset(spec.tensors or ())
         # `moved` and `forfeit` events wait here and go out while the referee waits for a reply
         # (`_pump`), not between a reply and the next turn; `ended` drains them first.
         self._events: asyncio.Queue[tuple[str, dict[str, object]] | None] = asyncio.Queue()
@@ -267,6 +270,7 @@ class MatchRunner:
             facts=self._facts,
             prefix=self._turn_prefix[seat],
             match_seed=self.spec.seed,
+            tensors=self.spec.seats[seat] in self._tensors,
         )
         agent = self.spec.seats[seat]
         request = TurnRequest(

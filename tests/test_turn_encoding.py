@@ -1,9 +1,10 @@
 """The referee's turn bytes (`encode_turn`, no per-turn model) are exactly the `Turn` model's JSON.
 
 Played through seeded random playouts of perfect- and imperfect-information, chance and
-simultaneous games, with structured views (`observation_json`, None values included) and
-hidden history steps; at every decision, for every seat to move, the bytes must equal
-`build_turn(...).model_dump_json(exclude_none=True)` with the same `sent_at`.
+simultaneous games, with structured views (`observation_json`, None values included), hidden
+history steps, and with and without the optional OpenSpiel tensors; at every decision, for every
+seat to move, the bytes must equal `build_turn(...).model_dump_json(exclude_none=True)` with the
+same `sent_at`.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def _bytes_of_both(
     turn_no: int,
     rules: str | None,
     retry: str | None,
+    tensors: bool = False,
 ) -> tuple[bytes, bytes]:
     kw: dict[str, Any] = dict(
         state=state,
@@ -62,6 +64,7 @@ def _bytes_of_both(
         retry=retry,
         legal=legal_actions(state, seat),
         facts=facts,
+        tensors=tensors,
     )
     encoded = encode_turn(
         **kw, prefix=turn_prefix(kw["match_id"], spec, seat, kw["seats"]) if seat % 2 else None
@@ -73,6 +76,10 @@ def _bytes_of_both(
     again = model.model_copy(update={"sent_at": encoded.sent_at + 0.5}).model_dump_json(exclude_none=True)
     assert later.data == again.encode()
     assert (later.match_id, later.turn) == (model.match_id, model.turn)
+    # Tensors only when asked for (training): every other turn keeps its bytes.
+    assert (b"_tensor" in encoded.data) == (
+        tensors and (facts.information_state_tensor or facts.observation_tensor)
+    )
     return encoded.data, expected
 
 
@@ -100,7 +107,9 @@ def test_encoded_turns_are_the_models_bytes(name: str) -> None:
             seats = [p for p in range(facts.num_players) if state.legal_actions(p)]
             joint = [0] * facts.num_players
             for p in seats:
-                got, want = _bytes_of_both(state, spec, facts, hist, p, turn_no, rules, retry)
+                got, want = _bytes_of_both(
+                    state, spec, facts, hist, p, turn_no, rules, retry, tensors=turn_no % 2 == 0
+                )
                 assert got == want
                 checked += 1
                 joint[p] = rng.choice(state.legal_actions(p))
@@ -109,7 +118,9 @@ def test_encoded_turns_are_the_models_bytes(name: str) -> None:
             state.apply_actions(joint)
         else:
             seat = state.current_player()
-            got, want = _bytes_of_both(state, spec, facts, hist, seat, turn_no, rules, retry)
+            got, want = _bytes_of_both(
+                state, spec, facts, hist, seat, turn_no, rules, retry, tensors=turn_no % 2 == 0
+            )
             assert got == want
             Turn.model_validate_json(got)  # and an agent takes it
             checked += 1

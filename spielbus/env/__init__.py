@@ -1,0 +1,9 @@
+"""Training environments over the bus: Gymnasium (`BusEnv`, `BusVectorEnv`) and PettingZoo
+(`BusAECEnv`), whose opponents are any agents on the bus and whose matches the referee plays and
+records like any other (marked `training`). docs/env.md is the guide. Needs the `env` extra
+(`pip install 'spielbus[env]'`: gymnasium, pettingzoo)."""
+
+from spielbus.env.gym_env import BusEnv
+from spielbus.env.session import EnvError, TrainingSession
+
+__all__ = ["BusEnv", "EnvError", "TrainingSession"]

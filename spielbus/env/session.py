@@ -1,0 +1,301 @@
+"""The bus side of the training environments: a NATS connection, the referee, the opponents and the
+learning seats' agent, on an asyncio loop in a background thread, so `reset()`/`step()` stay synchronous.
+
+One `TrainingSession` serves any number of environments (a vector environment shares one). It
+starts, in order: the embedded nats-server (unless `nats_url` or `NATS_URL` names one), the opponent
+agents of the tournament file's `[agents]` that are not `external` (child processes, exactly as
+`spielbus run` starts them; external ones must already be on the bus), the live page and metrics when
+ports are given, and `learner`: an ordinary agent service (`agents.runtime.AgentService`) whose
+strategy hands each turn to the environment's caller (`spielbus.env.bridge`). Matches are played by
+the referee's own code (`RefereeWorker.play`: the path every `spielbus run` match takes after the
+work queue), so legality, chance, hidden information, clocks and the fault policy stay the referee's,
+and every match is stored in `SPIELBUS_MATCHES` and appended to a run folder
+(`<run_dir>/train-<name>-<time>-<hex>/matches.jsonl`), its record marked `training: true`.
+`close()` writes the folder's standings and ratings and stops everything it started.
+
+Limits: the referee runs in this process (not a separate `spielbus referee` worker pool): the
+environment is one user's training run, not a shared tournament. A match aborted by the bus is
+replayed up to `MAX_ATTEMPTS` times, then the episode fails with `EnvError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from nats.aio.client import Client as NATS
+
+from agents.runtime import AgentService
+from bus.connect import connect
+from bus.protocol import MatchRecord, MatchSpec
+from bus.server import EmbeddedNats
+from bus.streams import ensure_streams
+from bus.subjects import Subjects, check_token
+from games.loader import load_game
+from observability.web.serve import Observability, start_observability
+from referee.config import TournamentConfig, load_config
+from referee.match import MatchAborted
+from referee.tournament import RunFolder, summarize, tournament_id
+from referee.worker import RefereeWorker
+from spielbus.env.bridge import BridgeStrategy, Episode
+from spielbus.launch import AgentProcess, stop_all, wait_for_agents
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MAX_ATTEMPTS = 3
+# How long `close()` and an abandoned episode wait for the referee to finish a match.
+END_WAIT_S = 60.0
+
+
+class EnvError(RuntimeError):
+    """The environment cannot go on: the bus, the referee or an opponent failed (the message says which)."""
+
+
+class TrainingSession:
+    """Everything on the bus that an environment needs; `close()` (or `with`) stops it all."""
+
+    def __init__(
+        self,
+        config: TournamentConfig | str | Path,
+        *,
+        nats_url: str | None = None,
+        prefix: str = "spielbus",
+        learner: str = "learner",
+        run_dir: str | Path | None = None,
+        web_port: int | None = None,
+        metrics_port: int | None = None,
+        agent_wait_s: float = 120.0,
+        absent_limit_s: float = 10.0,
+    ) -> None:
+        self.config = config if isinstance(config, TournamentConfig) else load_config(config)
+        self.learner = check_token(learner, "learner name")
+        if self.learner in self.config.agents:
+            raise ValueError(
+                f"the learner's name {learner!r} is an agent of the tournament file: pick another"
+            )
+        self.subjects = Subjects(prefix)
+        self.game = load_game(self.config.games[0])
+        self.tid = tournament_id(self.config.model_copy(update={"name": f"train-{self.config.name}"}))
+        self.folder = RunFolder(run_dir or self.config.run_dir, self.tid)
+        self.bridge = BridgeStrategy()
+        self._url = nats_url or os.environ.get("NATS_URL") or None
+        self._web_port, self._metrics_port = web_port, metrics_port
+        self._agent_wait_s, self._absent_limit_s = agent_wait_s, absent_limit_s
+        self._embedded: EmbeddedNats | None = None
+        self._processes: list[AgentProcess] = []
+        self._nc: NATS | None = None
+        self._service: AgentService | None = None
+        self._obs: Observability | None = None
+        self.worker: RefereeWorker | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._count = 0
+        self._closed = False
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="spielbus-env", daemon=True)
+        self._thread.start()
+        try:
+            self._call(self._start())
+        except BaseException:
+            self.close()
+            raise
+
+    # -- the loop thread ----------------------------------------------------------------------
+
+    def _call(self, coro: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
+        """Run `coro` on the session's loop and wait for its result here."""
+        if not self._thread.is_alive():
+            coro.close()
+            raise EnvError("the training session is closed")
+        fut = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        try:
+            return fut.result(timeout)
+        except concurrent.futures.TimeoutError:
+            fut.cancel()
+            raise EnvError(f"the bus side did not answer within {timeout} s") from None
+
+    async def _start(self) -> None:
+        if self._url is None:
+            self._embedded = EmbeddedNats(log_file=self.folder.path / "nats-server.log").start()
+            self._url = self._embedded.url
+        self._nc = nc = await connect(self._url, name=f"spielbus-env-{self.tid}")
+        await ensure_streams(nc.jetstream(), self.subjects)
+        self._obs = await start_observability(
+            nc,
+            self.subjects,
+            metrics_port=self._metrics_port,
+            web_port=self._web_port,
+            fallback=True,
+            ratings_config=self.config.ratings,
+        )
+        for name, acfg in self.config.agents.items():
+            if acfg.external:
+                continue
+            for i in range(acfg.replicas):
+                self._processes.append(
+                    AgentProcess(
+                        name,
+                        acfg,
+                        self._url,
+                        self.subjects.prefix,
+                        self.folder.path / "logs" / f"{name}-{i}.log",
+                        i,
+                        options=self.config.agent_options(name),
+                    )
+                )
+        missing = await wait_for_agents(nc, list(self.config.agents), self._processes, self._agent_wait_s)
+        if missing:
+            raise EnvError(
+                f"agents not on the bus after {self._agent_wait_s:.0f} s: {', '.join(missing)} "
+                "(an `external = true` agent must already be serving under its name)"
+            )
+        self._service = AgentService(nc, self.bridge, name=self.learner, subjects=self.subjects)
+        await self._service.start()
+        self.worker = RefereeWorker(nc, subjects=self.subjects, absent_limit_s=self._absent_limit_s)
+        if self._obs.metrics is not None:
+            self.worker.publisher.listeners.append(self._obs.metrics.on_event)
+
+    async def _play(self, ep: Episode) -> None:
+        assert self.worker is not None
+        try:
+            for attempt in range(1, MAX_ATTEMPTS + 1):
+                try:
+                    record = await self.worker.play(ep.spec, attempt)
+                    break
+                except MatchAborted as exc:
+                    log.warning("training match %s attempt %d aborted: %s", ep.spec.match_id, attempt, exc)
+            else:
+                raise EnvError(f"match {ep.spec.match_id} was aborted {MAX_ATTEMPTS} times by the bus")
+            self.folder.append(record)
+            ep.events.put(("ended", record))
+        except BaseException as exc:
+            ep.events.put(("error", exc))
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+        finally:
+            self.bridge.episodes.pop(ep.spec.match_id, None)
+
+    async def _begin(self, ep: Episode) -> None:
+        self.bridge.episodes[ep.spec.match_id] = ep
+        task = asyncio.create_task(self._play(ep), name=f"train-{ep.spec.match_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- what an environment calls ------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        assert self._url is not None
+        return self._url
+
+    def start_match(self, seats: list[str], secret: str, *, tensors: bool = True) -> Episode:
+        """Start a match with these seats (the learner's name where a learning seat sits) and
+        return its episode at once; the referee plays it on the session's loop."""
+        if self._closed:
+            raise EnvError("the training session is closed")
+        unknown = [s for s in seats if s != self.learner and s not in self.config.agents]
+        if unknown:
+            raise ValueError(
+                f"{', '.join(unknown)} not among the tournament file's agents "
+                f"({', '.join(self.config.agents)})"
+            )
+        self._count += 1
+        spec = MatchSpec(
+            match_id=f"{self.tid}-{self._count:06d}",
+            tournament=self.tid,
+            game=self.config.games[0],
+            seats=seats,
+            seed=self._count,
+            deadline_ms=self.config.deadline_ms,
+            policy=self.config.policy,
+            max_turns=self.config.max_turns,
+            secret=secret,
+            budgets=self.config.seat_budgets(seats),
+            training=True,
+            tensors=[self.learner] if tensors else None,
+        )
+        ep = Episode(spec, self.learner, self._loop)
+        self._call(self._begin(ep))
+        return ep
+
+    def abandon(self, ep: Episode, wait_s: float = END_WAIT_S) -> MatchRecord | None:
+        """Give up a live episode: every further turn of its learning seats is refused (a service
+        error, which the referee records as an `error` fault and treats by the tournament's fault
+        policy), then wait for the referee to end the match. Returns its record (None if it failed)."""
+        if ep.done:
+            return ep.record
+        self._loop.call_soon_threadsafe(ep.abandon_in_loop)
+        end = time.monotonic() + wait_s
+        while not ep.done:
+            left = end - time.monotonic()
+            if left <= 0:
+                raise EnvError(
+                    f"match {ep.spec.match_id} did not end within {wait_s:.0f} s of being abandoned"
+                )
+            with contextlib.suppress(EnvError):
+                ep.next_event(min(left, 1.0), alive=self.alive)
+        return ep.record
+
+    def alive(self) -> bool:
+        return self._thread.is_alive() and not self._closed
+
+    def close(self) -> None:
+        """Abandon live episodes, stop the learner, the opponents and the embedded server, and write
+        the run folder's standings and ratings. Idempotent."""
+        if self._closed:
+            return
+        if self._thread.is_alive():
+            for ep in list(self.bridge.episodes.values()):
+                with contextlib.suppress(Exception):
+                    self.abandon(ep)
+            self._closed = True
+            with contextlib.suppress(Exception):
+                self._call(self._shutdown(), timeout=END_WAIT_S)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+        self._closed = True
+        if self._thread.is_alive():
+            log.warning("the training session's loop did not stop")
+        else:
+            self._loop.close()
+        stop_all(self._processes)
+        if self._embedded is not None:
+            self._embedded.stop()
+        with contextlib.suppress(Exception):
+            records = self.folder.read_records()
+            table, rates = summarize(records, self.config)
+            self.folder.write_summary(
+                table, rates, {"tournament": self.tid, "matches": len(records), "training": True}
+            )
+        self.folder.close()
+
+    async def _shutdown(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._service is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._service.stop(), 10)
+        if self._obs is not None:
+            with contextlib.suppress(Exception):
+                await self._obs.stop()
+        if self._nc is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._nc.drain(), 10)
+            with contextlib.suppress(Exception):
+                await self._nc.close()
+
+    def __enter__(self) -> TrainingSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

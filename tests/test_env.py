@@ -1,0 +1,179 @@
+"""The Gymnasium environment over the bus (spielbus.env.BusEnv), against real agents on a real
+nats-server: Gymnasium's own checker, rewards, the record marked `training`, tensors for imperfect
+information, and every kind of bad input or odd moment with its documented outcome."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+from spielbus.env import BusEnv, TrainingSession
+from tests.env_helpers import Stall, ThreadAgent, config
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def ttt(nats_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[TrainingSession]:
+    run_dir = tmp_path_factory.mktemp("env-runs")
+    with TrainingSession(config(run_dir=run_dir), nats_url=nats_url, learner="learner-ttt") as s:
+        yield s
+
+
+def _play_out(env: BusEnv, info: dict) -> tuple[float, dict]:
+    while True:
+        _, reward, term, trunc, info = env.step(min(info["legal"]))
+        if term or trunc:
+            return float(reward), info
+
+
+def test_gymnasium_check_env_passes(ttt: TrainingSession) -> None:
+    env = BusEnv(session=ttt)
+    try:
+        check_env(env, skip_render_check=True)
+    finally:
+        env.close()
+    assert ttt.alive()  # a shared session outlives its environments
+
+
+def test_a_match_is_refereed_recorded_and_marked_training(ttt: TrainingSession) -> None:
+    env = BusEnv(session=ttt, seat=1)
+    obs, info = env.reset(seed=5)
+    assert obs["action_mask"].sum() == 8  # the opponent (seat 0) has moved already
+    assert obs["observation"].shape == env.views.observation_space["observation"].shape
+    assert info["seat"] == 1 and isinstance(info["text"], str) and len(info["legal"]) == 8
+    match_id = env.match_id
+    reward, end = _play_out(env, info)
+    assert end["outcome"] in ("decisive", "draw") and reward == end["returns"][1]
+    records = [json.loads(line) for line in (ttt.folder.matches).read_text().splitlines()]
+    mine = [r for r in records if r["match_id"] == match_id]
+    assert len(mine) == 1 and mine[0]["training"] is True and mine[0]["seats"] == ["rand", "learner-ttt"]
+    env.close()
+
+
+def test_out_of_range_actions_are_refused_before_anything_is_sent(ttt: TrainingSession) -> None:
+    env = BusEnv(session=ttt)
+    with pytest.raises(RuntimeError, match="before reset"):
+        env.step(0)
+    _, info = env.reset(seed=1)
+    for bad in (9, -1, 2.0, True, "3", np.array([1, 2])):
+        with pytest.raises(ValueError):
+            env.step(bad)
+    # The decision is still pending: a good action plays on (a NumPy integer is fine).
+    _, _, term, _, info = env.step(np.int32(4))
+    assert not term
+    _play_out(env, info)
+    with pytest.raises(RuntimeError, match="after the end"):
+        env.step(0)
+    env.close()
+
+
+def test_reset_while_live_abandons_the_match_which_still_ends_with_a_record(ttt: TrainingSession) -> None:
+    env = BusEnv(session=ttt)
+    env.reset(seed=2)
+    first = env.match_id
+    _, info = env.reset(seed=3)
+    assert info["abandoned"] == first and env.match_id != first
+    records = {
+        json.loads(line)["match_id"]: json.loads(line) for line in ttt.folder.matches.read_text().splitlines()
+    }
+    rec = records[first]
+    assert rec["outcome"] == "forfeit" and rec["forfeited"] == [0]
+    assert [f["reason"] for f in rec["faults"]] == ["error"] and "abandoned" in rec["faults"][0]["detail"]
+    env.close()
+
+
+def test_an_illegal_action_follows_the_forfeit_policy_and_says_so(ttt: TrainingSession) -> None:
+    env = BusEnv(session=ttt)
+    _, info = env.reset(seed=4)
+    env.step(4)  # the centre
+    obs, reward, term, _, info = env.step(4)  # taken: legal range, illegal now
+    assert term and reward == -1.0
+    assert info["illegal"] is True and info["fault_policy"] == "forfeit" and info["outcome"] == "forfeit"
+    assert [f["reason"] for f in info["faults"]] == ["illegal"]
+    assert obs["action_mask"].sum() == 0
+    env.close()
+
+
+def test_under_the_retry_policy_an_illegal_action_is_asked_again(nats_url: str, tmp_path: Path) -> None:
+    cfg = config(policy="retry", run_dir=tmp_path)
+    with BusEnv(cfg, nats_url=nats_url, learner="learner-retry") as env:
+        env.reset(seed=4)
+        env.step(4)
+        _, reward, term, _, info = env.step(4)
+        assert reward == 0.0
+        assert not term and info["illegal"] is True and info["fault_policy"] == "retry"
+        assert info["retry"].startswith("illegal") and 4 not in info["legal"]
+        _, end = _play_out(env, info)
+        assert [f["reason"] for f in end["faults"]] == ["illegal"]
+
+
+def test_kuhn_poker_observes_information_state_tensors_and_the_payoff(nats_url: str, tmp_path: Path) -> None:
+    cfg = config("kuhn_poker", run_dir=tmp_path)
+    with BusEnv(cfg, nats_url=nats_url, learner="learner-kuhn", seat=None) as env:
+        assert env.views.observation_space["observation"].shape == (11,)  # Kuhn's information state
+        total = 0.0
+        for episode in range(6):
+            obs, info = env.reset(seed=episode)
+            seat = info["seat"]
+            assert obs["observation"][seat] == 1.0  # the tensor's player bit is this seat's
+            reward, end = _play_out(env, info)
+            assert reward == end["returns"][seat] and reward in (-2.0, -1.0, 1.0, 2.0)
+            total += reward
+        records = env.session.folder.matches.read_text().splitlines()
+        assert len(records) == 6 and all(json.loads(r)["training"] for r in records)
+
+
+def test_an_opponent_that_stalls_times_out_and_forfeits(nats_url: str, tmp_path: Path) -> None:
+    slow = ThreadAgent(nats_url, "stalls", Stall(Stall.Options()))
+    try:
+        cfg = config(
+            agents='[agents.stalls]\nkind = "random"\nexternal = true\n', deadline_ms=3000, run_dir=tmp_path
+        )
+        with BusEnv(cfg, nats_url=nats_url, learner="learner-stall") as env:
+            _, info = env.reset(seed=1)
+            _, reward, term, _, info = env.step(0)
+            assert term and reward == 1.0 and info["outcome"] == "forfeit" and not info["forfeited"]
+            rec = json.loads(env.session.folder.matches.read_text().splitlines()[0])
+            assert [(f["agent"], f["reason"]) for f in rec["faults"]] == [("stalls", "timeout")]
+    finally:
+        slow.stop()
+
+
+def test_an_opponent_that_disconnects_forfeits_and_nothing_is_left_running(
+    nats_url: str, tmp_path: Path
+) -> None:
+    gone = ThreadAgent(nats_url, "leaves")
+    try:
+        cfg = config(agents='[agents.leaves]\nkind = "random"\nexternal = true\n', run_dir=tmp_path)
+        env = BusEnv(cfg, nats_url=nats_url, learner="learner-gone", absent_limit_s=1.0)
+        _, info = env.reset(seed=1)
+        gone.disconnect()
+        _, reward, term, _, info = env.step(0)
+        assert term and reward == 1.0 and info["outcome"] == "forfeit"
+        rec = json.loads(env.session.folder.matches.read_text().splitlines()[0])
+        assert [(f["agent"], f["reason"]) for f in rec["faults"]] == [("leaves", "no_responder")]
+        session = env.session
+        env.close()
+        assert not session._thread.is_alive() and not session.alive()
+        assert (session.folder.path / "standings.json").exists()
+        with pytest.raises(Exception, match="closed"):
+            env.reset()
+    finally:
+        gone.stop()
+
+
+def test_closing_stops_the_opponents_it_started(nats_url: str, tmp_path: Path) -> None:
+    env = BusEnv(config(run_dir=tmp_path), nats_url=nats_url, learner="learner-close")
+    env.reset(seed=1)  # a live match: closing abandons it
+    procs = list(env.session._processes)
+    assert procs and all(p.alive() for p in procs)
+    env.close()
+    assert not any(p.alive() for p in procs)
+    rec = json.loads(env.session.folder.matches.read_text().splitlines()[0])
+    assert rec["outcome"] == "forfeit" and rec["training"] is True
