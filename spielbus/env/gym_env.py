@@ -147,9 +147,11 @@ class BusEnv(gym.Env[Obs, np.int64]):
 
     def _start(self, opponents: list[str]) -> None:
         seats = seat_list(self.session.learner, self._seat_now, opponents, self.num_players)
-        # The chance secret from the environment's seeded RNG: a seeded reset replays the same deals.
+        # The chance secret and the match seed (which seeded agents mix into their choices) from the
+        # environment's seeded RNG: a seeded reset replays the same match.
         secret = self.np_random.bytes(16).hex()
-        self._ep = self.session.start_match(seats, secret, tensors=self.views.tensor is not None)
+        seed = int(self.np_random.integers(2**31))
+        self._ep = self.session.start_match(seats, secret, seed, tensors=self.views.tensor is not None)
         self._opponents_now = opponents
 
     def _finish_reset(self, extras: dict[str, Any]) -> tuple[Obs, dict[str, Any]]:

@@ -197,9 +197,10 @@ class TrainingSession:
         assert self._url is not None
         return self._url
 
-    def start_match(self, seats: list[str], secret: str, *, tensors: bool = True) -> Episode:
+    def start_match(self, seats: list[str], secret: str, seed: int, *, tensors: bool = True) -> Episode:
         """Start a match with these seats (the learner's name where a learning seat sits) and
-        return its episode at once; the referee plays it on the session's loop."""
+        return its episode at once; the referee plays it on the session's loop. `secret` decides
+        chance; `seed` is the match's seed (seeded agents mix it into their choices)."""
         if self._closed:
             raise EnvError("the training session is closed")
         unknown = [s for s in seats if s != self.learner and s not in self.config.agents]
@@ -214,7 +215,7 @@ class TrainingSession:
             tournament=self.tid,
             game=self.config.games[0],
             seats=seats,
-            seed=self._count,
+            seed=seed,
             deadline_ms=self.config.deadline_ms,
             policy=self.config.policy,
             max_turns=self.config.max_turns,
