@@ -3,6 +3,7 @@ and raw misbehaving responders for the fault tests."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -87,3 +88,23 @@ async def play(nc: NATS, match: MatchSpec, events: list[MatchEvent] | None = Non
             events.append(ev)
 
     return await MatchRunner(nc, match, publish_event=sink).run()
+
+
+async def until(
+    check: Callable[[], bool] | Callable[[], Awaitable[bool]], what: str, timeout_s: float = 60.0
+) -> None:
+    """Wait until `check()` holds (polled every 50 ms), or fail naming `what` after `timeout_s`.
+
+    For a test that must know a state was reached (a spec acknowledged, a request refused)
+    instead of sleeping a guess of how long that takes on a loaded machine."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout_s
+    while True:
+        got = check()
+        if not isinstance(got, bool):
+            got = await got
+        if got:
+            return
+        if loop.time() > end:
+            raise AssertionError(f"not reached within {timeout_s:g} s: {what}")
+        await asyncio.sleep(0.05)

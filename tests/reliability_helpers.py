@@ -23,6 +23,7 @@ from typing import Any
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import DeliverPolicy
+from nats.js.errors import NotFoundError
 
 from bus.connect import connect, flush
 from bus.process import free_port
@@ -120,6 +121,15 @@ def make_specs(
         )
         for i, seats in enumerate(pairs)
     ]
+
+
+async def queued(nc: NATS, subjects: Subjects, n: int) -> bool:
+    """The schedule work queue holds exactly `n` specs (acknowledged ones leave it)."""
+    try:
+        info = await nc.jetstream().stream_info(subjects.schedule_stream)
+    except NotFoundError:  # not created yet: nothing queued
+        return n == 0
+    return info.state.messages == n
 
 
 async def stored_events(nc: NATS, subjects: Subjects, match_id: str, event: str = "*") -> list[MatchEvent]:

@@ -13,6 +13,7 @@ import logging
 import random
 import subprocess
 import sys
+from typing import Any
 from urllib.parse import urlparse, urlsplit
 
 import pytest
@@ -217,20 +218,24 @@ async def test_a_referee_worker_stopped_while_the_bus_is_down_at_start_returns(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """ensure_streams waits for the bus (retrying); stop() must still end the worker at once."""
-    import functools
-
     import referee.worker as worker_module
 
     # Waiting for the streams "forever": only stop() can end run() within the test's timeout.
-    monkeypatch.setattr(worker_module, "ensure_streams", functools.partial(ensure_streams, wait_s=3600))
+    waiting = asyncio.Event()
+
+    async def ensure_streams_forever(*args: Any, **kw: Any) -> None:
+        waiting.set()
+        await ensure_streams(*args, **kw, wait_s=3600)
+
+    monkeypatch.setattr(worker_module, "ensure_streams", ensure_streams_forever)
     srv = EmbeddedNats().start()
     nc = await connect(srv.url, name="stopped-early")
     try:
         srv.stop()
         worker = worker_module.RefereeWorker(nc, subjects=Subjects(uid("se").replace("-", "_")))
         run = asyncio.create_task(worker.run())
-        await asyncio.sleep(1.0)
-        assert not run.done()  # still waiting for the bus
+        await asyncio.wait_for(waiting.wait(), 60)
+        assert not run.done()  # waiting for the bus
         worker.stop()
         await asyncio.wait_for(run, timeout=60)
     finally:

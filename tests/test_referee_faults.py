@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import json
 
+import nats.errors
 import pytest
 from nats.aio.msg import Msg
 
 from agents.base import StrategyOptions
 from agents.random_agent import FirstLegalStrategy, RandomStrategy
 from bus.protocol import FaultPolicy, GameSpec, LegalAction, Move, Turn
+from bus.subjects import Subjects
 from tests.helpers import play, raw_responder, serving, spec, uid
 
 
@@ -109,24 +111,25 @@ async def test_no_responder_is_retried_until_the_deadline(nc) -> None:
     assert asked > 1, rec.faults[0].detail
 
 
-async def test_an_agent_joining_within_the_deadline_is_not_faulted(nc) -> None:
+async def test_an_agent_joining_within_the_deadline_is_not_faulted(nc, monkeypatch) -> None:
     """An agent restarting (or reconnecting after a NATS restart) is not absent: the referee asks again
     with backoff within the turn's deadline."""
     late, good = uid("late"), uid("good")
-    asked = asyncio.Event()
+    found_nobody = asyncio.Event()
+    request = nc.request
 
-    async def sink(ev) -> None:
-        if ev.type == "started":
-            asked.set()
+    async def noting_refusals(subject: str, *args, **kw):
+        try:
+            return await request(subject, *args, **kw)
+        except nats.errors.NoRespondersError:
+            if subject == Subjects().turn(late):
+                found_nobody.set()
+            raise
 
+    monkeypatch.setattr(nc, "request", noting_refusals)
     async with raw_responder(nc, good, _first):
-        from referee.match import MatchRunner
-
-        task = asyncio.create_task(
-            MatchRunner(nc, spec("tic_tac_toe", [late, good], deadline_ms=20_000), publish_event=sink).run()
-        )
-        await asyncio.wait_for(asked.wait(), 30)
-        await asyncio.sleep(0.3)  # the first request found nobody
+        task = asyncio.create_task(play(nc, spec("tic_tac_toe", [late, good], deadline_ms=20_000)))
+        await asyncio.wait_for(found_nobody.wait(), 60)  # the first request found nobody
         async with raw_responder(nc, late, _first):
             rec = await task
     assert rec.faults == [] and rec.outcome in ("decisive", "draw")
@@ -228,10 +231,7 @@ async def test_dead_replica_times_out_and_the_other_replica_takes_over(nc) -> No
 async def test_a_stopping_agent_answers_instead_of_going_silent(nc) -> None:
     """SIGTERM drain: the turn in flight is finished; a turn arriving meanwhile is refused at once
     (or finds nobody), never left to run out the referee's deadline."""
-    import nats.errors
-
     from agents.runtime import AgentService
-    from bus.subjects import Subjects
     from tests.helpers import spec as make_spec
 
     release, started = asyncio.Event(), asyncio.Event()

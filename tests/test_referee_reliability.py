@@ -30,7 +30,7 @@ from referee.match import chance_rng
 from referee.schedule import build_schedule
 from referee.tournament import Collector, RunFolder, RunFolderError, submit_and_collect
 from referee.worker import EventPublisher, RefereeWorker
-from tests.helpers import serving, uid
+from tests.helpers import serving, uid, until
 from tests.reliability_helpers import (
     RestartableNats,
     bot,
@@ -38,6 +38,7 @@ from tests.reliability_helpers import (
     first_legal,
     make_specs,
     new_prefix,
+    queued,
     stored_events,
 )
 
@@ -198,7 +199,9 @@ async def test_a_stored_record_whose_ack_was_lost_is_not_played_again(nc) -> Non
         records, _ = await collect(nc, subjects, specs, idle_s=60)
         while w.aborted < 1 or w._tasks:  # noqa: ASYNC110 (the redelivery is handled, then acked)
             await asyncio.sleep(0.05)
-        await asyncio.sleep(1.5)  # a replay, had there been one, would have started by now
+        # No replay can come: the schedule is a work queue, so an acknowledged spec leaves the
+        # stream, and JetStream redelivers only what is still in it.
+        await until(lambda: queued(nc, subjects, 0), "the spec acknowledged")
     (rec,) = records
     assert rec.attempt == 1
     started = await stored_events(nc, subjects, specs[0].match_id, "started")
@@ -255,7 +258,10 @@ async def test_forged_ended_records_are_ignored(nc) -> None:
     js = nc.jetstream()
     release = asyncio.Event()
 
+    asked = asyncio.Event()
+
     async def slow_first(turn: Turn) -> bytes:
+        asked.set()
         await release.wait()
         return await first_legal(turn)
 
@@ -285,7 +291,7 @@ async def test_forged_ended_records_are_ignored(nc) -> None:
 
     async with bot(nc, subjects, a, slow_first), bot(nc, subjects, b), workers(nc, subjects):
         task = asyncio.create_task(collect(nc, subjects, specs, idle_s=60))
-        await asyncio.sleep(0.5)
+        await asyncio.wait_for(asked.wait(), 60)  # the run is under way: forge during it
         await forge()
         records, collector = await task
     assert len(records) == 2 and collector.rejected >= 2
@@ -656,7 +662,7 @@ async def test_specs_are_fetched_in_batches_of_the_free_slots(nc, monkeypatch) -
     specs = make_specs(uid("batch"), "tic_tac_toe", [[a, b]] * 8, deadline_ms=60_000)
     async with bot(nc, subjects, a, held), bot(nc, subjects, b):
         task = asyncio.create_task(collect(nc, subjects, specs, idle_s=60))
-        await asyncio.sleep(0.3)  # every spec is queued before the worker starts
+        await until(lambda: queued(nc, subjects, 8), "every spec queued before the worker starts")
         async with workers(nc, subjects, concurrency=8) as (w,):
             while len(asked) < 8:  # noqa: ASYNC110
                 await asyncio.sleep(0.05)

@@ -19,6 +19,7 @@ from referee import ratings as ratings_mod
 from referee.config import RatingsConfig
 from referee.ratings import _pairs, bradley_terry, elo, ratings, standings
 from tests.fixed_records import fixed_records
+from tests.helpers import until
 
 # The pure-Python implementation (MM loop, 200-sample bootstrap with random.Random(0)) gave these
 # on `fixed_records()`; point estimates must agree to rounding, intervals within bootstrap noise.
@@ -119,9 +120,11 @@ async def test_feed_folds_each_record_once_and_rates_only_on_demand(monkeypatch:
     assert now is not None and now.ratings is not None
     assert {r.agent for r in now.ratings} == set(OLD_BT)
     # Rate-limited: no new records, or asked again within `ratings_every`, computes nothing more.
+    await until(lambda: not feed._pending, "the first computation finished")
     feed.apply(_ended(recs[0].model_copy(update={"match_id": "extra"})))
     feed.table("fixed")
-    await asyncio.sleep(0.05)
+    # A computation would be started by that very call: none is pending, so none can follow.
+    assert not feed._pending
     assert len(rated) == 1
     await feed.close()
 
