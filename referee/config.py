@@ -111,10 +111,10 @@ class RatingsConfig(BaseModel):
 
 
 def _opening(text: str) -> str:
-    """An opening entry as the FEN it starts from (games/chess/openings.py)."""
-    from games.chess.openings import opening_fen
+    """An opening entry checked, as its FEN or its UCI moves (games/chess/openings.py)."""
+    from games.chess.openings import normalize_opening
 
-    return opening_fen(text)
+    return normalize_opening(text)
 
 
 class TournamentConfig(BaseModel):

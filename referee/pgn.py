@@ -2,11 +2,13 @@
 `spielbus export pgn RUN_DIR [-o FILE]`, one file for a whole tournament.
 
 Each match becomes a game with the seats' names (OpenSpiel's seat 0 is black,
-seat 1 white), the start position (`SetUp`/`FEN` when the match started from a
-`fen`), the result, a standard `Termination` tag (normal, rules infraction,
-adjudication, abandoned) and a comment saying exactly why: checkmate,
-stalemate, a forfeit with its fault reason and detail, a move-limit
-adjudication, a referee error. Every move carries its think time as `[%emt]`
+seat 1 white), the start: from the standard position with the opening's moves
+first when the match started from an opening line (the `opening` game parameter,
+games/chess/openings.py; a comment marks where the match's own moves begin), else
+`SetUp`/`FEN` when it started from a bare `fen`; the result, a standard
+`Termination` tag (normal, rules infraction, adjudication, abandoned) and a
+comment saying exactly why: checkmate, stalemate, a forfeit with its fault
+reason and detail, a move-limit adjudication, a referee error. Every move carries its think time as `[%emt]`
 (the clock-comment GUIs read) and the agent's tokens and LLM calls when it used
 any; faults are comments on the move that followed them.
 
@@ -29,6 +31,7 @@ import chess.pgn
 from pydantic import ValidationError
 
 from bus.protocol import MatchRecord
+from games.chess.openings import replay_opening
 from games.chess.uci import ActionError, action_to_move
 
 log = logging.getLogger(__name__)
@@ -52,9 +55,7 @@ def record_to_pgn(record: MatchRecord) -> chess.pgn.Game | None:
     """The PGN game of a chess match record; None for other games."""
     if record.game.name != "chess" or len(record.seats) != 2:
         return None
-    fen = record.game.params.get("fen")
-    board = chess.Board(fen) if isinstance(fen, str) else chess.Board()
-    game = chess.pgn.Game.from_board(board)
+    game, node = _start(record)
     h = game.headers
     h["Event"] = record.tournament
     h["Site"] = "Spielbus"
@@ -72,7 +73,6 @@ def record_to_pgn(record: MatchRecord) -> chess.pgn.Game | None:
     faults_by_turn: dict[int, list[str]] = {}
     for f in record.faults:
         faults_by_turn.setdefault(f.turn, []).append(f"{f.agent}: {f.reason} ({f.detail})")
-    node: chess.pgn.GameNode = game
     pending: list[str] = []
     broken = None
     for m in record.moves:
@@ -100,6 +100,30 @@ def record_to_pgn(record: MatchRecord) -> chess.pgn.Game | None:
     h["Result"] = _result(record)
     h["Termination"] = termination
     return game
+
+
+def _start(record: MatchRecord) -> tuple[chess.pgn.Game, chess.pgn.GameNode]:
+    """The game and the node the match's first move follows: the opening's moves from the standard
+    position when they reach the match's `fen` (they do: the loader refuses them otherwise), else the
+    `fen` as a set-up position."""
+    params = record.game.params
+    fen, opening = params.get("fen"), params.get("opening")
+    if isinstance(opening, str) and isinstance(fen, str):
+        try:
+            reached = replay_opening(opening)
+        except ValueError:
+            reached = None
+        if reached is not None and reached.fen() == chess.Board(fen).fen():
+            game = chess.pgn.Game()
+            node: chess.pgn.GameNode = game
+            for move in reached.move_stack:
+                node = node.add_variation(move)
+            if node is not game:
+                node.comment = "opening: the match starts here"
+            return game, node
+    board = chess.Board(fen) if isinstance(fen, str) else chess.Board()
+    game = chess.pgn.Game.from_board(board)
+    return game, game
 
 
 def _termination(record: MatchRecord, board: chess.Board, broken: str | None) -> tuple[str, str]:

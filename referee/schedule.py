@@ -20,6 +20,7 @@ import random
 import secrets
 
 from bus.protocol import MatchSpec
+from games.chess.openings import opening_params
 from games.loader import GameSpecError
 from games.probe import check_game
 from referee.config import ConfigError, TournamentConfig, check_schedule_size
@@ -61,10 +62,11 @@ def build_schedule(config: TournamentConfig, tournament_id: str) -> list[MatchSp
     rng = random.Random(config.seed)
     specs: list[MatchSpec] = []
 
-    def add(game_index: int, seats: list[str], fen: str | None = None, seed: int | None = None) -> None:
+    def add(game_index: int, seats: list[str], opening: str | None = None, seed: int | None = None) -> None:
         game = config.games[game_index]
-        if fen is not None:
-            game = game.model_copy(update={"params": {**game.params, "fen": fen}})
+        if opening is not None:
+            # `fen` starts the match; `opening` (a move sequence's UCI moves) lets PGN show them.
+            game = game.model_copy(update={"params": {**game.params, **opening_params(opening)}})
         specs.append(
             MatchSpec(
                 match_id=f"{tournament_id}-{len(specs):05d}",
@@ -85,20 +87,20 @@ def build_schedule(config: TournamentConfig, tournament_id: str) -> list[MatchSp
         chess_openings = config.openings if config.games[0].name == "chess" else []
         for k in range(config.sprt_config.max_pairs):
             # A pair: one start (opening, seed), both seat orders.
-            fen = chess_openings[k % len(chess_openings)] if chess_openings else None
+            opening = chess_openings[k % len(chess_openings)] if chess_openings else None
             seed = rng.randrange(2**31)
-            add(0, [tested, baseline], fen, seed)
-            add(0, [baseline, tested], fen, seed)
+            add(0, [tested, baseline], opening, seed)
+            add(0, [baseline, tested], opening, seed)
         return specs
 
     for gi, n in enumerate(counts):
         for group in _groups(config, n):
             if n == 2 and config.openings and config.games[gi].name == "chess":
                 # An opening set: every opening with both colour assignments, per pairing.
-                for fen in config.openings:
+                for opening in config.openings:
                     for order in (list(group), list(reversed(group))):
                         for _ in range(config.games_per_pairing):
-                            add(gi, order, fen)
+                            add(gi, order, opening)
             elif n == 2:
                 orders = [list(group), list(reversed(group))] if config.both_seat_orders else [list(group)]
                 for order in orders:

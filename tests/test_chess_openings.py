@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from games.chess.openings import opening_fen
-from games.loader import initial_state, load_game
+from bus.protocol import GameSpec
+from games.chess.openings import opening_fen, opening_params
+from games.loader import GameSpecError, initial_state, load_game
 from referee.config import ConfigError, parse_config
 from referee.schedule import build_schedule
 
@@ -44,6 +45,19 @@ def test_openings_scheduled_with_both_colours() -> None:
         state = initial_state(load_game(chess_specs[0].game.model_copy(update={"params": {"fen": fen}})))
         assert str(state).split()[:2] == fen.split()[:2]
     assert "fen" not in next(s for s in specs if s.game.name == "tic_tac_toe").game.params
+    # A move sequence travels as its UCI moves too (PGN shows them); a FEN entry has none.
+    openings = [s.game.params.get("opening") for s in chess_specs]
+    assert openings == ["e2e4 e7e5 g1f3 b8c6"] * 2 + ["d2d4 g8f6"] * 2 + [None] * 2
+    state = initial_state(load_game(chess_specs[0].game))
+    assert str(state).split()[:2] == fens[0].split()[:2]
+
+
+def test_an_opening_that_does_not_reach_the_fen_is_refused() -> None:
+    params = {**opening_params("e4 e5"), "opening": "d2d4 d7d5"}
+    with pytest.raises(GameSpecError, match="reaches"):
+        load_game(GameSpec(name="chess", params=params))
+    with pytest.raises(GameSpecError, match="not legal"):
+        load_game(GameSpec(name="chess", params={**params, "opening": "e2e5"}))
 
 
 @pytest.mark.parametrize(

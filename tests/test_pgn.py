@@ -3,12 +3,16 @@ read back by python-chess with names, result, termination reason and per-move co
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import chess.pgn
+import pytest
 
 from agents.random_agent import FirstLegalStrategy
 from bus.protocol import GameSpec, Move, Turn, Usage
+from games.chess.openings import opening_params
 from referee.pgn import main as export_main
 from referee.tournament import RunFolder
 from tests.helpers import play, raw_responder, serving, spec, uid
@@ -37,9 +41,12 @@ async def test_pgn_per_match_and_export(nc, tmp_path: Path, capsys) -> None:
         # A match from a FEN; its first move gets LLM usage below (no LLM here) for the token comment.
         from_fen = GameSpec(name="chess", params={"fen": SCHOLAR})
         mate = await play(nc, spec(from_fen, [first, first], max_turns=2))
+        # A match from an opening line (as a tournament's `openings` schedules it).
+        opened_spec = GameSpec(name="chess", params=opening_params("1. e4 e5 2. Nf3 Nc6"))
+        opened = await play(nc, spec(opened_spec, [first, first], max_turns=4))
     mate.moves[0].usage = Usage(llm_calls=2, prompt_tokens=120, completion_tokens=7)
     folder = RunFolder(tmp_path, "t")
-    for rec in (capped, forfeit, mate):
+    for rec in (capped, forfeit, mate, opened):
         folder.append(rec)
     folder.close()
 
@@ -61,8 +68,40 @@ async def test_pgn_per_match_and_export(nc, tmp_path: Path, capsys) -> None:
     first_node = g_mate.next()
     assert first_node is not None and "tokens 120+7, llm calls 2" in first_node.comment
 
+    # From the start position with the opening's moves, not from a set-up FEN.
+    (g_opened,) = _read_all(tmp_path / "t" / "pgn" / f"{opened.match_id}.pgn")
+    assert "FEN" not in g_opened.headers and "SetUp" not in g_opened.headers
+    moves = [m.uci() for m in g_opened.mainline_moves()]
+    assert moves[:4] == ["e2e4", "e7e5", "g1f3", "b8c6"] and len(moves) == 8
+    assert "opening" in list(g_opened.mainline())[3].comment
+
     assert export_main(["pgn", str(tmp_path / "t")]) == 0
     games = _read_all(tmp_path / "t" / "tournament.pgn")
-    assert [g.headers["Round"] for g in games] == [capped.match_id, forfeit.match_id, mate.match_id]
-    assert "3 chess games" in capsys.readouterr().out
+    ids = [capped.match_id, forfeit.match_id, mate.match_id, opened.match_id]
+    assert [g.headers["Round"] for g in games] == ids
+    assert "4 chess games" in capsys.readouterr().out
     assert export_main(["pgn", str(tmp_path)]) == 2
+    _pgn_extract_agrees(tmp_path / "t" / "tournament.pgn", games)
+
+
+PGN_EXTRACT = shutil.which("pgn-extract") or shutil.which("/usr/games/pgn-extract")
+
+
+def _pgn_extract_agrees(path: Path, games: list[chess.pgn.Game]) -> None:
+    """pgn-extract (a reader nobody here wrote) reads every game, replays every move and gives the
+    same moves in UCI as python-chess."""
+    if PGN_EXTRACT is None:
+        pytest.skip("pgn-extract not installed (make system-deps)")
+    out = path.with_suffix(".uci")
+    run = subprocess.run(
+        [PGN_EXTRACT, "-Wuci", "-C", "-N", "-V", "--notags", "-o", str(out), str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert f"{len(games)} games matched out of {len(games)}." in run.stderr, run.stderr
+    theirs = [" ".join(game.split()[:-1]) for game in out.read_text().split("\n\n") if game.strip()]
+    ours = [" ".join(m.uci() for m in g.mainline_moves()) for g in games]
+    assert theirs == ours

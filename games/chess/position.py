@@ -42,9 +42,21 @@ def check_fen(fen: object) -> chess.Board:
 
 
 def load_chess_from_fen(params: dict[str, object]) -> pyspiel.Game:
-    """Plain chess with `params` but `fen`, starting at `fen`; BadFen if the FEN cannot be used."""
-    rest = {k: v for k, v in params.items() if k != "fen"}
+    """Plain chess with `params` but `fen` (and `opening`), starting at `fen`; BadFen if the FEN
+    cannot be used, or if the `opening` moves (UCI, from the start: games/chess/openings.py) do not
+    reach it."""
+    rest = {k: v for k, v in params.items() if k not in ("fen", "opening")}
     board = check_fen(params["fen"])
+    opening = params.get("opening")
+    if opening is not None:
+        from games.chess.openings import replay_opening
+
+        try:
+            reached = replay_opening(str(opening))
+        except ValueError as exc:
+            raise BadFen(f"opening: {exc}") from None
+        if reached.fen() != board.fen():
+            raise BadFen(f"the opening {opening!r} reaches {reached.fen()}, not the fen {board.fen()}")
     if rest.get("chess960"):
         raise BadFen("fen and chess960 cannot be combined")
     game = pyspiel.load_game("chess", rest)
