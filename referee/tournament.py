@@ -25,6 +25,12 @@ The collector never waits silently:
   reports the matches without a record.
 - A run folder it cannot write to (full disk, read-only) stops the run with `RunFolderError`;
   the stream keeps every record.
+
+It waits on events, not by polling: a record or advisory (the collector's `done`), the `stop`
+event, the connection coming back or closing (`bus.conn_events`), a probe hearing a move, and
+timers for the deadline, the idle limit, the probe and the stall warning, each re-armed from the
+last progress when it fires. The parts: `Collector` judges events, `_Listening` holds the
+subscriptions, `_Timers` the time limits, `_submit` publishes, `_await_records` waits.
 """
 
 from __future__ import annotations
@@ -47,6 +53,7 @@ from nats.js import JetStreamContext
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import ValidationError
 
+from bus import conn_events
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec
 from bus.streams import ensure_streams, publish_stored
 from bus.subjects import Subjects
@@ -255,11 +262,15 @@ class Collector:
             seq = int(msg.metadata.sequence.stream)
         self.on_event(event, seq)
 
+    def ours(self, subject: str) -> bool:
+        """Whether a match event's subject names one of our matches (read without parsing the event)."""
+        parts = subject.split(".")
+        return len(parts) >= 2 and parts[-2] in self.by_id
+
     async def on_activity(self, msg: Msg) -> None:
         """Any event of one of our matches (`moved`, `forfeit`) is progress; read from the subject
         alone, so the collector does not parse every event on the bus."""
-        parts = msg.subject.split(".")
-        if len(parts) >= 2 and parts[-2] in self.by_id:
+        if self.ours(msg.subject):
             self.progress()
 
     async def on_advisory(self, msg: Msg) -> None:
@@ -288,24 +299,181 @@ class Collector:
         self._check_done()
 
 
-async def _subscribe_ended(
-    nc: NATS, subjects: Subjects, collector: Collector, start_seq: int
-) -> JetStreamContext.PushSubscription:
-    js = nc.jetstream()
-    return await js.subscribe(
-        subjects.match_all("ended"),
-        cb=collector.on_msg,
-        ordered_consumer=True,
-        config=ConsumerConfig(
-            deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(start_seq, 1)
-        ),
-        stream=subjects.matches_stream,
-    )
+class _Listening:
+    """The collector's subscriptions: `ended` from the match stream by sequence (subscribed again
+    from the last sequence seen after a reconnect: `catch_up`), `started` and `forfeit` as progress,
+    the schedule consumer's advisories, and, while the run is quiet, a probe on `moved`."""
+
+    def __init__(self, nc: NATS, subjects: Subjects, collector: Collector) -> None:
+        self.nc = nc
+        self.subjects = subjects
+        self.collector = collector
+        self.ended: JetStreamContext.PushSubscription | None = None
+        self.others: list[Subscription] = []
+        # Moves are progress too, but hearing every one costs this process and the server a message
+        # per move (issue 17's pipeline): `moved` is listened to only while the run has been quiet
+        # for half its idle limit, until progress is heard (`heard` is set on one of our moves).
+        self.probe: Subscription | None = None
+        self.probe_from = 0.0
+        self.heard = asyncio.Event()
+
+    async def open(self, start_seq: int) -> None:
+        c, subjects = self.collector, self.subjects
+        self.ended = await self._subscribe_ended(start_seq)
+        self.others.append(await self.nc.subscribe(subjects.match_all("started"), cb=c.on_msg))
+        self.others.append(await self.nc.subscribe(subjects.match_all("forfeit"), cb=c.on_activity))
+        for kind in ("MAX_DELIVERIES", "MSG_TERMINATED"):
+            subject = f"$JS.EVENT.ADVISORY.CONSUMER.{kind}.{subjects.schedule_stream}.{DURABLE}"
+            self.others.append(await self.nc.subscribe(subject, cb=c.on_advisory))
+
+    async def _subscribe_ended(self, start_seq: int) -> JetStreamContext.PushSubscription:
+        return await self.nc.jetstream().subscribe(
+            self.subjects.match_all("ended"),
+            cb=self.collector.on_msg,
+            ordered_consumer=True,
+            config=ConsumerConfig(
+                deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=max(start_seq, 1)
+            ),
+            stream=self.subjects.matches_stream,
+        )
+
+    async def catch_up(self) -> bool:
+        """After a reconnect: read the stream again from the last record seen (False: failed)."""
+        seq = self.collector.last_seq + 1
+        log.warning("collector: the bus reconnected; catching up from stream sequence %d", seq)
+        if self.ended is not None:
+            with contextlib.suppress(Exception):
+                await self.ended.unsubscribe()
+            self.ended = None
+        try:
+            self.ended = await self._subscribe_ended(seq)
+        except Exception:
+            log.warning("collector: catching up failed; trying again", exc_info=True)
+            return False
+        return True
+
+    async def follow_quiet(self, idle_s: float | None) -> None:
+        """Probe `moved` while the run has been quiet for half `idle_s`; stop once progress is heard."""
+        self.heard.clear()
+        last = self.collector.last_progress
+        if self.probe is not None and last != self.probe_from:
+            with contextlib.suppress(Exception):
+                await self.probe.unsubscribe()
+            self.probe = None
+        if self.probe is None and idle_s is not None and time.monotonic() - last > idle_s / 2:
+            self.probe_from = last
+            self.probe = await self.nc.subscribe(self.subjects.match_all("moved"), cb=self._on_moved)
+
+    async def _on_moved(self, msg: Msg) -> None:
+        if self.collector.ours(msg.subject):
+            self.collector.progress()
+            self.heard.set()
+
+    async def close(self) -> None:
+        for sub in (self.ended, *self.others, self.probe):
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+
+
+@dataclass
+class _Timers:
+    """When the collector must act without an event: give up at the overall deadline or after
+    `idle_s` without progress, probe `moved` after half of that, warn once when no match has
+    started after `stall_after`, and retry a failed catch-up."""
+
+    t0: float
+    deadline_s: float | None
+    idle_s: float | None
+    stall_after: float
+    stall_warning: Callable[[], None] | None
+    retry_catch_up_at: float | None = None
+
+    def next_wake(self, collector: Collector, probing: bool) -> float | None:
+        """Seconds until the next timer (None: no timer)."""
+        due = [] if self.retry_catch_up_at is None else [self.retry_catch_up_at]
+        if self.deadline_s is not None:
+            due.append(self.t0 + self.deadline_s)
+        if self.idle_s is not None:
+            due.append(collector.last_progress + self.idle_s)
+            if not probing:
+                due.append(collector.last_progress + self.idle_s / 2)
+        if self.stall_warning is not None and not collector.started:
+            due.append(self.t0 + self.stall_after)
+        return max(min(due) - time.monotonic(), 0.0) if due else None
+
+    def check(self, collector: Collector) -> None:
+        now = time.monotonic()
+        if self.deadline_s is not None and now - self.t0 > self.deadline_s:
+            collector.give_up(f"no record within the run's deadline of {self.deadline_s:.0f} s")
+        elif self.idle_s is not None and now - collector.last_progress > self.idle_s:
+            collector.give_up(f"no match of the tournament made progress for {self.idle_s:.0f} s")
+        if self.stall_warning is not None and not collector.started and now - self.t0 > self.stall_after:
+            self.stall_warning()
+            self.stall_warning = None  # once
+
+
+async def _any_set(events: list[asyncio.Event], within_s: float | None) -> None:
+    """Return when one of `events` is set, or after `within_s` seconds."""
+    waiters = [asyncio.ensure_future(e.wait()) for e in events]
+    try:
+        await asyncio.wait(waiters, timeout=within_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waiters:
+            w.cancel()
 
 
 async def _stream_end(nc: NATS, stream: str) -> int:
     info = await nc.jetstream().stream_info(stream)
     return int(info.state.last_seq)
+
+
+async def _submit(
+    js: JetStreamContext,
+    subjects: Subjects,
+    specs: list[MatchSpec],
+    collector: Collector,
+    stop: asyncio.Event | None,
+) -> None:
+    """Publish every spec to the work queue (stored; deduplicated by match id)."""
+    for spec in specs:
+        if stop is not None and stop.is_set():
+            raise CollectStopped()
+        ack = await publish_stored(js, subjects.schedule, spec.model_dump_json().encode(), spec.match_id)
+        collector.by_schedule_seq[int(ack.seq)] = spec.match_id
+    collector.progress()
+
+
+async def _await_records(
+    nc: NATS,
+    collector: Collector,
+    listening: _Listening,
+    timers: _Timers,
+    bus_changed: asyncio.Event,
+    stop: asyncio.Event | None,
+) -> None:
+    """Until every spec is recorded or failed: woken by the collector, `stop`, the connection
+    (reconnected or closed), a probe hearing progress, or a timer, never by a poll."""
+    wake_on = [collector.done, bus_changed, listening.heard, *([stop] if stop is not None else [])]
+    while not collector.done.is_set():
+        await _any_set(wake_on, timers.next_wake(collector, listening.probe is not None))
+        if collector.done.is_set():
+            break
+        if stop is not None and stop.is_set():
+            raise CollectStopped()
+        if nc.is_closed:
+            raise ConnectionError(
+                "lost the NATS connection for good; the stream keeps every record: "
+                "`spielbus collect` completes the run folder once the bus is back"
+            )
+        retry = timers.retry_catch_up_at
+        if bus_changed.is_set() or (retry is not None and time.monotonic() >= retry):
+            bus_changed.clear()
+            timers.retry_catch_up_at = None
+            if nc.is_connected and not await listening.catch_up():
+                timers.retry_catch_up_at = time.monotonic() + 1.0
+        await listening.follow_quiet(timers.idle_s)
+        timers.check(collector)
 
 
 async def submit_and_collect(
@@ -330,76 +498,15 @@ async def submit_and_collect(
     collector = collector or Collector(specs, on_record)
     start = await _stream_end(nc, subjects.matches_stream) + 1
     collector.last_seq = start - 1
-    sub_end = await _subscribe_ended(nc, subjects, collector, start)
-    sub_start = await nc.subscribe(subjects.match_all("started"), cb=collector.on_msg)
-    activity = [await nc.subscribe(subjects.match_all("forfeit"), cb=collector.on_activity)]
-    # Moves are progress too, but hearing every one costs this process and the server a message
-    # per move (issue 17's pipeline): `moved` is listened to only while the run has been quiet
-    # for half its idle limit, until one of our moves is heard.
-    probe: Subscription | None = None
-    probe_from = 0.0
-    advisories = [
-        await nc.subscribe(
-            f"$JS.EVENT.ADVISORY.CONSUMER.{kind}.{subjects.schedule_stream}.{DURABLE}",
-            cb=collector.on_advisory,
-        )
-        for kind in ("MAX_DELIVERIES", "MSG_TERMINATED")
-    ]
-    reconnects = nc.stats.get("reconnects", 0)
-    try:
-        for spec in specs:
-            if stop is not None and stop.is_set():
-                raise CollectStopped()
-            ack = await publish_stored(js, subjects.schedule, spec.model_dump_json().encode(), spec.match_id)
-            collector.by_schedule_seq[int(ack.seq)] = spec.match_id
-        collector.progress()
-        warned = False
-        t0 = time.monotonic()
-        while not collector.done.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(collector.done.wait(), timeout=1.0)
-            if collector.done.is_set():
-                break
-            if stop is not None and stop.is_set():
-                raise CollectStopped()
-            if nc.is_closed:
-                raise ConnectionError(
-                    "lost the NATS connection for good; the stream keeps every record: "
-                    "`spielbus collect` completes the run folder once the bus is back"
-                )
-            now = time.monotonic()
-            if probe is not None and collector.last_progress != probe_from:
-                with contextlib.suppress(Exception):
-                    await probe.unsubscribe()
-                probe = None
-            if probe is None and idle_s is not None and now - collector.last_progress > idle_s / 2:
-                probe_from = collector.last_progress
-                probe = await nc.subscribe(subjects.match_all("moved"), cb=collector.on_activity)
-            if nc.stats.get("reconnects", 0) != reconnects and nc.is_connected:
-                # The bus came back: read the stream again from the last record we saw.
-                reconnects = nc.stats.get("reconnects", 0)
-                log.warning(
-                    "collector: the bus reconnected; catching up from stream sequence %d",
-                    collector.last_seq + 1,
-                )
-                with contextlib.suppress(Exception):
-                    await sub_end.unsubscribe()
-                try:
-                    sub_end = await _subscribe_ended(nc, subjects, collector, collector.last_seq + 1)
-                except Exception:
-                    log.warning("collector: catching up failed; trying again", exc_info=True)
-                    reconnects = -1
-            if deadline_s is not None and now - t0 > deadline_s:
-                collector.give_up(f"no record within the run's deadline of {deadline_s:.0f} s")
-            elif idle_s is not None and now - collector.last_progress > idle_s:
-                collector.give_up(f"no match of the tournament made progress for {idle_s:.0f} s")
-            if not warned and stall_warning is not None and not collector.started and now - t0 > stall_after:
-                stall_warning()
-                warned = True
-    finally:
-        for sub in (sub_end, sub_start, *activity, *advisories, *([probe] if probe else [])):
-            with contextlib.suppress(Exception):
-                await sub.unsubscribe()
+    listening = _Listening(nc, subjects, collector)
+    with conn_events.watch(nc) as bus_changed:
+        try:
+            await listening.open(start)
+            await _submit(js, subjects, specs, collector, stop)
+            timers = _Timers(time.monotonic(), deadline_s, idle_s, stall_after, stall_warning)
+            await _await_records(nc, collector, listening, timers, bus_changed, stop)
+        finally:
+            await listening.close()
     if collector.error is not None:
         raise collector.error
     return [collector.records[s.match_id] for s in specs if s.match_id in collector.records]
