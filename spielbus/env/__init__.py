@@ -3,7 +3,8 @@
 records like any other (marked `training`). docs/env.md is the guide. Needs the `env` extra
 (`pip install 'spielbus[env]'`: gymnasium, pettingzoo)."""
 
+from spielbus.env.aec_env import BusAECEnv
 from spielbus.env.gym_env import BusEnv
 from spielbus.env.session import EnvError, TrainingSession
 
-__all__ = ["BusEnv", "EnvError", "TrainingSession"]
+__all__ = ["BusAECEnv", "BusEnv", "EnvError", "TrainingSession"]

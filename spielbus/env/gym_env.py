@@ -39,7 +39,7 @@ import numpy as np
 from bus.protocol import MatchRecord
 from referee.config import TournamentConfig
 from spielbus.env.bridge import Ask, Episode
-from spielbus.env.session import EnvError, TrainingSession
+from spielbus.env.session import EnvError, TrainingSession, check_opponents, session_for
 from spielbus.env.views import Obs, Views
 
 log = logging.getLogger(__name__)
@@ -61,10 +61,10 @@ def action_id(action: Any, num_actions: int) -> int:
     return a
 
 
-def seat_list(learner: str, seat: int, opponents: list[str], n: int) -> list[str]:
-    """The match's seats: the learner at `seat`, the opponents in order in the others."""
+def seat_list(learner: str, seats: list[int], opponents: list[str], n: int) -> list[str]:
+    """The match's seats: the learner at `seats`, the opponents in order in the others."""
     others = iter(opponents)
-    return [learner if i == seat else next(others) for i in range(n)]
+    return [learner if i in seats else next(others) for i in range(n)]
 
 
 class BusEnv(gym.Env[Obs, np.int64]):
@@ -84,16 +84,9 @@ class BusEnv(gym.Env[Obs, np.int64]):
         render_mode: str | None = None,
         **session_options: Any,
     ) -> None:
-        if session is None:
-            if config is None:
-                raise ValueError("give a tournament file (or TournamentConfig), or a TrainingSession")
-            session = TrainingSession(config, **session_options)
-            self._owns_session = True
-        else:
-            self._owns_session = False
-        self.session = session
-        self.num_players = int(session.game.num_players())
-        self.views = Views(session.game, tensors)
+        self.session, self._owns_session = session_for(config, session, session_options)
+        self.num_players = int(self.session.game.num_players())
+        self.views = Views(self.session.game, tensors)
         self.observation_space = self.views.observation_space  # type: ignore[assignment]  # a Dict of arrays
         self.action_space = self.views.action_space
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -110,16 +103,7 @@ class BusEnv(gym.Env[Obs, np.int64]):
     # -- checks -------------------------------------------------------------------------------
 
     def _opponents(self, names: list[str] | None) -> list[str]:
-        agents = list(self.session.config.agents)
-        need = self.num_players - 1
-        if names is None:
-            names = [agents[i % len(agents)] for i in range(need)]
-        if len(names) != need:
-            raise ValueError(f"{self.session.game} has {self.num_players} seats: name {need} opponents")
-        unknown = [n for n in names if n not in agents]
-        if unknown:
-            raise ValueError(f"opponents {unknown} are not among the tournament file's agents {agents}")
-        return list(names)
+        return check_opponents(self.session, names, self.num_players - 1)
 
     def _seat(self, seat: int | None) -> int | None:
         if seat is not None and not (isinstance(seat, int) and 0 <= seat < self.num_players):
@@ -146,7 +130,7 @@ class BusEnv(gym.Env[Obs, np.int64]):
         return extras
 
     def _start(self, opponents: list[str]) -> None:
-        seats = seat_list(self.session.learner, self._seat_now, opponents, self.num_players)
+        seats = seat_list(self.session.learner, [self._seat_now], opponents, self.num_players)
         # The chance secret and the match seed (which seeded agents mix into their choices) from the
         # environment's seeded RNG: a seeded reset replays the same match.
         secret = self.np_random.bytes(16).hex()

@@ -300,3 +300,30 @@ class TrainingSession:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def session_for(
+    config: TournamentConfig | str | Path | None, session: TrainingSession | None, options: dict[str, Any]
+) -> tuple[TrainingSession, bool]:
+    """An environment's session: the one given (shared, not the environment's to close), or a new
+    one from `config` and `options` (then owned). Returns (session, owned)."""
+    if session is not None:
+        if config is not None or options:
+            raise ValueError("give either a TrainingSession or a tournament file with session options")
+        return session, False
+    if config is None:
+        raise ValueError("give a tournament file (or TournamentConfig), or a TrainingSession")
+    return TrainingSession(config, **options), True
+
+
+def check_opponents(session: TrainingSession, names: list[str] | None, need: int) -> list[str]:
+    """The agent names for the `need` seats not learning: as given, or the file's agents in turn."""
+    agents = list(session.config.agents)
+    if names is None:
+        names = [agents[i % len(agents)] for i in range(need)]
+    if len(names) != need:
+        raise ValueError(f"{len(names)} opponents named for {need} seats not learning")
+    unknown = [n for n in names if n not in agents]
+    if unknown:
+        raise ValueError(f"opponents {unknown} are not among the tournament file's agents {agents}")
+    return list(names)
