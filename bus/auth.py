@@ -1,42 +1,52 @@
-"""NATS accounts for Spielbus: one user per agent, a bot-check user per agent, a referee user,
-a read-only spectator user.
+"""NATS accounts for Spielbus: one account per party, and only what is exported crosses.
 
 `write_auth(agents, out_dir)` (what `spielbus auth init` runs) writes into `out_dir`:
 
-- `nats-server.conf`: an `authorization` block, one user per role with subject permissions;
+- `nats-server.conf`: an `accounts` block (below), one user per account role;
 - `auth.json`: every user, its role and password (for `spielbus run --auth`), mode 0600;
-- `referee.env`, `spectator.env`, `agents/<name>.env`, `botcheck/<name>.env`: `NATS_USER=` /
-  `NATS_PASSWORD=` lines (and `NATS_INBOX_PREFIX=` where the user has a private inbox),
-  mode 0600, read by `bus.connect` (and by any bot) from the environment.
+- `referee.env`, `spectator.env`, `botcheck/<name>.env` and `agents/<name>.env`, the bot's one
+  login file: `NATS_USER=` / `NATS_PASSWORD=` lines (and `NATS_INBOX_PREFIX=` where the user has
+  a private inbox), mode 0600, read by `bus.connect` (and by any bot) from the environment. A
+  bot's file also holds its bot-check login (`SPIELBUS_BOTCHECK_*`), so its author needs that
+  one file for both the bot and `spielbus bot-check NAME --login FILE`.
 
 `login_for(dir, role, agent)` is the user a service logs in as with `--auth DIR`;
 `ensure_auth` is `auth init --if-missing` (keep an existing folder: its passwords are in use;
-a folder written before bot-check users existed gets them added, every other password kept).
+bot-check users missing from an older folder are added and the server configuration is
+written again from the manifest, every password kept).
 
-Roles and what each may do (`P` is the subject prefix, `S` a Spielbus stream):
+Accounts (`P` is the subject prefix, `M` the match stream, `N` an agent). Every account is its
+own subject namespace: a subject published in one is heard only there, unless one account
+exports it and another imports it. A service import's reply is routed back by the server
+through a subject of its own making, so no importer can choose where an answer lands (user
+permissions in one shared account cannot give that: reply subjects are invisible to them,
+and a bot-check login could relay an agent's answer onto the JetStream API).
 
-- agent `N` (user `agent-N`): subscribe only to `P.turn.N`, `P.notify.N` and the
-  `$SRV` discovery subjects of service `N`; publish only replies to requests it
-  received (`allow_responses`). No `_INBOX.>`: it could read every other agent's replies.
-- referee (user `referee`): publish turn requests, notifications, match events, match
-  specs and `$SRV` discovery requests; subscribe to `_INBOX.>` and match events; the
-  JetStream API subjects it uses to create and read the two streams, never `$JS.API.>`
-  (no stream delete, purge or update).
-- bot-check of agent `N` (user `botcheck-N`, what a bot author runs `spielbus bot-check N`
-  with): publish only turn requests and notifications to `N` and `N`'s `$SRV` discovery
-  requests; subscribe only to its own inbox prefix `_INBOX_botcheck_N.>` (set `inbox_prefix`).
-  It can neither publish match events or specs nor touch JetStream, nor talk to other agents.
-- spectator (user `spectator`): subscribe to match events and its own inbox prefix
-  `_INBOX_spectator.>` (set `inbox_prefix` in the client); read stored events one by one
-  (`STREAM.MSG.GET`, `DIRECT.GET`) and the stream's info. No consumer API at all: a
-  JetStream consumer's delivery subject is in the request body, which subject permissions
-  cannot see, so a spectator allowed to create consumers could make the server deliver
-  stored events into agents' turn and notify subjects (measured: it does). Follow the
-  stream read-only with `bus.follow.follow_stream`.
+- `referee` (user `referee`): the only account with JetStream; the referee workers, `run`,
+  `submit` and the collector. Imports from each `agent-N`: the services `P.turn.N`,
+  `P.notify.N` and `$SRV.*.N`, `$SRV.*.N.*` (nats.micro discovery). Exports to `spectators`:
+  the streams `P.match.*.started|moved|forfeit|ended` and the read-only services
+  `$JS.API.STREAM.MSG.GET.M` and `$JS.API.STREAM.INFO.M`. Only this account can write a
+  match event or a record, or claim a `Nats-Msg-Id` in a stream.
+- `agent-N` (user `agent-N`): exports those four services, to `referee` and `botcheck-N`
+  only; imports nothing, so nothing its user publishes leaves the account except answers
+  to requests it was sent.
+- `botcheck-N` (user `botcheck-N`, what `spielbus bot-check N` logs in as): imports the
+  four services of `agent-N`, nothing else. Its inbox is its own account's.
+- `spectators` (user `spectator`): imports the match event streams and the two read
+  services, the latter under `P.replay.API.` (`spectator_api(subjects)`: JetStream's own `$JS.API.`
+  subjects answer "JetStream not enabled" in an account without JetStream, before an
+  import is consulted). Follow stored events with `bus.follow.follow_stream(...,
+  api_prefix=spectator_api(subjects))`.
 
-Limits: user/password authentication in one (global) account, passwords stored in
-plain text in files readable by the owner only; no nkeys, no JWT operator mode. A
-change of agents means running `auth init` again (`--force`) and restarting the server.
+Users keep narrow subject permissions inside their accounts as a second wall (an agent
+subscribes only to its own subjects and publishes only replies; no user may delete or purge
+a stream; a spectator creates no consumer, whose delivery subject sits in the request body).
+
+Limits: static accounts with user/password logins in the server configuration, passwords
+in plain text in files readable by the owner only; no nkeys, no JWT operator mode (static
+accounts need no resolver and keep `auth init` one command; the price is a server reload
+or restart when agents change: run `auth init` again with `--force`).
 """
 
 from __future__ import annotations
@@ -218,17 +228,22 @@ def referee_permissions(subjects: Subjects) -> dict[str, Any]:
     }
 
 
-def spectator_permissions(subjects: Subjects) -> dict[str, Any]:
+def spectator_api(subjects: Subjects) -> str:
+    """The JetStream API prefix a spectator reads the match stream with (`js = nc.jetstream(prefix=...)`):
+    the `spectators` account imports the two read services under it (see the module docstring)."""
+    return f"{subjects.prefix}.replay.API"
+
+
+def _spectator_reads(subjects: Subjects) -> list[str]:
+    """The JetStream API subjects a spectator may ask, as the `referee` account exports them."""
     matches, _ = _streams(subjects)
-    read_only = [
-        "$JS.API.INFO",
-        f"$JS.API.STREAM.INFO.{matches}",
-        f"$JS.API.STREAM.MSG.GET.{matches}",
-        f"$JS.API.DIRECT.GET.{matches}",
-        f"$JS.API.DIRECT.GET.{matches}.>",
-    ]
+    return [f"$JS.API.STREAM.MSG.GET.{matches}", f"$JS.API.STREAM.INFO.{matches}"]
+
+
+def spectator_permissions(subjects: Subjects) -> dict[str, Any]:
+    api = spectator_api(subjects)
     return {
-        "publish": {"allow": read_only},
+        "publish": {"allow": [s.replace("$JS.API", api, 1) for s in _spectator_reads(subjects)]},
         "subscribe": {"allow": [f"{subjects.prefix}.match.>", f"{SPECTATOR_INBOX}.>"]},
     }
 
@@ -245,17 +260,91 @@ def permissions_for(user: AuthUser, subjects: Subjects) -> dict[str, Any]:
     return spectator_permissions(subjects)
 
 
+REFEREE_ACCOUNT = "referee"
+SPECTATORS_ACCOUNT = "spectators"
+PUBLIC_EVENTS = ("started", "moved", "forfeit", "ended")
+
+
+def agent_account(name: str) -> str:
+    return f"agent-{check_token(name, 'agent name')}"
+
+
+def botcheck_account(name: str) -> str:
+    return f"botcheck-{check_token(name, 'agent name')}"
+
+
+def agent_services(name: str, subjects: Subjects) -> list[tuple[str, str]]:
+    """(subject, response type) of the services agent account `name` exports: its turns (one answer
+    each), its notifications (no answer) and nats.micro discovery (`$SRV.PING.N` is answered by
+    every replica of the agent: a stream of answers)."""
+    return [
+        (subjects.turn(name), "Singleton"),
+        (subjects.notify(name), "Singleton"),
+        (f"$SRV.*.{name}", "Stream"),
+        (f"$SRV.*.{name}.*", "Stream"),
+    ]
+
+
+def render_accounts(bundle: AuthBundle) -> dict[str, Any]:
+    """The `accounts` block of the server configuration (see the module docstring)."""
+    subjects = Subjects(bundle.prefix)
+
+    def users(role: Role, agent: str | None = None) -> list[dict[str, Any]]:
+        return [
+            {"user": u.user, "password": u.password, "permissions": permissions_for(u, subjects)}
+            for u in bundle.users
+            if u.role == role and u.agent == agent
+        ]
+
+    agents = [u.agent for u in bundle.users if u.role == "agent" and u.agent]
+    referee_imports: list[dict[str, Any]] = []
+    accounts: dict[str, Any] = {}
+    for name in agents:
+        imports = [
+            {"service": {"account": agent_account(name), "subject": subject}}
+            for subject, _ in agent_services(name, subjects)
+        ]
+        referee_imports += imports
+        importers = [REFEREE_ACCOUNT, botcheck_account(name)]
+        accounts[agent_account(name)] = {
+            "users": users("agent", name),
+            "exports": [
+                {"service": subject, "response_type": kind, "accounts": importers}
+                for subject, kind in agent_services(name, subjects)
+            ],
+        }
+        accounts[botcheck_account(name)] = {"users": users("botcheck", name), "imports": imports}
+    reads = _spectator_reads(subjects)
+    events = [subjects.match_all(e) for e in PUBLIC_EVENTS]
+    accounts[REFEREE_ACCOUNT] = {
+        "jetstream": "enabled",
+        "users": users("referee"),
+        "exports": [
+            *({"stream": e, "accounts": [SPECTATORS_ACCOUNT]} for e in events),
+            *({"service": r, "accounts": [SPECTATORS_ACCOUNT]} for r in reads),
+        ],
+        "imports": referee_imports,
+    }
+    api = spectator_api(subjects)
+    accounts[SPECTATORS_ACCOUNT] = {
+        "users": users("spectator"),
+        "imports": [
+            *({"stream": {"account": REFEREE_ACCOUNT, "subject": e}} for e in events),
+            *(
+                {"service": {"account": REFEREE_ACCOUNT, "subject": r}, "to": r.replace("$JS.API", api, 1)}
+                for r in reads
+            ),
+        ],
+    }
+    return accounts
+
+
 def render_config(bundle: AuthBundle) -> str:
     """The nats-server configuration text. JSON syntax is valid nats-server configuration."""
-    subjects = Subjects(bundle.prefix)
-    users = [
-        {"user": u.user, "password": u.password, "permissions": permissions_for(u, subjects)}
-        for u in bundle.users
-    ]
-    body = json.dumps({"authorization": {"users": users}}, indent=2)
+    body = json.dumps({"accounts": render_accounts(bundle)}, indent=2)
     head = (
-        "# nats-server configuration written by `spielbus auth init`: one user and one bot-check\n"
-        "# user per agent, a referee and a read-only spectator.\n"
+        "# nats-server configuration written by `spielbus auth init`: one account per party (the\n"
+        "# referee, with JetStream; each agent; each agent's bot-check; the spectators), see bus/auth.py.\n"
         "# Start with `nats-server -js -c nats-server.conf` (or `spielbus run --auth <folder>`).\n"
         "# Holds passwords: keep it private.\n"
     )
@@ -268,6 +357,41 @@ def _env_text(user: AuthUser, what: str) -> str:
     if inbox:
         text += f"NATS_INBOX_PREFIX={inbox}\n"
     return text
+
+
+BOTCHECK_ENV = ("SPIELBUS_BOTCHECK_USER", "SPIELBUS_BOTCHECK_PASSWORD", "SPIELBUS_BOTCHECK_INBOX")
+
+
+def bot_login_text(bundle: AuthBundle, name: str, url: str | None = None) -> str:
+    """The one login file of bot `name`'s author: the bot's own login (`NATS_USER`, `NATS_PASSWORD`,
+    and `NATS_URL` when given) and its bot-check login (`SPIELBUS_BOTCHECK_*`, what `spielbus
+    bot-check NAME --login FILE` uses). Both reach only this bot's own account (module docstring)."""
+    text = _env_text(bundle.agent(name), f"bot {name} (keep it private)")
+    if url:
+        text += f"NATS_URL={url}\n"
+    try:
+        check = bundle.botcheck(name)
+    except AuthError:  # a folder from before bot-check users: the bot's own login still works
+        return text
+    values = (check.user, check.password, check.inbox_prefix() or "")
+    return text + "".join(f"{k}={v}\n" for k, v in zip(BOTCHECK_ENV, values, strict=True))
+
+
+def read_login_file(path: str | Path) -> dict[str, str]:
+    """`KEY=VALUE` lines of a login file (comments and blank lines skipped); AuthError if unreadable."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AuthError(f"cannot read login file {path}: {exc}") from exc
+    out = {}
+    for line in lines:
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            out[key.strip()] = value.strip()
+    if "NATS_USER" not in out and BOTCHECK_ENV[0] not in out:
+        raise AuthError(f"{path} holds no login (NATS_USER=...): is it a `spielbus auth init` file?")
+    return out
 
 
 def _write_private(path: Path, text: str) -> None:
@@ -318,11 +442,13 @@ def _write_bundle(bundle: AuthBundle, out: Path, only: list[AuthUser] | None = N
             _write_private(out / "referee.env", _env_text(u, "the referee"))
         elif u.role == "spectator":
             _write_private(out / "spectator.env", _env_text(u, "read-only spectator"))
-        elif u.role == "agent":
-            _write_private(out / "agents" / f"{u.agent}.env", _env_text(u, f"agent {u.agent}"))
-        else:
+        elif u.role == "agent" and u.agent:
+            _write_private(out / "agents" / f"{u.agent}.env", bot_login_text(bundle, u.agent))
+        elif u.agent:
             what = f"`spielbus bot-check {u.agent}` (asks only agent {u.agent})"
             _write_private(out / "botcheck" / f"{u.agent}.env", _env_text(u, what))
+            # The bot's own file carries its bot-check login too (one file for its author).
+            _write_private(out / "agents" / f"{u.agent}.env", bot_login_text(bundle, u.agent))
 
 
 def load_auth(out_dir: str | Path) -> AuthBundle:
@@ -392,7 +518,12 @@ def ensure_auth(
         and not any(b.role == "botcheck" and b.agent == u.agent for b in bundle.users)
     ]
     if not missing:
-        return bundle, False
+        conf = config_path(out_dir)
+        if conf.exists() and conf.read_text(encoding="utf-8") == render_config(bundle):
+            return bundle, False
+        # A folder from before accounts (one shared account): the same passwords, in accounts.
+        _write_bundle(bundle, Path(out_dir), only=[])
+        return bundle, True
     # A folder from before bot-check users existed: add them, keeping every password in use.
     added = [
         AuthUser(role="botcheck", user=botcheck_user(n), password=secrets.token_urlsafe(24), agent=n)

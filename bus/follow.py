@@ -6,6 +6,8 @@ stream order, then each new one as it is stored, using nothing but read requests
 `subject` as a doorbell. It creates no consumer, so it works for the spectator user of
 `spielbus auth init`, which may not create consumers (a consumer's delivery subject is
 chosen by its creator, in the request body, where subject permissions cannot see it).
+`api_prefix`: where the JetStream API is reached; a spectator's account imports the read
+requests under `bus.auth.spectator_api(subjects)`, not `$JS.API`.
 
 Limits: one request per message, so it suits watchers, not bulk export (a referee
 account can use an ordered consumer instead); a doorbell missed in the race between a
@@ -22,6 +24,7 @@ from collections.abc import Awaitable, Callable
 
 from nats.aio.client import Client as NATS
 from nats.aio.subscription import Subscription
+from nats.js import JetStreamContext
 from nats.js.api import RawStreamMsg
 from nats.js.errors import NotFoundError
 
@@ -31,8 +34,11 @@ StoredCallback = Callable[[RawStreamMsg], Awaitable[None]]
 
 
 class StreamFollower:
-    def __init__(self, nc: NATS, stream: str, subject: str, cb: StoredCallback, *, poll: float) -> None:
+    def __init__(
+        self, nc: NATS, stream: str, subject: str, cb: StoredCallback, *, poll: float, api_prefix: str | None
+    ) -> None:
         self.nc = nc
+        self.api_prefix = api_prefix
         self.stream = stream
         self.subject = subject
         self.cb = cb
@@ -44,7 +50,7 @@ class StreamFollower:
         self._task: asyncio.Task[None] | None = None
 
     async def start(self, *, new_only: bool = False) -> None:
-        js = self.nc.jetstream()
+        js = self._js()
         if new_only:
             info = await js.stream_info(self.stream)
             self.next_seq = info.state.last_seq + 1
@@ -55,8 +61,11 @@ class StreamFollower:
         self._sub = await self.nc.subscribe(self.subject, cb=ring)
         self._task = asyncio.create_task(self._run())
 
+    def _js(self) -> JetStreamContext:
+        return self.nc.jetstream(prefix=self.api_prefix) if self.api_prefix else self.nc.jetstream()
+
     async def _run(self) -> None:
-        js = self.nc.jetstream()
+        js = self._js()
         while True:
             self._bell.clear()  # before the read: a message stored after it rings again
             try:
@@ -90,9 +99,16 @@ class StreamFollower:
 
 
 async def follow_stream(
-    nc: NATS, stream: str, subject: str, cb: StoredCallback, *, new_only: bool = False, poll: float = 0.25
+    nc: NATS,
+    stream: str,
+    subject: str,
+    cb: StoredCallback,
+    *,
+    new_only: bool = False,
+    poll: float = 0.25,
+    api_prefix: str | None = None,
 ) -> StreamFollower:
     """Start following; `unsubscribe()` the result to stop. `cb` gets messages in stream order."""
-    follower = StreamFollower(nc, stream, subject, cb, poll=poll)
+    follower = StreamFollower(nc, stream, subject, cb, poll=poll, api_prefix=api_prefix)
     await follower.start(new_only=new_only)
     return follower

@@ -269,6 +269,13 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--games", default=None, help="comma-separated games for the full-match checks")
     check.add_argument("--concurrency", type=int, default=10, help="concurrent matches (default 10)")
     _add_auth_flag(check, "the bot's own bot-check user (botcheck-NAME)")
+    check.add_argument(
+        "--login",
+        default=None,
+        metavar="FILE",
+        help="the bot's login file (agents/NAME.env of `spielbus auth init`, or the one `spielbus run` "
+        "writes for an external bot): its bot-check login and NATS_URL",
+    )
 
     auth = sub.add_parser("auth", help="accounts and permissions")
     auth_sub = auth.add_subparsers(dest="auth_command", required=True, metavar="SUBCOMMAND")
@@ -394,13 +401,23 @@ def _referee_login(args: argparse.Namespace) -> Login:
 
 
 def _botcheck_login(args: argparse.Namespace) -> Login:
-    """`bot-check --auth DIR`: the narrow `botcheck-NAME` user (never the referee's), with its inbox."""
-    if not args.auth:
-        return {}
-    from bus.auth import login_for
+    """`bot-check --auth DIR`: the narrow `botcheck-NAME` user (never the referee's), with its inbox;
+    `--login FILE` or the environment: the `SPIELBUS_BOTCHECK_*` login of a bot's one login file
+    (its `NATS_URL` too, unless `--nats` names one); else the environment's NATS_USER."""
+    from bus.auth import BOTCHECK_ENV, login_for, read_login_file
 
-    user = login_for(args.auth, "botcheck", agent=args.name, prefix=args.prefix)
-    return {"user": user.user, "password": user.password, "inbox_prefix": user.inbox_prefix() or ""}
+    if args.auth:
+        user = login_for(args.auth, "botcheck", agent=args.name, prefix=args.prefix)
+        return {"user": user.user, "password": user.password, "inbox_prefix": user.inbox_prefix() or ""}
+    values = read_login_file(args.login) if args.login else dict(os.environ)
+    if args.login and not args.nats and values.get("NATS_URL"):
+        args.nats = values["NATS_URL"]
+    name, password, inbox = (values.get(k, "") for k in BOTCHECK_ENV)
+    if not name:
+        if args.login:
+            raise AuthError(f"{args.login} holds no bot-check login (SPIELBUS_BOTCHECK_USER=...)")
+        return {}
+    return {"user": name, "password": password, "inbox_prefix": inbox}
 
 
 def _cmd_referee(args: argparse.Namespace) -> int:

@@ -31,6 +31,7 @@ from bus.auth import (
     AuthUser,
     config_path,
     load_auth,
+    spectator_api,
     write_auth,
 )
 from bus.connect import connect, flush
@@ -323,7 +324,9 @@ async def test_spectator_replays_match_events_from_the_stream(login, bundle: Aut
         got.set()
 
     # Read-only: stored messages one by one, no consumer (see tests/test_spectator_readonly.py).
-    follower = await follow_stream(spectator.nc, S.matches_stream, S.match("replayed", "ended"), on)
+    follower = await follow_stream(
+        spectator.nc, S.matches_stream, S.match("replayed", "ended"), on, api_prefix=spectator_api(S)
+    )
     await asyncio.wait_for(got.wait(), timeout=10)
     await follower.unsubscribe()
     assert data[0] == b'{"n": 1}'

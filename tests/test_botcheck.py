@@ -197,6 +197,30 @@ async def test_bot_check_under_auth_with_its_own_credentials(tmp_path: Path) -> 
     assert out.returncode == 0, out.stdout + out.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["python", "node"])
+async def test_one_login_file_serves_the_bot_and_its_bot_check(tmp_path: Path, kind: str) -> None:
+    """A bot author's one file, `agents/<name>.env`: the example bot logs in with `--login FILE` and
+    `spielbus bot-check NAME --login FILE` with the same file (its bot-check login), nothing else
+    in the environment."""
+    name = f"one{kind}"
+    write_auth([name], tmp_path)
+    login = tmp_path / "agents" / f"{name}.env"
+    assert {"NATS_USER", "SPIELBUS_BOTCHECK_USER"} <= set(_env_file(login))
+    bundle = load_auth(tmp_path)
+    with EmbeddedNats(config=config_path(tmp_path)) as srv:
+        ref = bundle.referee()
+        nc = await connect(srv.url, name="t", user=ref.user, password=ref.password)
+        try:
+            async with running_bot(kind, name, srv.url, nc, "--login", str(login)):
+                out = await asyncio.to_thread(
+                    _cli, name, srv.url, "--games", "kuhn_poker", "--login", str(login)
+                )
+        finally:
+            await nc.close()
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 async def test_our_own_agent_runtime_passes_every_check(nc) -> None:
     """Regression: `game` once forbade unknown fields, so a turn from a newer referee was refused."""
     name = uid("runtime")

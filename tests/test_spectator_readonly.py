@@ -24,7 +24,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, RawStreamMsg
 
 from agents.base import StrategyOptions
 from agents.random_agent import RandomStrategy
-from bus.auth import AuthBundle, AuthUser, config_path, load_auth, write_auth
+from bus.auth import AuthBundle, AuthUser, config_path, load_auth, spectator_api, write_auth
 from bus.connect import flush
 from bus.follow import follow_stream
 from bus.protocol import MatchEvent
@@ -149,7 +149,9 @@ async def test_spectator_follows_the_stream_read_only_and_feeds_the_live_page(lo
     second = spec("tic_tac_toe", ["player", "player"])
     async with serving(player, RandomStrategy(StrategyOptions(seed=3)), "player"):
         await MatchRunner(ref, first, subjects=S, publish_event=publisher).run()  # stored before we follow
-        follower = await follow_stream(spectator, S.matches_stream, f"{S.prefix}.match.>", on_stored)
+        follower = await follow_stream(
+            spectator, S.matches_stream, f"{S.prefix}.match.>", on_stored, api_prefix=spectator_api(S)
+        )
         await MatchRunner(ref, second, subjects=S, publish_event=publisher).run()  # played while we follow
         await asyncio.wait_for(got_second.wait(), timeout=20)
         await follower.unsubscribe()

@@ -9,8 +9,9 @@
 // answers `turn` requests on `spielbus.turn.<name>` in queue group `<name>` with a `move`,
 // listens to `spielbus.notify.<name>` for match_started / match_ended, ignores unknown
 // fields and never crashes on odd input. Strategy: a random legal action (`--strategy first`:
-// the first one). Credentials: NATS_USER / NATS_PASSWORD (from `spielbus auth init`) or
-// NATS_CREDS (a .creds file).
+// the first one). Credentials: `--login FILE`, the bot's one login file (`agents/<name>.env` of
+// `spielbus auth init`, or the file `spielbus run` writes for an external bot: NATS_URL, NATS_USER,
+// NATS_PASSWORD), else the environment: NATS_USER / NATS_PASSWORD or NATS_CREDS (a .creds file).
 "use strict";
 
 const fs = require("node:fs");
@@ -21,14 +22,17 @@ const PROTOCOL_VERSION = 1;
 function parseArgs(argv) {
   const opts = {
     name: process.env.BOT_NAME || "node_bot",
-    nats: process.env.NATS_URL || "nats://127.0.0.1:4222",
+    nats: "",
     prefix: process.env.SPIELBUS_PREFIX || "spielbus",
     strategy: "random",
+    login: "",
   };
   for (let i = 0; i < argv.length; i++) {
     const key = argv[i].replace(/^--/, "");
     if (!(key in opts) || i + 1 >= argv.length) {
-      console.error(`usage: node_bot.js [--name N] [--nats URL] [--prefix P] [--strategy random|first]`);
+      console.error(
+        "usage: node_bot.js [--name N] [--nats URL] [--prefix P] [--strategy random|first] [--login FILE]",
+      );
       process.exit(2);
     }
     opts[key] = argv[++i];
@@ -45,15 +49,25 @@ function choose(turn, strategy) {
 
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
-  // --nats may list several servers of one cluster, comma-separated.
-  const servers = opts.nats.split(",").map((u) => u.trim()).filter((u) => u);
-  const conn = { servers, name: `bot-${opts.name}`, maxReconnectAttempts: -1 };
-  if (process.env.NATS_CREDS) {
-    conn.authenticator = credsAuthenticator(fs.readFileSync(process.env.NATS_CREDS));
+  // The login file (KEY=VALUE lines) wins over the environment.
+  const env = { ...process.env };
+  if (opts.login) {
+    for (const line of fs.readFileSync(opts.login, "utf8").split("\n")) {
+      const t = line.trim();
+      const eq = t.indexOf("=");
+      if (t && !t.startsWith("#") && eq > 0) env[t.slice(0, eq).trim()] = t.slice(eq + 1).trim();
+    }
   }
-  if (process.env.NATS_USER) {
-    conn.user = process.env.NATS_USER;
-    conn.pass = process.env.NATS_PASSWORD || "";
+  const url = opts.nats || env.NATS_URL || "nats://127.0.0.1:4222";
+  // --nats may list several servers of one cluster, comma-separated.
+  const servers = url.split(",").map((u) => u.trim()).filter((u) => u);
+  const conn = { servers, name: `bot-${opts.name}`, maxReconnectAttempts: -1 };
+  if (env.NATS_CREDS) {
+    conn.authenticator = credsAuthenticator(fs.readFileSync(env.NATS_CREDS));
+  }
+  if (env.NATS_USER) {
+    conn.user = env.NATS_USER;
+    conn.pass = env.NATS_PASSWORD || "";
   }
   const nc = await connect(conn);
   // Permission violations and other async errors are reported here, not swallowed.

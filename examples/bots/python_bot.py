@@ -13,8 +13,9 @@ What it does, and what any bot must do (docs/protocol.md has the details):
 
 Its strategy is deliberately simple: a uniformly random legal action, or (with
 `--strategy first`) the first legal one. Replace `choose()` with your own.
-Credentials come from the environment: NATS_USER / NATS_PASSWORD (from
-`spielbus auth init`) or NATS_CREDS (a .creds file).
+Credentials: `--login FILE`, the bot's one login file (`agents/<name>.env` of `spielbus auth
+init`, or the file `spielbus run` writes and names for an external bot: NATS_URL, NATS_USER,
+NATS_PASSWORD), else the environment: NATS_USER / NATS_PASSWORD or NATS_CREDS (a .creds file).
 """
 
 from __future__ import annotations
@@ -95,29 +96,39 @@ class Bot:
             self.matches.pop(match_id, None)
 
 
+def read_login(path: str) -> dict[str, str]:
+    """A login file: `KEY=VALUE` lines, `#` comments."""
+    with open(path, encoding="utf-8") as fh:
+        lines = [ln.strip() for ln in fh if "=" in ln and not ln.lstrip().startswith("#")]
+    return dict(ln.split("=", 1) for ln in lines)
+
+
 async def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--name", default=os.environ.get("BOT_NAME", "python_bot"), help="agent name")
-    ap.add_argument("--nats", default=os.environ.get("NATS_URL", "nats://127.0.0.1:4222"))
+    ap.add_argument("--nats", default=None, help="NATS URL (default: the login file's, $NATS_URL, local)")
+    ap.add_argument("--login", default=None, metavar="FILE", help="login file: KEY=VALUE lines")
     ap.add_argument("--prefix", default=os.environ.get("SPIELBUS_PREFIX", "spielbus"))
     ap.add_argument("--strategy", choices=["random", "first"], default="random")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
     logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO"))
 
+    env = {**os.environ, **(read_login(args.login) if args.login else {})}  # the file wins
+    url = args.nats or env.get("NATS_URL") or "nats://127.0.0.1:4222"
     opts: dict[str, Any] = {"name": f"bot-{args.name}", "max_reconnect_attempts": -1}
-    if os.environ.get("NATS_CREDS"):
-        opts["user_credentials"] = os.environ["NATS_CREDS"]
-    if os.environ.get("NATS_USER"):
-        opts["user"] = os.environ["NATS_USER"]
-        opts["password"] = os.environ.get("NATS_PASSWORD", "")
+    if env.get("NATS_CREDS"):
+        opts["user_credentials"] = env["NATS_CREDS"]
+    if env.get("NATS_USER"):
+        opts["user"] = env["NATS_USER"]
+        opts["password"] = env.get("NATS_PASSWORD", "")
 
     async def on_error(exc: Exception) -> None:
         # Permission violations arrive here: log them, they mean a misconfigured account.
         log.warning("nats: %s", exc)
 
     # `--nats` may list several servers of one cluster, comma-separated; the client moves between them.
-    servers = [u.strip() for u in args.nats.split(",") if u.strip()]
+    servers = [u.strip() for u in url.split(",") if u.strip()]
     nc = await nats.connect(servers, error_cb=on_error, **opts)
     bot = Bot(args.name, args.strategy, args.seed)
     service = await add_service(
