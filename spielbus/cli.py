@@ -10,7 +10,7 @@
     spielbus protocol schema        the JSON Schema of every protocol v1 message (one bundle)
     spielbus protocol asyncapi      the AsyncAPI 3 document of protocol v1
     spielbus bot-check NAME         a conformance run against a bot on the bus (pass/fail table)
-    spielbus auth init              nats-server users and permissions: one per agent, referee, spectator
+    spielbus auth init              NATS accounts: the referee, each agent, each bot-check, spectators
     spielbus collect TOURNAMENT_ID  rebuild a run folder from the match stream
     spielbus standings RUN_DIR      a run folder's standings and ratings again (--by-provenance)
 
@@ -618,11 +618,11 @@ def _cmd_auth(args: argparse.Namespace) -> int:
         return 0
     names = [u.agent for u in bundle.users if u.role == "agent"]
     console.print(
-        f"wrote {args.out}/nats-server.conf with users referee, spectator and {len(names)} agents "
-        f"({', '.join(n for n in names if n)}), each with a bot-check user;\n"
-        f"credentials: {args.out}/agents/<name>.env, {args.out}/botcheck/<name>.env (for the bot's "
-        f"author: `spielbus bot-check <name>`), {args.out}/referee.env, {args.out}/spectator.env "
-        "(keep them private).\n"
+        f"wrote {args.out}/nats-server.conf: one account each for the referee, the spectators and "
+        f"{len(names)} agents ({', '.join(n for n in names if n)}), each agent with a bot-check account;\n"
+        f"logins: {args.out}/agents/<name>.env (the bot author's one file: the bot's login and its "
+        f"bot-check login, `spielbus bot-check <name> --login FILE`), {args.out}/referee.env, "
+        f"{args.out}/spectator.env (keep them private).\n"
         f"Start with: spielbus run FILE.toml --auth {args.out}\n"
         f"        or: nats-server -js -c {args.out}/nats-server.conf",
         highlight=False,
