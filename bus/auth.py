@@ -394,7 +394,7 @@ def read_login_file(path: str | Path) -> dict[str, str]:
     return out
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -435,20 +435,20 @@ def write_auth(
 def _write_bundle(bundle: AuthBundle, out: Path, only: list[AuthUser] | None = None) -> None:
     """The config, the manifest, and the env files of `only` (default: every user)."""
     out.mkdir(parents=True, exist_ok=True)
-    _write_private(out / CONFIG_FILE, render_config(bundle))
-    _write_private(out / MANIFEST_FILE, bundle.model_dump_json(indent=2) + "\n")
+    write_private(out / CONFIG_FILE, render_config(bundle))
+    write_private(out / MANIFEST_FILE, bundle.model_dump_json(indent=2) + "\n")
     for u in bundle.users if only is None else only:
         if u.role == "referee":
-            _write_private(out / "referee.env", _env_text(u, "the referee"))
+            write_private(out / "referee.env", _env_text(u, "the referee"))
         elif u.role == "spectator":
-            _write_private(out / "spectator.env", _env_text(u, "read-only spectator"))
+            write_private(out / "spectator.env", _env_text(u, "read-only spectator"))
         elif u.role == "agent" and u.agent:
-            _write_private(out / "agents" / f"{u.agent}.env", bot_login_text(bundle, u.agent))
+            write_private(out / "agents" / f"{u.agent}.env", bot_login_text(bundle, u.agent))
         elif u.agent:
             what = f"`spielbus bot-check {u.agent}` (asks only agent {u.agent})"
-            _write_private(out / "botcheck" / f"{u.agent}.env", _env_text(u, what))
+            write_private(out / "botcheck" / f"{u.agent}.env", _env_text(u, what))
             # The bot's own file carries its bot-check login too (one file for its author).
-            _write_private(out / "agents" / f"{u.agent}.env", bot_login_text(bundle, u.agent))
+            write_private(out / "agents" / f"{u.agent}.env", bot_login_text(bundle, u.agent))
 
 
 def load_auth(out_dir: str | Path) -> AuthBundle:

@@ -5,7 +5,9 @@ agent as a child process, and referee workers in this process; play; print; stop
 everything. With `--nats`: use that server; agents marked `external` and, with
 `--no-referee` (what `spielbus submit` does), the referee workers must already be there.
 With `--auth DIR` (from `spielbus auth init`): the embedded server enforces that folder's
-users; this process logs in as the referee and each child agent as its own user.
+accounts; this process logs in as the referee and each child agent as its own user. An
+embedded run with an external agent and no `--auth` makes its own accounts and prints each
+bot's login file and command (spielbus/bot_logins.py); one with built-in agents only stays open.
 SIGTERM is handled like Ctrl-C: referee workers hand their matches back, every child and the
 embedded server (with its temporary store) are stopped, and the run folder keeps every
 finished match. A run that fails before its first record leaves no run folder behind.
@@ -23,7 +25,7 @@ import signal
 import tempfile
 from collections import Counter
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -63,6 +65,7 @@ from referee.tournament import (
     tournament_id,
 )
 from referee.worker import DRAIN_GRACE_S, RefereeWorker
+from spielbus.bot_logins import announce_bots, default_auth_dir
 from spielbus.collect import read_records as read_stream_records
 from spielbus.launch import AgentProcess, RefereeProcess, stop_all, wait_for_agents
 from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
@@ -174,6 +177,7 @@ class TournamentSession:
         self.opts = opts
         self.console = console
         self.subjects = Subjects(opts.prefix)
+        self.bot_logins = False  # this run made its own accounts for an external bot (`_secure_default`)
         self.tid, self.specs, self.folder = self._plan()
         self.todo = self.specs  # less what a resumed run has recorded (`_connect`)
         # Matches recorded in the folder (a resumed run starts with those of the earlier runs).
@@ -199,6 +203,7 @@ class TournamentSession:
             resume_dir = Path(opts.resume)
             tid = check_resumable(resume_dir, config, opts.config_path or "the tournament file")
             folder = RunFolder(resume_dir.parent, tid)
+            self._secure_default(folder.path)
             try:
                 return tid, folder.read_schedule() or [], folder
             except ValidationError as exc:
@@ -212,9 +217,18 @@ class TournamentSession:
         else:
             tid = tournament_id(config)
             specs = build_schedule(config, tid)
+        self._secure_default(Path(opts.run_dir or config.run_dir) / tid)
         # Fail before the folder exists if the referee or an agent we would launch has no user.
         self._logins()
         return tid, specs, RunFolder(opts.run_dir or config.run_dir, tid)
+
+    def _secure_default(self, run_path: Path) -> None:
+        """An embedded run with an external agent gets accounts (spielbus/bot_logins.py)."""
+        if self.opts.auth_dir is None:
+            made = default_auth_dir(self.config, _nats_url(self.opts) is None, run_path, self.opts.prefix)
+            if made is not None:
+                self.opts = replace(self.opts, auth_dir=made)
+                self.bot_logins = True
 
     def _logins(self) -> tuple[Login, dict[str, dict[str, str]]]:
         """With `--auth`: the referee's login and each launched agent's environment (the errors name
@@ -296,6 +310,8 @@ class TournamentSession:
         self._write_header()
         referee_login, agent_env = self._logins()
         nc = await self._connect(stack, referee_login)
+        if self.bot_logins and self.opts.auth_dir and self.url:
+            announce_bots(self.console, self.config, self.opts.auth_dir, self.url)
         self.obs = await self._start_observability(stack, nc)
         agent_options = {
             n: self.config.agent_options(n) for n, a in self.config.agents.items() if not a.external

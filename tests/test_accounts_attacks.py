@@ -23,6 +23,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,6 +48,7 @@ from referee.tournament import Collector, record_problem, submit_and_collect
 from referee.worker import RefereeWorker
 from tests.helpers import serving, spec, uid
 
+ROOT = Path(__file__).resolve().parents[1]
 S = Subjects()
 MALLORY, VICTIM = "mallory", "victim"
 # Where the bot answers a relayed request: a header the bot-check login sets, the bot obeys.
@@ -326,3 +331,59 @@ async def test_forged_records_during_a_run_change_nothing(login, auth) -> None:
         event = MatchEvent.model_validate_json(stored)
         assert record_problem(s, event) is None
         assert event.record is not None and event.record.moves  # played, not the forgery's empty record
+
+
+@pytest.mark.slow
+async def test_an_embedded_run_with_an_external_bot_is_closed_by_default(tmp_path: Path) -> None:
+    """`spielbus run` with an external agent and no `--auth`: the embedded server has accounts, the
+    run prints the bot's login file and command, the bot joins with that file alone, and a local
+    sniper without a login cannot even connect (it used to answer r1's turns first)."""
+    toml = tmp_path / "t.toml"
+    toml.write_text(
+        'name = "closed"\ngames_per_pairing = 2\ndeadline_ms = 5000\n[[games]]\nname = "tic_tac_toe"\n'
+        '[agents.r1]\nkind = "random"\n[agents.ext]\nkind = "external"\nexternal = true\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
+    cmd = [
+        sys.executable,
+        "-m",
+        "spielbus.cli",
+        "run",
+        str(toml),
+        "--quiet",
+        "--run-dir",
+        str(tmp_path / "runs"),
+    ]
+    cmd += ["--metrics-port", "off", "--web-port", "off"]
+    run = subprocess.Popen(
+        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    bot: subprocess.Popen[bytes] | None = None
+    seen: list[str] = []
+    try:
+        assert run.stdout is not None
+        url = login = None
+        while login is None:
+            line = await asyncio.to_thread(run.stdout.readline)
+            assert line, "spielbus run ended before naming the bot's login file:\n" + "".join(seen)
+            seen.append(line)
+            if m := re.search(r"Embedded nats-server at (\S+)", line):
+                url = m.group(1)
+            if m := re.search(r"External bot ext: its login file is (\S+)", line):
+                login = m.group(1)
+        assert url is not None and f"NATS_URL={url}" in Path(login).read_text()
+        with pytest.raises(Exception, match=r"(?i)authorization"):
+            await nats.connect(url, allow_reconnect=False, max_reconnect_attempts=0)
+        bot_cmd = [sys.executable, str(ROOT / "examples" / "bots" / "python_bot.py"), "--name", "ext"]
+        bot = subprocess.Popen([*bot_cmd, "--login", login], env=env, stdout=subprocess.DEVNULL)
+        out, _ = await asyncio.to_thread(run.communicate, timeout=300)
+        seen.append(out)
+    finally:
+        for proc in (run, bot):
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                await asyncio.to_thread(proc.wait, 30)
+    assert run.returncode == 0, "".join(seen)
+    (folder,) = (tmp_path / "runs").iterdir()
+    records = [json.loads(x) for x in (folder / "matches.jsonl").read_text().splitlines()]
+    assert len(records) == 4 and all(r["faults"] == [] for r in records)
