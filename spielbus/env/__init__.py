@@ -6,5 +6,6 @@ records like any other (marked `training`). docs/env.md is the guide. Needs the 
 from spielbus.env.aec_env import BusAECEnv
 from spielbus.env.gym_env import BusEnv
 from spielbus.env.session import EnvError, TrainingSession
+from spielbus.env.vector_env import BusVectorEnv
 
-__all__ = ["BusAECEnv", "BusEnv", "EnvError", "TrainingSession"]
+__all__ = ["BusAECEnv", "BusEnv", "BusVectorEnv", "EnvError", "TrainingSession"]

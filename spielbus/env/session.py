@@ -45,7 +45,7 @@ from referee.config import TournamentConfig, load_config
 from referee.match import MatchAborted
 from referee.tournament import RunFolder, summarize, tournament_id
 from referee.worker import RefereeWorker
-from spielbus.env.bridge import BridgeStrategy, Episode
+from spielbus.env.bridge import Abandoned, BridgeStrategy, Episode
 from spielbus.launch import AgentProcess, stop_all, wait_for_agents
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,17 @@ T = TypeVar("T")
 MAX_ATTEMPTS = 3
 # How long `close()` and an abandoned episode wait for the referee to finish a match.
 END_WAIT_S = 60.0
+
+
+class _QuietAbandoned(logging.Filter):
+    """The agent runtime logs every refused turn with its traceback; an abandoned match's turns are
+    refused on purpose (`spielbus.env.bridge`), so their tracebacks are dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], Abandoned))
+
+
+logging.getLogger("agents.runtime").addFilter(_QuietAbandoned())
 
 
 class EnvError(RuntimeError):
