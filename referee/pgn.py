@@ -31,7 +31,7 @@ import chess.pgn
 from pydantic import ValidationError
 
 from bus.protocol import MatchRecord
-from games.chess.openings import replay_opening
+from games.chess.position import replay_opening
 from games.chess.uci import ActionError, action_to_move
 
 log = logging.getLogger(__name__)

@@ -74,15 +74,3 @@ def opening_params(text: str) -> dict[str, str]:
 def opening_fen(text: str) -> str:
     """The FEN an opening entry starts from; ValueError saying what is wrong."""
     return opening_params(text)["fen"]
-
-
-def replay_opening(moves: str) -> chess.Board:
-    """The board after an `opening` parameter's UCI moves from the start; ValueError if one is
-    illegal."""
-    board = chess.Board()
-    for uci in moves.split():
-        try:
-            board.push_uci(uci)
-        except ValueError:
-            raise ValueError(f"opening move {uci!r} is not legal in {board.fen()}") from None
-    return board

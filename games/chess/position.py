@@ -41,6 +41,18 @@ def check_fen(fen: object) -> chess.Board:
     return board
 
 
+def replay_opening(moves: str) -> chess.Board:
+    """The board after an `opening` parameter's UCI moves from the start; ValueError if one is
+    illegal."""
+    board = chess.Board()
+    for uci in moves.split():
+        try:
+            board.push_uci(uci)
+        except ValueError:
+            raise ValueError(f"opening move {uci!r} is not legal in {board.fen()}") from None
+    return board
+
+
 def load_chess_from_fen(params: dict[str, object]) -> pyspiel.Game:
     """Plain chess with `params` but `fen` (and `opening`), starting at `fen`; BadFen if the FEN
     cannot be used, or if the `opening` moves (UCI, from the start: games/chess/openings.py) do not
@@ -49,8 +61,6 @@ def load_chess_from_fen(params: dict[str, object]) -> pyspiel.Game:
     board = check_fen(params["fen"])
     opening = params.get("opening")
     if opening is not None:
-        from games.chess.openings import replay_opening
-
         try:
             reached = replay_opening(str(opening))
         except ValueError as exc:

@@ -26,6 +26,10 @@ from agents.base import Decision, MatchContext, Strategy, StrategyOptions
 from bus.protocol import MatchRecord, MatchSpec, Turn
 
 
+class EnvError(RuntimeError):
+    """The environment cannot go on: the bus, the referee or an opponent failed (the message says which)."""
+
+
 class Abandoned(RuntimeError):
     """The environment gave this match up (reset or close while it was live)."""
 
@@ -76,8 +80,6 @@ class Episode:
     def next_event(self, timeout: float | None, alive: Callable[[], bool]) -> Ask | MatchRecord:
         """The next turn of a learning seat, or the match's record once it has ended. Raises
         `EnvError` when the match failed, the session stopped, or `timeout` seconds passed."""
-        from spielbus.env.session import EnvError
-
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             try:

@@ -45,7 +45,7 @@ from referee.config import TournamentConfig, load_config
 from referee.match import MatchAborted
 from referee.tournament import RunFolder, summarize, tournament_id
 from referee.worker import RefereeWorker
-from spielbus.env.bridge import Abandoned, BridgeStrategy, Episode
+from spielbus.env.bridge import Abandoned, BridgeStrategy, EnvError, Episode
 from spielbus.launch import AgentProcess, stop_all, wait_for_agents
 
 log = logging.getLogger(__name__)
@@ -66,10 +66,6 @@ class _QuietAbandoned(logging.Filter):
 
 
 logging.getLogger("agents.runtime").addFilter(_QuietAbandoned())
-
-
-class EnvError(RuntimeError):
-    """The environment cannot go on: the bus, the referee or an opponent failed (the message says which)."""
 
 
 class TrainingSession:
