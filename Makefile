@@ -50,9 +50,10 @@ $(NODE_STAMP): examples/bots/package-lock.json
 # tests/test_dashboards.py), chromium (tests/test_live_page.py, via Playwright), docker-compose 1.29
 # (validates docker-compose.yml), iproute2's `ip` (tests/test_cluster.py: hosts in network namespaces),
 # bubblewrap (the sandbox of LLM-written code, agents/cwm/sandbox.py), stockfish (the `stockfish` agent
-# and the chess puzzle suite), pgn-extract (an independent reader of the exported PGN, tests/test_pgn.py).
+# and the chess puzzle suite), pgn-extract (an independent reader of the exported PGN, tests/test_pgn.py),
+# gnugo (the `gnugo` agent over GTP and the dead-stone-aware Go score of the report).
 # Installed when root with apt-get; otherwise a note, and those tests skip saying why.
-SYSTEM_DEPS := prometheus chromium docker-compose iproute2 bubblewrap stockfish pgn-extract
+SYSTEM_DEPS := prometheus chromium docker-compose iproute2 bubblewrap stockfish pgn-extract gnugo
 system-deps:
 	@if ! command -v apt-get >/dev/null 2>&1; then \
 		echo "apt-get not found: install $(SYSTEM_DEPS) yourself, or their tests will be skipped"; \
@@ -61,7 +62,8 @@ system-deps:
 	elif command -v promtool >/dev/null && command -v chromium >/dev/null && command -v docker-compose >/dev/null \
 		&& command -v ip >/dev/null && command -v bwrap >/dev/null \
 		&& { command -v stockfish >/dev/null || [ -x /usr/games/stockfish ]; } \
-		&& { command -v pgn-extract >/dev/null || [ -x /usr/games/pgn-extract ]; }; then \
+		&& { command -v pgn-extract >/dev/null || [ -x /usr/games/pgn-extract ]; } \
+		&& { command -v gnugo >/dev/null || [ -x /usr/games/gnugo ]; }; then \
 		true; \
 	else \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_DEPS); \

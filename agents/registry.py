@@ -20,6 +20,7 @@ KINDS: dict[str, str] = {
     "cwm": "agents.cwm.agent:CwmStrategy",
     "policy_table": "agents.policy_table:PolicyTableStrategy",
     "stockfish": "agents.stockfish_agent:StockfishStrategy",
+    "gnugo": "agents.gnugo_agent:GnuGoStrategy",
     "human": "agents.human:HumanStrategy",
 }
 

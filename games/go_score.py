@@ -1,11 +1,15 @@
-"""Territory score of a finished Go match, as Table 3 of the LLM-MCTS paper ("Can Large
-Language Models Play Games?") reports it: black's territory minus white's, komi left out.
+"""Tromp-Taylor area score of a finished Go match: black's area minus white's, komi left out.
 
-Territory here is Tromp-Taylor area: a player's stones plus the empty regions that
-touch only that player's stones. The board is read from OpenSpiel's own text of
-the final state (`X` black, `O` white, `+` empty), so no Go rules are restated.
-Limits: dead stones are not removed (nobody marks them; area scoring of the
-final position is what OpenSpiel's own scorer uses too).
+Tromp-Taylor area is a player's stones plus the empty regions that touch only that player's
+stones, counted on the final position as it stands. The board is read from OpenSpiel's own text
+of the final state (`X` black, `O` white, `+` empty), so no Go rules are restated; it is what
+OpenSpiel's own scorer counts (its winner is the sign of this less komi).
+
+Limits: dead stones are not removed (nobody marks them): a dead stone counts for its owner and
+makes the region around it nobody's, so after a game that ends with stones left in the other
+side's area this is not the territory a Go player would count. Table 3 of the LLM-MCTS paper
+("Can Large Language Models Play Games?") reports territory; spielbus/go_report.py shows a
+dead-stone-aware score (GNU Go's `final_score`, agents/gnugo_agent.py) beside this one.
 """
 
 from __future__ import annotations
@@ -53,8 +57,9 @@ def area(rows: list[str]) -> tuple[int, int]:
     return black, white
 
 
-def territory_score(record: MatchRecord) -> float | None:
-    """Black's area minus white's at the end of a Go match record; None if it is not Go."""
+def tromp_taylor_score(record: MatchRecord) -> float | None:
+    """Black's Tromp-Taylor area minus white's at the end of a Go match record (komi left out);
+    None if it is not Go."""
     if record.game.name != "go" or not record.moves:
         return None
     state = initial_state(load_game(record.game))

@@ -16,6 +16,7 @@ tournament. Each failure names its reason:
 6. games: one full match per game, the bot in every seat, with no fault;
 7. concurrency: `concurrency` matches at once, the bot in every seat, with no fault.
 
+The single-turn checks (2 to 5) use tic-tac-toe unless `turn_game` names the bot's game.
 The bot plays itself, so the check needs no second agent. With accounts it runs as the
 bot's own `botcheck-<name>` user, which may ask and notify that one bot and nothing else
 (never the referee's login: that one can publish match events). Limits: the
@@ -69,6 +70,9 @@ class BotCheckOptions(BaseModel):
     games: list[str] = list(DEFAULT_GAMES)
     concurrency: int = 10
     concurrent_game: str = "tic_tac_toe"
+    # The single-turn checks' game: None is tic-tac-toe (connect four for unknown fields). A bot that
+    # plays one game only (stockfish, gnugo) is checked on that game.
+    turn_game: str | None = None
     max_turns: int = 400
 
 
@@ -222,7 +226,7 @@ class BotChecker:
         )
 
     def _turn(self, game: str = "tic_tac_toe") -> Turn:
-        spec = parse_spec(game)
+        spec = parse_spec(self.opts.turn_game or game)
         g = load_game(spec)
         return first_turn(spec, _mid("turn"), [self.name] * g.num_players(), self.opts.deadline_ms)
 

@@ -50,6 +50,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import chess
 import chess.engine
@@ -58,7 +59,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents.stockfish_agent import INSTALL_HINT, find_stockfish
 from games.chess.mate_search import Unknown, shortest_mate
-from games.chess.puzzles import DEFAULT_PATH, Puzzle, PuzzleError, check_puzzle, load_puzzles, select
+from games.chess.puzzles import DEFAULT_PATH, DEPTHS, Puzzle, PuzzleError, check_puzzle, load_puzzles, select
 
 # Node counts, not times: a busy machine then changes how long generation takes, not what the
 # searches see (and a seed gives the same suite). The wall caps only guard against a stuck engine.
@@ -134,19 +135,29 @@ def shorter_mate(
     return Shorter(None, (), f"stockfish {nodes} nodes")
 
 
-def verify(engine: chess.engine.SimpleEngine, position: chess.Board, n: int) -> list[str] | None:
+def verify(
+    engine: chess.engine.SimpleEngine, position: chess.Board, n: int, nodes: int = CHECK_NODES
+) -> list[str] | None:
     """The 2n-1 ply solution if Stockfish shows mate in exactly n for the side to move, else None.
 
     From the FEN alone (no move history: the puzzle is played from its FEN), hash cleared: a mate
     search (UCI `go mate n`) must find mate in n (a mate found is a mate), and `shorter_mate` must
     find none in n-1 or fewer (a proof for small n, else a deep node-bounded mate search)."""
+    line = mate_line(engine, position, n)
+    if line is None:
+        return None
+    shorter = shorter_mate(engine, position, n, nodes)
+    if shorter.mate is not None or shorter.how == "unknown":
+        return None
+    return line
+
+
+def mate_line(engine: chess.engine.SimpleEngine, position: chess.Board, n: int) -> list[str] | None:
+    """A 2n-1 ply mating line if Stockfish's `go mate n` finds mate in n (no shorter-mate check)."""
     board = chess.Board(position.fen())
     engine.configure({"Clear Hash": None})
     last = engine.analyse(board, chess.engine.Limit(mate=n, nodes=FIND_NODES, time=WALL_CAP_SECONDS))
     if _mate_for_mover(last, board) != n:
-        return None
-    shorter = shorter_mate(engine, board, n)
-    if shorter.mate is not None or shorter.how == "unknown":
         return None
     want_depth = max(2 * n + 8, 18)
     line = list(last.get("pv", []))
@@ -166,6 +177,83 @@ def verify(engine: chess.engine.SimpleEngine, position: chess.Board, n: int) -> 
     if len(line) != 2 * n - 1 or not work.is_checkmate():
         return None
     return [m.uci() for m in line]
+
+
+def _read_results(path: Path | None, nodes: int) -> dict[str, dict[str, Any]]:
+    """The verdicts of earlier `--check` runs that stand at this node budget, by puzzle id."""
+    done: dict[str, dict[str, Any]] = {}
+    if path is not None and path.exists():
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            # A mate found is found at any budget; "none" stands only from at least this budget.
+            if row["mate"] is not None or row["how"] == "exhaustive" or row["nodes"] >= nodes:
+                done[row["id"]] = row
+    return done
+
+
+def relabel(args: argparse.Namespace) -> int:
+    """`--relabel FILE --results R --out NEW`: the suite with every puzzle that `--check` found
+    mislabelled (in R) relabelled as the mate it is. Its exact distance M is found by repeating
+    the no-shorter-mate check from the shorter mate found, then a 2M-1 ply line by `mate_line`;
+    its id becomes `mM-<game>-<ply>` and its source says so. Puzzles with no verdict in R are
+    kept and counted as unchecked. At most `--per-depth` per depth (the original puzzles first);
+    NEW is then topped up by running the generator on it."""
+    path = find_stockfish(args.stockfish)
+    if path is None:
+        print(f"make_puzzles: Stockfish not found: {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    puzzles = load_puzzles(args.relabel)
+    done = _read_results(Path(args.results), args.nodes)
+    keep: list[Puzzle] = []
+    moved: list[Puzzle] = []
+    unchecked = dropped = 0
+    engine = chess.engine.SimpleEngine.popen_uci(path)
+    engine.configure({"Threads": 1, "Hash": 32})
+    try:
+        for p in puzzles:
+            row = done.get(p.id)
+            if row is None or row["how"] == "unknown":
+                unchecked += 1
+                keep.append(p)
+                continue
+            if row["mate"] is None:
+                keep.append(p)
+                continue
+            board = chess.Board(p.fen)
+            m = int(row["mate"])
+            while m > 1 and (found := shorter_mate(engine, board, m, args.nodes)).mate is not None:
+                m = found.mate
+            line = mate_line(engine, board, m)
+            new_id = f"m{m}-" + p.id.split("-", 1)[1]
+            if m < min(DEPTHS) or line is None or new_id in {q.id for q in puzzles}:
+                dropped += 1
+                print(f"{p.id}: a mate in {m}: dropped", flush=True)
+                continue
+            fresh = Puzzle(
+                id=new_id,
+                depth=m,
+                fen=p.fen,
+                solution=line,
+                source=f"{p.source}; relabelled from mate in {p.depth}",
+            )
+            check_puzzle(fresh)
+            moved.append(fresh)
+            print(f"{p.id}: relabelled {fresh.id}", flush=True)
+    finally:
+        engine.quit()
+    out = Path(args.out)
+    counts: dict[int, int] = {}
+    with gzip.open(out, "wt", encoding="utf-8") as fh:
+        for p in keep + moved:
+            if counts.get(p.depth, 0) >= args.per_depth:
+                continue
+            counts[p.depth] = counts.get(p.depth, 0) + 1
+            fh.write(p.model_dump_json() + "\n")
+    print(
+        f"make_puzzles: {out}: {dict(sorted(counts.items()))} ({len(moved)} relabelled, {dropped} dropped, "
+        f"{unchecked} without a verdict)"
+    )
+    return 0
 
 
 def reverify(args: argparse.Namespace, path: str) -> int:
@@ -227,13 +315,9 @@ def check(args: argparse.Namespace) -> int:
     if args.sample is not None:
         puzzles = select(puzzles, sorted(by), args.sample)
     results = Path(args.results) if args.results else None
-    done: dict[str, dict[str, object]] = {}
-    if results is not None and results.exists():
-        for line in results.read_text().splitlines():
-            row = json.loads(line)
-            # A verdict from at least this budget stands (a mate found is found at any budget).
-            if row["mate"] is not None or row["how"] == "exhaustive" or row["nodes"] >= args.nodes:
-                done[row["id"]] = row
+    done = _read_results(results, args.nodes)
+    # Deepest first: that is where shorter mates hide, so a run cut short has checked those.
+    puzzles = sorted(puzzles, key=lambda p: -p.depth)
     bad: list[str] = []
     engine = chess.engine.SimpleEngine.popen_uci(path)
     engine.configure({"Threads": 1, "Hash": 32})
@@ -407,10 +491,17 @@ def main(argv: list[str] | None = None) -> int:
         "--exhaustive-max", type=int, default=EXHAUSTIVE_MAX, help="--check: prove N-1 <= this exhaustively"
     )
     ap.add_argument("--results", default=None, help="--check: append verdicts here; a rerun skips them")
+    ap.add_argument(
+        "--relabel", metavar="FILE", help="write FILE to --out with --results' mislabelled puzzles relabelled"
+    )
     ap.add_argument("--reverify", action="store_true", help="re-check every puzzle of --out with Stockfish")
     args = ap.parse_args(argv)
     if args.check:
         return check(args)
+    if args.relabel:
+        if not args.results:
+            ap.error("--relabel needs --results")
+        return relabel(args)
     if args.reverify:
         path = find_stockfish(args.stockfish)
         if path is None:

@@ -266,7 +266,12 @@ def _parser() -> argparse.ArgumentParser:
     _add_nats_flags(check, replicas=False)
     check.add_argument("--prefix", default="spielbus")
     check.add_argument("--deadline-ms", type=int, default=5000, help="turn deadline (default 5000)")
-    check.add_argument("--games", default=None, help="comma-separated games for the full-match checks")
+    check.add_argument(
+        "--games",
+        default=None,
+        help="comma-separated games for the full-match checks; the first is also the game of the "
+        "single-turn and concurrent checks",
+    )
     check.add_argument("--concurrency", type=int, default=10, help="concurrent matches (default 10)")
     _add_auth_flag(check, "the bot's own bot-check user (botcheck-NAME)")
     check.add_argument(
@@ -557,7 +562,15 @@ def _cmd_bot_check(args: argparse.Namespace) -> int:
     try:
         check_token(args.name, "agent name")
         games = [g.strip() for g in args.games.split(",") if g.strip()] if args.games else list(DEFAULT_GAMES)
-        opts = BotCheckOptions(deadline_ms=args.deadline_ms, games=games, concurrency=args.concurrency)
+        # A bot checked on its own games: the first also serves the single-turn and concurrent checks.
+        first = games[0] if args.games else None
+        opts = BotCheckOptions(
+            deadline_ms=args.deadline_ms,
+            games=games,
+            concurrency=args.concurrency,
+            turn_game=first,
+            concurrent_game=first or "tic_tac_toe",
+        )
         for g in games:
             load_game(g)  # an unknown game is a usage error, not a failed check
         login = _botcheck_login(args)

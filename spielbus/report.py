@@ -59,7 +59,7 @@ def print_report(
         ft.add_column(reason, justify="right")
     ft.add_row(*(str(faults[r]) for r in FAULT_REASONS))
     console.print(ft)
-    print_go_scores(console, records)  # Go only: mean territory score next to win rate
+    print_go_scores(console, records)  # Go only: the score two ways (Tromp-Taylor, GNU Go) next to win rate
     outcomes = ", ".join(f"{k}: {v}" for k, v in sorted(outcome_counts(records).items()))
     console.print(f"{len(records)} matches ({outcomes})")
     console.print(f"Run folder: [bold]{run_path}[/bold] (matches.jsonl, standings.json, ratings.json)")

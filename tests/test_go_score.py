@@ -9,7 +9,7 @@ import pyspiel
 from rich.console import Console
 
 from bus.protocol import GameSpec, MatchRecord, MoveRecord
-from games.go_score import area, board_rows, territory_score
+from games.go_score import area, board_rows, tromp_taylor_score
 from spielbus.go_report import go_rows, print_go_scores
 
 
@@ -49,7 +49,7 @@ def test_score_sign_agrees_with_openspiel() -> None:
     for _ in range(200):
         rec, returns = _random_record(rng, 0.5)
         records.append(rec)
-        score = territory_score(rec)
+        score = tromp_taylor_score(rec)
         assert score is not None
         if returns == [0.0, 0.0]:
             continue  # a positional-superko repetition: OpenSpiel calls it a draw
@@ -59,5 +59,5 @@ def test_score_sign_agrees_with_openspiel() -> None:
     rows = go_rows(records)
     assert rows["b"]["games"] == 200 and rows["b"]["mean_score"] == -rows["w"]["mean_score"]
     console = Console(record=True, width=120)
-    print_go_scores(console, records)
-    assert "territory score" in console.export_text()
+    print_go_scores(console, records, use_gnugo=False)
+    assert "Tromp-Taylor" in console.export_text()
