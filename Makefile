@@ -49,18 +49,19 @@ $(NODE_STAMP): examples/bots/package-lock.json
 # Debian packages the deploy and live-page tests use: promtool and prometheus (tests/test_deploy.py,
 # tests/test_dashboards.py), chromium (tests/test_live_page.py, via Playwright), docker-compose 1.29
 # (validates docker-compose.yml), iproute2's `ip` (tests/test_cluster.py: hosts in network namespaces),
-# bubblewrap (the sandbox of LLM-written code, agents/cwm/sandbox.py), stockfish (the `stockfish` agent
+# bubblewrap and python3-seccomp (the sandbox of LLM-written code and its seccomp filter, built by
+# libseccomp's binding for the system's python3: agents/cwm/sandbox.py), stockfish (the `stockfish` agent
 # and the chess puzzle suite), pgn-extract (an independent reader of the exported PGN, tests/test_pgn.py),
 # gnugo (the `gnugo` agent over GTP and the dead-stone-aware Go score of the report).
 # Installed when root with apt-get; otherwise a note, and those tests skip saying why.
-SYSTEM_DEPS := prometheus chromium docker-compose iproute2 bubblewrap stockfish pgn-extract gnugo
+SYSTEM_DEPS := prometheus chromium docker-compose iproute2 bubblewrap python3-seccomp stockfish pgn-extract gnugo
 system-deps:
 	@if ! command -v apt-get >/dev/null 2>&1; then \
 		echo "apt-get not found: install $(SYSTEM_DEPS) yourself, or their tests will be skipped"; \
 	elif [ "$$(id -u)" != 0 ]; then \
 		echo "not root: run 'sudo apt-get install $(SYSTEM_DEPS)', or their tests will be skipped"; \
 	elif command -v promtool >/dev/null && command -v chromium >/dev/null && command -v docker-compose >/dev/null \
-		&& command -v ip >/dev/null && command -v bwrap >/dev/null \
+		&& command -v ip >/dev/null && command -v bwrap >/dev/null && /usr/bin/python3 -c 'import seccomp' 2>/dev/null \
 		&& { command -v stockfish >/dev/null || [ -x /usr/games/stockfish ]; } \
 		&& { command -v pgn-extract >/dev/null || [ -x /usr/games/pgn-extract ]; } \
 		&& { command -v gnugo >/dev/null || [ -x /usr/games/gnugo ]; }; then \

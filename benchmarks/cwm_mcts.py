@@ -1,18 +1,20 @@
 """Search inside the sandbox against the same search without it, measured in one run.
 
 (a) MCTS simulations per second of the `cwm` agent's search: one `search` request per move
-    to a long-lived sandboxed worker (bubblewrap, rlimits) that holds the model; the whole
-    search runs in there, only the move's action texts go in and the chosen action comes out;
-    the time counted is the request's round trip as the agent sees it;
-(b) the same worker without the sandbox (`Sandbox(sandboxed=False)`: no bubblewrap, no
-    limits), same requests: the sandbox's own cost;
+    to a long-lived sandboxed worker (bubblewrap, seccomp, rlimits, a root of its own) that
+    holds the model; the whole search runs in there, only the move's action texts go in and
+    the chosen action comes out; the time counted is the request's round trip as the agent
+    sees it;
+(b) the same worker and interpreter without the sandbox (`Sandbox(sandboxed=False)`: no
+    bubblewrap, no seccomp, no limits), same requests: the sandbox's own cost;
 (c) the same search function (`agents.cwm.harness.mcts`) on the same model code called in this
     process (no process boundary at all), same positions, same seeds.
 
-Prints (a)/(b) and (a)/(c) per game; the goal is at least 0.5. (This process is larger than a
-worker, so its garbage collector scans more and (c) can come out slower than (a).) The models
-are the hand-written reference models (`agents/cwm/reference/`), loaded as code exactly as a
-synthesized one would be.
+Prints (a)/(b) and (a)/(c) per game; the goals are (a)/(b) at least 0.9 and (a)/(c) at least
+0.5. (This process is larger than a worker, so its garbage collector scans more, and the
+sandbox runs the system's interpreter, not this one: (c) can come out slower than (a).) The
+models are the hand-written reference models (`agents/cwm/reference/`), loaded as code exactly
+as a synthesized one would be.
 
     .venv/bin/python benchmarks/cwm_mcts.py [--simulations 300] [--moves 6] [--games tic_tac_toe connect_four]
 """
@@ -86,16 +88,20 @@ def main() -> None:
     ap.add_argument("--moves", type=int, default=6)
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
-    worst = float("inf")
+    worst = worst_sandbox = float("inf")
     for game in args.games:
         inside, bare, here = bench(game, args.simulations, args.moves, args.rollouts, args.rounds)
         ratio = inside / bare
-        worst = min(worst, ratio, inside / here)
+        worst, worst_sandbox = min(worst, inside / here), min(worst_sandbox, ratio)
         print(
             f"{game}: sandboxed {inside:,.0f} simulations/s; unsandboxed worker {bare:,.0f}, ratio "
-            f"{ratio:.2f}; in this process {here:,.0f}, ratio {inside / here:.2f} (goal >= 0.5)"
+            f"{ratio:.2f} (goal >= 0.9); in this process {here:,.0f}, ratio {inside / here:.2f} (goal >= 0.5)"
         )
-    print(f"worst ratio {worst:.2f}: {'meets' if worst >= 0.5 else 'MISSES'} the goal")
+    meets = worst_sandbox >= 0.9 and worst >= 0.5
+    print(
+        f"worst ratios {worst_sandbox:.2f} (sandbox's own cost) and {worst:.2f}: "
+        f"{'meets' if meets else 'MISSES'} the goals"
+    )
 
 
 if __name__ == "__main__":

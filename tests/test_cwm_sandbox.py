@@ -110,7 +110,8 @@ def test_network_access_fails_and_reaches_nothing(tests_ttt):
     v = attempt(code, tests_ttt)
     th.join()
     server.close()
-    assert v.reason == "import" and ("Connection refused" in v.detail or "unreachable" in v.detail.lower())
+    # The seccomp filter refuses the socket itself (issue 25; the network namespace would stop it too).
+    assert v.reason == "import" and "Operation not permitted" in v.detail
     assert accepted == []
 
 
@@ -122,7 +123,10 @@ def test_writes_outside_its_folder(tests_ttt, tmp_path: Path):
     assert v.reason == "import" and not target.exists()
     code = f"open({str(home)!r}, 'w').write('x')\n" + GOOD
     v = attempt(code, tests_ttt)
-    assert v.reason == "import" and "Read-only file system" in v.detail and not home.exists()
+    assert v.reason == "import" and "No such file or directory" in v.detail and not home.exists()
+    # What the sandbox's root holds (the runner) is read-only and not its own.
+    v = attempt("open('/cwm/runner/agents/cwm/harness.py', 'a').write('x')\n" + GOOD, tests_ttt)
+    assert v.reason == "import" and ("Read-only file system" in v.detail or "Permission denied" in v.detail)
     # Its own folder is writable.
     v = attempt("open('scratch.txt', 'w').write('fine')\n" + GOOD, tests_ttt)
     assert v.reason is None and v.passed == v.total
@@ -142,7 +146,7 @@ def test_sandbox_survives_model_errors_between_calls():
     with Sandbox(limits=SMALL) as sb:
         assert sb.call("load", code="x = 1/0\n")["error"] == "import"
         assert sb.call("load", code=GOOD)["ok"]
-        assert sb.call("tests", tests=[])["result"] == []
+        assert sb.call("api", fn="get_current_player", args=[{"history": [], "text": ""}])["result"] == 0
 
 
 def test_missing_bubblewrap_is_reported_with_the_install_hint(monkeypatch):
@@ -152,3 +156,54 @@ def test_missing_bubblewrap_is_reported_with_the_install_hint(monkeypatch):
     monkeypatch.setattr(sandbox_mod.shutil, "which", lambda _name: None)
     with pytest.raises(SandboxUnavailable, match="apt-get install -y bubblewrap"):
         Sandbox().start()
+
+
+CHECK_FROM_CHECKOUT = """
+import json, sys
+from agents.cwm.reference import reference_code
+from games.loader import load_game
+from research.cwm import trajectories as T
+from research.cwm.candidate import run_candidate
+import research.cwm.candidate as c
+assert c.__file__.startswith(sys.argv[1]), c.__file__
+tests = T.build_tests(load_game("tic_tac_toe"), T.random_trajectories("tic_tac_toe", 1, 3), False)
+v = run_candidate(reference_code("tic_tac_toe"), tests, imperfect=False).verdict
+print(json.dumps([v.passed, v.total, v.reason, v.detail]))
+"""
+
+
+def test_checkout_under_tmp(tmp_path_factory):
+    """A checkout under /tmp (a common clone place) runs candidates: nothing of it is bound into
+    the sandbox (an earlier sandbox bound it under its own fresh /tmp and could not chdir)."""
+    import json
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    repo = Path(__file__).resolve().parents[1]
+    files = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    checkout = Path(tempfile.mkdtemp(prefix="cwm-checkout-", dir="/tmp"))
+    try:
+        for rel in files.splitlines():
+            src = repo / rel
+            if src.is_file() and rel.split("/")[0] in ("agents", "games", "research", "bus"):
+                (checkout / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, checkout / rel)
+        proc = subprocess.run(
+            [sys.executable, "-c", CHECK_FROM_CHECKOUT, str(checkout)],
+            cwd=checkout, env={"PYTHONPATH": str(checkout), "PATH": "/usr/bin:/bin", "HOME": str(checkout)},
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        passed, total, reason, detail = json.loads(proc.stdout.splitlines()[-1])
+        assert reason is None, detail
+        assert passed == total > 0
+    finally:
+        shutil.rmtree(checkout, ignore_errors=True)

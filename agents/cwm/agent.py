@@ -30,8 +30,9 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng
+from agents.cwm.harness import norm
 from agents.cwm.model_dir import ModelDirError, load_meta
-from agents.cwm.sandbox import Limits, Sandbox, SandboxError, SandboxUnavailable
+from agents.cwm.sandbox import Limits, Sandbox, SandboxError, SandboxUnavailable, check_available
 from bus.protocol import MatchStarted, MoveStats, Turn
 
 
@@ -77,19 +78,18 @@ class CwmStrategy(Strategy):
         if self.sandbox is not None and self.sandbox.alive:
             return self.sandbox
         left = 20.0 if end is None else max(0.05, end - time.monotonic())
-        sb = Sandbox(
-            model_dir=self.folder, limits=Limits(cpu_s=24 * 3600, memory_mb=2048, start_timeout_s=left)
-        )
+        sb = Sandbox(limits=Limits(cpu_s=24 * 3600, memory_mb=2048, start_timeout_s=left))
         sb.start()
         left = 15.0 if end is None else max(0.05, end - time.monotonic())
-        loaded = sb.call(
-            "load", file="model.py", name="model", imperfect=self.meta["imperfect"], timeout=left
-        )
+        # The code goes in over the pipe: the model folder (its tests, its report) stays outside.
+        code = (self.folder / "model.py").read_text()
+        loaded = sb.call("load", code=code, name="model", imperfect=self.meta["imperfect"], timeout=left)
         if not loaded.get("ok"):
             sb.close()
             raise SandboxError(str(loaded.get("error")), str(loaded.get("detail", ""))[:300])
         if self.value:
-            v = sb.call("load", file=f"{self.value}.py", name=self.value, timeout=15)
+            value_code = (self.folder / f"{self.value}.py").read_text()
+            v = sb.call("load", code=value_code, name=self.value, timeout=15)
             if not v.get("ok"):
                 self.value = None  # play on without it
         self.sandbox = sb
@@ -102,6 +102,13 @@ class CwmStrategy(Strategy):
             raise SandboxError("timeout", "the turn's time went to starting the sandbox")
         args["time_limit"] = min(float(args.get("time_limit", left)), left * 0.8)
         return sb.call(op, timeout=left, **args)
+
+    async def start(self, name: str) -> None:
+        """Refuse to play where no sandbox can be made (never a model run without one)."""
+        try:
+            await asyncio.to_thread(check_available)
+        except SandboxUnavailable as exc:
+            raise ValueError(f"{name} (cwm) runs its model only in the sandbox: {exc}") from None
 
     async def match_started(self, msg: MatchStarted, ctx: MatchContext) -> None:
         ctx.data.update(pairs=[], turns=0, agree=0, inferred=0, failures=0)
@@ -163,10 +170,7 @@ class CwmStrategy(Strategy):
         if result:
             if imperfect:
                 d["inferred"] += 1 if result.get("resampled") else 0
-            agrees = sorted(result.get("legal", [])) == sorted(legal_texts) and result.get(
-                "state_agrees", True
-            )
-            d["agree"] += int(agrees)
+            d["agree"] += int(_agrees(result, turn, imperfect))
         action_text = result.get("action") if result else None
         if failure is None and action_text not in legal_texts:
             failure = f"the model chose {str(action_text)[:60]!r}, not a legal action of the turn"
@@ -203,3 +207,17 @@ class CwmStrategy(Strategy):
         if self.sandbox is not None:
             self.sandbox.close()
             self.sandbox = None
+
+
+def _agrees(result: dict[str, Any], turn: Turn, imperfect: bool) -> bool:
+    """Online check, judged here and not in the sandbox: the model's legal actions at the root
+    are the turn's and, with perfect information, so are its player and the seat's observation."""
+    legal = result.get("legal")
+    want = sorted(str(la.text) for la in turn.legal_actions)
+    if not isinstance(legal, list) or sorted(map(str, legal)) != want:
+        return False
+    if imperfect:
+        return True
+    return result.get("current_player") == turn.seat and norm(result.get("observation")) == norm(
+        turn.observation
+    )

@@ -1,8 +1,10 @@
-"""What runs next to a code world model inside the sandbox: loading, unit tests, (IS)MCTS.
+"""What runs next to a code world model inside the sandbox: loading, (IS)MCTS, inference.
 
 Pure Python on purpose (no pyspiel, no pydantic): the worker imports only this (and its UCT
 selection step, `agents.uct`, shared with `agents.mcts_agent`), and the
-benchmark runs the very same functions without the sandbox for its baseline.
+benchmark runs the very same functions without the sandbox for its baseline. Nothing here
+judges a model: the unit tests (expected answers, pass counting) are `research.cwm.judge`,
+which runs outside the sandbox and calls the model's functions through the worker.
 
 The model API is the one of "Code World Models for General Game Playing" (Lehrach,
 Hennes, Lázaro-Gredilla et al., appendix H.2): states are JSON dicts, actions are the
@@ -16,12 +18,10 @@ uniform over the legal chance actions (the API has no chance distribution).
 from __future__ import annotations
 
 import copy
-import errno
 import io
 import json
 import random
 import time
-import traceback
 import types
 from typing import Any
 
@@ -38,7 +38,7 @@ class OutputLimit(BaseException):
     with `except Exception`)."""
 
 
-class _CappedOut(io.TextIOBase):
+class CappedOut(io.TextIOBase):
     def __init__(self) -> None:
         self.total = 0
         self.tail = ""
@@ -56,9 +56,13 @@ def norm(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def short(value: Any, n: int = 600) -> str:
-    text = json.dumps(value, default=str) if not isinstance(value, str) else repr(value)
-    return text if len(text) <= n else text[:n] + "…"
+def cap(text: str, n: int) -> str:
+    """At most about `n` characters of `text`: its head and its tail, the cut said in between
+    (a traceback's head says where, its tail what)."""
+    if len(text) <= n:
+        return text
+    half = max(1, n // 2 - 20)
+    return f"{text[:half]} …[{len(text) - 2 * half} characters cut]… {text[-half:]}"
 
 
 def load_module(name: str, code: str, base: dict[str, Any] | None = None) -> types.ModuleType:
@@ -74,136 +78,6 @@ def load_module(name: str, code: str, base: dict[str, Any] | None = None) -> typ
 def missing_api(mod: types.ModuleType, imperfect: bool) -> list[str]:
     names = list(API) + (["resample_history"] if imperfect else [])
     return [n for n in names if not callable(getattr(mod, n, None))]
-
-
-# ---- unit tests ------------------------------------------------------------------------
-def _check(what: str, expected: Any, actual: Any) -> None:
-    if norm(expected) != norm(actual):
-        raise AssertionError(f"{what}: expected {short(expected)}, got {short(actual)}")
-
-
-def _transition(m: Any, t: dict[str, Any]) -> None:
-    state = t["state"]
-    exp = t["expect"]
-    _check("get_current_player(state)", exp["current_player"], m.get_current_player(copy.deepcopy(state)))
-    _check("get_rewards(state)", exp["rewards"], m.get_rewards(copy.deepcopy(state)))
-    if exp.get("observations") is not None:
-        _check("get_observations(state)", exp["observations"], m.get_observations(copy.deepcopy(state)))
-    if exp["current_player"] != TERMINAL:
-        legal = m.get_legal_actions(copy.deepcopy(state))
-        if not isinstance(legal, list | tuple | set):
-            raise AssertionError(f"get_legal_actions(state) returned {type(legal).__name__}, not a list")
-        got = sorted(map(str, legal))
-        want = sorted(exp["legal_actions"])
-        illegal = sorted(set(got) - set(want))
-        if illegal:
-            raise AssertionError(
-                f"get_legal_actions(state) returned illegal actions {short(illegal)}; legal: {short(want)}"
-            )
-        _check("set(get_legal_actions(state))", want, got)
-    if t.get("action") is not None:
-        _check(
-            f"apply_action(state, {t['action']!r})",
-            t["next_state"],
-            m.apply_action(copy.deepcopy(state), t["action"]),
-        )
-
-
-def _inference(m: Any, t: dict[str, Any]) -> None:
-    """Appendix H.3 (open deck) / H.5 (closed deck, `last_is_terminal` given)."""
-    history = t["obs_action_history"]
-    pid = t["player_id"]
-    state = copy.deepcopy(t["initial_state"])
-    args = (
-        (copy.deepcopy(history), pid)
-        if t.get("last_is_terminal") is None
-        else (copy.deepcopy(history), pid, t["last_is_terminal"])
-    )
-    actions = m.resample_history(*args)
-    it = iter(history)
-    obs, act = next(it)
-    done = False
-    for action in list(actions)[:10000]:
-        if done:
-            raise AssertionError("resample_history returned actions past the last observation")
-        if m.get_current_player(state) == pid:
-            _check(f"recreated observation of player {pid}", obs, m.get_observations(state)[pid])
-            _check(f"player {pid}'s action", act, action)
-            try:
-                obs, act = next(it)
-            except StopIteration:
-                done = True
-        state = m.apply_action(state, action)
-    if not done:
-        try:
-            next(it)
-        except StopIteration:
-            pass
-        else:
-            raise AssertionError("Failed to iterate through all observations.")
-        # The last observation is the current one (no action yet): it must be reproduced.
-        if t.get("last_is_terminal"):
-            _check("terminal state reached", TERMINAL, m.get_current_player(state))
-        else:
-            _check("current player after the resampled history", pid, m.get_current_player(state))
-        _check(f"recreated last observation of player {pid}", obs, m.get_observations(state)[pid])
-
-
-def _random_play(m: Any, t: dict[str, Any]) -> None:
-    """Appendix H.5: random play runs without error and ends."""
-    state = copy.deepcopy(t["initial_state"])
-    rng = random.Random(t["seed"])
-    for _ in range(1000):
-        player = m.get_current_player(state)
-        rewards = m.get_rewards(state)
-        if len(rewards) != t["num_players"]:
-            raise AssertionError(f"get_rewards returned {len(rewards)} values, expected {t['num_players']}")
-        if player == TERMINAL:
-            return
-        if player >= 0:
-            m.get_observations(state)[player]
-        elif player != CHANCE:
-            raise AssertionError(f"get_current_player returned {player}")
-        legal = list(m.get_legal_actions(state))
-        if not legal:
-            raise AssertionError("no legal actions in a non-terminal state")
-        state = m.apply_action(state, rng.choice(legal))
-    raise AssertionError("Game did not end after 1000 steps.")
-
-
-RUNNERS = {"transition": _transition, "inference": _inference, "random_play": _random_play}
-
-
-def run_tests(m: Any, tests: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each test: {"ok": bool, "message": failure text with the last printed lines}."""
-    results = []
-    import contextlib
-
-    for t in tests:
-        out = _CappedOut()
-        try:
-            with contextlib.redirect_stdout(out):
-                RUNNERS[t["kind"]](m, t)
-            results.append({"id": t["id"], "kind": t["kind"], "ok": True})
-        except OutputLimit as exc:
-            results.append({"id": t["id"], "kind": t["kind"], "ok": False, "message": f"output limit: {exc}"})
-        except MemoryError:
-            results.append(
-                {"id": t["id"], "kind": t["kind"], "ok": False, "message": "memory limit: MemoryError"}
-            )
-        except Exception as exc:
-            if isinstance(exc, OSError) and exc.errno == errno.EFBIG:  # RLIMIT_FSIZE; SIGXFSZ is ignored
-                results.append(
-                    {"id": t["id"], "kind": t["kind"], "ok": False, "message": "output limit: file size"}
-                )
-                continue
-            tb = traceback.format_exc(limit=-6)
-            if isinstance(exc, AssertionError):
-                tb = f"AssertionError: {exc}"
-            lines = out.tail.splitlines()[-10:]
-            printed = ("\nLast printed lines:\n" + "\n".join(lines)) if lines else ""
-            results.append({"id": t["id"], "kind": t["kind"], "ok": False, "message": tb[-3000:] + printed})
-    return results
 
 
 # ---- search ---------------------------------------------------------------------------

@@ -1,38 +1,46 @@
-"""A sandbox for code written by a language model: a separate process in its own namespaces.
+"""A sandbox for code written by a language model: a process in a root of its own.
 
 Every piece of LLM-written code (a code world model, its inference function, its value
 functions) runs only inside `Sandbox`, at synthesis time and at play time. The sandbox is
-Debian's bubblewrap (`bwrap`, package `bubblewrap`, installed by `make system-deps`)
-around a Python worker (`agents.cwm.worker`), plus kernel resource limits set before exec.
+Debian's bubblewrap (`bwrap`) around a small Python worker (`agents.cwm.worker`), with a
+seccomp filter compiled by libseccomp and kernel resource limits; `make system-deps` installs
+`bubblewrap` and `python3-seccomp`. What the process may do is only answer requests on a pipe:
+the code that checks answers and counts passes runs in the caller (`research.cwm.judge`).
 
 What it isolates (each enforced by the kernel, not by Python):
 
-- Namespaces (`bwrap --unshare-all`): user, mount, PID, IPC, UTS, cgroup and network.
-  The network namespace has only a loopback interface that is down, so no socket can
-  reach the host's loopback services or any other address.
-- File system: the whole host tree is bind-mounted read-only; `/tmp` is a fresh tmpfs
-  capped at `tmpfs_mb` that vanishes with the process, and its own folder `/tmp/cwm/work`
-  (the working directory) lies in it: the only place it can write. The model folder is bound
-  read-only at `/tmp/cwm/model`. Its stdout and stderr are files on the host, opened by the
-  parent in a fresh temporary folder (not visible inside) and capped by `RLIMIT_FSIZE`.
-  `/dev` is a minimal devtmpfs, `/proc` its own.
-- Limits (`setrlimit` before exec, hard and soft): CPU seconds (`RLIMIT_CPU`, SIGXCPU/SIGKILL
-  past it), address space (`RLIMIT_AS`: allocations fail with MemoryError), file size
-  (`RLIMIT_FSIZE`: stdout, stderr and any file it writes; SIGXFSZ past it), no core dumps.
-  Every call also has a wall-clock timeout: past it the whole process group is killed.
+- Root: a fresh tmpfs holding only the system's Python interpreter and its standard library
+  (read-only, no site-packages), the shared libraries they load, and the runner (the worker
+  and the `agents` modules it imports, copied in read-only at `/cwm/runner`); see
+  `agents.cwm.sandbox_root`. No `/etc`, `/proc`, `/run`, `/var`, `/home`, host `/tmp`, project
+  tree, virtual environment, games, pyspiel, or scoring code. The model's code arrives over the
+  pipe, never as a path. `/tmp` is a tmpfs capped at `tmpfs_mb`, the only writable place;
+  `/tmp/cwm/work` is the working directory. `/dev` is bubblewrap's minimal one.
+- Who: bubblewrap runs as an unprivileged host uid (the caller's; when the caller is root,
+  65534 "nobody"), in new user, mount, PID, IPC, UTS, cgroup and network namespaces, uid 65534
+  inside, no capabilities, no further user namespaces (`--disable-userns`). The network
+  namespace has only a loopback interface that is down.
+- System calls: the seccomp filter (`agents.cwm.seccomp_filter`) refuses socket, ptrace and
+  other processes' memory, mount and namespaces, bpf, keys, modules, perf, io_uring, ...;
+  it holds for every process inside and cannot be lifted.
+- Limits: CPU seconds (`RLIMIT_CPU`), address space (`RLIMIT_AS`: MemoryError), file size
+  (`RLIMIT_FSIZE`: stdout, stderr and any file it writes), no core dumps, set before exec;
+  processes (`RLIMIT_NPROC`, `processes`, counted in its own user namespace: a fork bomb gets
+  EAGAIN), set by the worker on itself before it reads a request. Every call also has a
+  wall-clock timeout: past it the whole process group is killed.
 - Lifetime: `--die-with-parent` and a session of its own, so the sandbox never outlives
   the agent or the synthesizer; the PID namespace takes every child down with it.
 - Replies: one JSON line per request on a pipe of its own (not stdout), read up to
-  `reply_kb`; a longer reply kills the sandbox.
+  `reply_kb`; a longer reply kills the sandbox. Its stdout and stderr are files on the host
+  opened by the parent (not visible inside), capped by `RLIMIT_FSIZE`.
 
-What it does not do: no seccomp filter (system calls inside the namespaces are allowed),
-no limit on the number of processes it starts inside its PID namespace other than CPU and
-memory, and the harness code that runs the model's functions shares the process with
-them, so hostile code can lie about its own test results (the tests measure a model's
-correctness, not its honesty; containment is what the sandbox guarantees).
+What it does not do: the interpreter, libc and the kernel are shared with the host (a kernel
+or CPython bug reachable through the allowed system calls is not contained); time and CPU
+are shared (a candidate can be slow on purpose until its limits); whatever the model computes
+is its own (it can lie in its answers, which is what the tests are for).
 
-`Sandbox(sandboxed=False)` runs the same worker without bubblewrap or limits: only for
-the benchmark's baseline and never for untrusted code.
+`Sandbox(sandboxed=False)` runs the same worker and interpreter without bubblewrap, seccomp or
+limits: only for the benchmark's baseline and never for untrusted code.
 """
 
 from __future__ import annotations
@@ -44,22 +52,27 @@ import select
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-INSTALL_HINT = (
-    "bubblewrap (bwrap) is needed to run LLM-written code: `apt-get install -y bubblewrap` "
-    "(Debian/Ubuntu; `make system-deps` does it), and user namespaces must be allowed"
+from agents.cwm.sandbox_root import (
+    INSTALL,
+    USERNS_HINT,
+    SandboxUnavailable,
+    interpreter,
+    runner_dir,
+    seccomp_program,
 )
 
+__all__ = ["Limits", "Sandbox", "SandboxError", "SandboxUnavailable", "check_available"]
 
-class SandboxUnavailable(RuntimeError):
-    """bwrap is missing or cannot create namespaces here."""
+NOBODY = 65534  # the uid inside, and the host uid bubblewrap runs as when the caller is root
+WORK = "/tmp/cwm/work"
+RUNNER = "/cwm/runner"
+INSTALL_HINT = f"bubblewrap (bwrap) is needed to run LLM-written code: {INSTALL}"
 
 
 class SandboxError(RuntimeError):
@@ -79,6 +92,7 @@ class Limits:
     output_kb: int = 512
     tmpfs_mb: int = 16
     reply_kb: int = 8192
+    processes: int = 16
     start_timeout_s: float = 20.0
 
 
@@ -90,34 +104,88 @@ _checked: bool | None = None
 
 
 def check_available() -> None:
-    """Raise `SandboxUnavailable` with the install hint unless bwrap works here."""
+    """Raise `SandboxUnavailable` (one line: what to install or enable) unless a sandbox starts here."""
     global _checked
     if _checked:
         return
-    path = bwrap_path()
-    if path is None:
+    if bwrap_path() is None:
         raise SandboxUnavailable(INSTALL_HINT)
+    interp = interpreter()
+    seccomp_program()
+    cmd = [*_bwrap_args(interp, Limits(), None), "--", interp.python, "-S", "-B", "-c", "import resource"]
     try:
-        proc = subprocess.run(
-            [path, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "--dev", "/dev", "true"],
-            capture_output=True,
-            timeout=20,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SandboxUnavailable(f"{INSTALL_HINT} ({exc})") from exc
+        with _seccomp_fd() as fd:
+            proc = subprocess.run(
+                [*cmd[:1], "--seccomp", str(fd), *cmd[1:]],
+                capture_output=True,
+                timeout=30,
+                pass_fds=(fd,),
+                env=_env(),
+                **_drop(),
+            )
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise SandboxUnavailable(f"bubblewrap does not run ({exc}): {INSTALL}") from exc
     if proc.returncode != 0:
-        raise SandboxUnavailable(f"{INSTALL_HINT}; bwrap said: {proc.stderr.decode(errors='replace')[-300:]}")
+        lines = proc.stderr.decode(errors="replace").strip().splitlines()
+        said = lines[-1] if lines else f"exit {proc.returncode}"
+        hint = USERNS_HINT if "namespace" in said.lower() or "permission" in said.lower() else INSTALL
+        raise SandboxUnavailable(f"the sandbox does not start (bwrap: {said}): {hint}")
     _checked = True
 
 
-def _host_paths_under_tmp() -> list[str]:
-    """The code and the Python installation the worker needs, where they live under /tmp."""
-    out: list[str] = []
-    for p in (REPO_ROOT, Path(sys.prefix), Path(sys.base_prefix), Path(sys.executable).parent):
-        real = str(Path(p).resolve())
-        if (real == "/tmp" or real.startswith("/tmp/")) and real not in out:
-            out.append(real)
-    return out
+class _seccomp_fd:
+    """A memfd holding the seccomp program, at offset 0, closed on exit."""
+
+    def __enter__(self) -> int:
+        self.fd = os.memfd_create("cwm-seccomp", 0)
+        data = seccomp_program()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view) :]
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        return self.fd
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+
+def _drop() -> dict[str, Any]:
+    """Popen arguments that make bubblewrap run as an unprivileged host uid when we are root:
+    a process mapped to host root is exempt from RLIMIT_NPROC and owns what root owns."""
+    if os.geteuid() != 0:
+        return {}
+    return {"user": NOBODY, "group": NOBODY, "extra_groups": []}
+
+
+def _env() -> dict[str, str]:
+    return {
+        "PATH": "/nonexistent",
+        "HOME": WORK,
+        "PYTHONPATH": RUNNER,
+        "PYTHONHASHSEED": "0",
+        "PYTHONUTF8": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def _bwrap_args(interp: Any, limits: Limits, runner: str | None) -> list[str]:
+    cmd = [
+        bwrap_path() or "bwrap",
+        "--unshare-all", "--unshare-user", "--disable-userns",
+        "--uid", str(NOBODY), "--gid", str(NOBODY),
+        "--die-with-parent", "--new-session",
+        "--dev", "/dev",
+        "--ro-bind", interp.python, interp.python,
+        "--ro-bind", interp.stdlib, interp.stdlib,
+    ]  # fmt: skip
+    for d in interp.covered:
+        cmd += ["--tmpfs", d, "--remount-ro", d]
+    for lib in interp.libs:
+        cmd += ["--ro-bind", lib, lib]
+    if runner is not None:
+        cmd += ["--ro-bind", runner, RUNNER]
+    cmd += ["--size", str(limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp", "--dir", WORK, "--chdir", WORK]
+    return cmd
 
 
 def _tail(path: Path, n: int = 2000) -> str:
@@ -140,7 +208,6 @@ class Sandbox:
     sandbox dead: `start()` again for a fresh one.
     """
 
-    model_dir: Path | None = None
     limits: Limits = field(default_factory=Limits)
     sandboxed: bool = True
     proc: subprocess.Popen[bytes] | None = field(default=None, init=False)
@@ -154,58 +221,52 @@ class Sandbox:
         self.close()
         if self.sandboxed:
             check_available()
+        interp = interpreter()
+        runner = str(runner_dir())
         self.work_dir = Path(tempfile.mkdtemp(prefix="cwm-sandbox-"))
         req_r, req_w = os.pipe()
         resp_r, resp_w = os.pipe()
-        model = str(Path(self.model_dir).resolve()) if self.model_dir else None
-        worker = [sys.executable, "-B", "-m", "agents.cwm.worker", str(req_r), str(resp_w)]
+        nproc = self.limits.processes if self.sandboxed else 0
+        worker = [interp.python, "-S", "-B", "-m", "agents.cwm.worker", str(req_r), str(resp_w), str(nproc)]
+        fds: tuple[int, ...] = (req_r, resp_w)
+        seccomp = None
         if self.sandboxed:
-            cmd = [
-                bwrap_path() or "bwrap",
-                "--unshare-all",
-                "--die-with-parent",
-                "--new-session",
-                "--ro-bind", "/", "/",
-                "--dev", "/dev",
-                "--proc", "/proc",
-                "--size", str(self.limits.tmpfs_mb * 1024 * 1024), "--tmpfs", "/tmp",
-                "--dir", "/tmp/cwm/work",
-            ]  # fmt: skip
-            # The fresh /tmp would hide a checkout or a virtual environment that lives under the
-            # host's /tmp (a CI clone): bind the interpreter and the code back, read-only.
-            for keep in _host_paths_under_tmp():
-                cmd += ["--ro-bind", keep, keep]
-            if model:
-                cmd += ["--ro-bind", model, "/tmp/cwm/model"]
-            cmd += ["--chdir", "/tmp/cwm/work", "--", *worker]
-            env = {
-                "PATH": "/usr/bin:/bin",
-                "PYTHONPATH": str(REPO_ROOT),
-                "HOME": "/tmp/cwm/work",
-                "CWM_MODEL_DIR": "/tmp/cwm/model" if model else "",
-                "PYTHONHASHSEED": "0",
-            }
+            seccomp = _seccomp_fd()
+            sfd = seccomp.__enter__()
+            fds += (sfd,)
+            cmd = [*_bwrap_args(interp, self.limits, runner), "--seccomp", str(sfd), "--", *worker]
+            env = _env()
             cwd = None
             preexec = self._limit
+            drop = _drop()
         else:
             cmd = worker
-            env = {**os.environ, "PYTHONPATH": str(REPO_ROOT), "CWM_MODEL_DIR": model or ""}
+            env = {**_env(), "HOME": str(self.work_dir), "PYTHONPATH": runner}
             cwd = str(self.work_dir)
             preexec = None
-        with open(self.work_dir / "stdout.txt", "wb") as out, open(self.work_dir / "stderr.txt", "wb") as err:
-            self.proc = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=err,
-                pass_fds=(req_r, resp_w),
-                env=env,
-                cwd=cwd,
-                preexec_fn=preexec,
-                start_new_session=True,
-            )
-        os.close(req_r)
-        os.close(resp_w)
+            drop = {}
+        try:
+            with (
+                open(self.work_dir / "stdout.txt", "wb") as out,
+                open(self.work_dir / "stderr.txt", "wb") as err,
+            ):
+                self.proc = subprocess.Popen(
+                    cmd,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    pass_fds=fds,
+                    env=env,
+                    cwd=cwd,
+                    preexec_fn=preexec,
+                    start_new_session=True,
+                    **drop,
+                )
+        finally:
+            os.close(req_r)
+            os.close(resp_w)
+            if seccomp is not None:
+                seccomp.__exit__()
         self._req, self._resp, self._buf = req_w, resp_r, b""
         try:
             self.call("ping", timeout=self.limits.start_timeout_s)

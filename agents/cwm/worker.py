@@ -1,49 +1,47 @@
-"""The process inside the sandbox: `python -m agents.cwm.worker REQ_FD RESP_FD`.
+"""The process inside the sandbox: `python -m agents.cwm.worker REQ_FD RESP_FD NPROC`.
 
 Reads one JSON request per line from REQ_FD, answers one JSON line on RESP_FD (never on
 stdout: the model's prints go to stdout, which the sandbox caps). Every answer is
 `{"ok": true, "result": ...}` or `{"ok": false, "error": KIND, "detail": TEXT}` where KIND
-is syntax, import, api, memory, output, runtime or request. Ops: ping, load, tests,
-search, check, value_check, duel (see `handle`).
+is syntax, import, api, memory, output, runtime, inference or request; TEXT is at most
+`DETAIL_CAP` characters. Ops: ping, load, api (one call of a model function), values (a value
+function at given states), search (the `cwm` agent's (IS)MCTS), duel (see `handle`).
+
+It answers; it never judges: the expected answers of the unit tests stay with the caller, who
+compares (`research.cwm.judge`). Before reading any request it lowers its own process limit
+to NPROC (0: none), which then holds for the model's code and every child.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import random
+import resource
 import sys
 import traceback
-from pathlib import Path
 from typing import Any
 
 from agents.cwm import harness
 
+DETAIL_CAP = 2000  # characters of error text sent back (the caller caps again)
+API_CALLS = (*harness.API, "resample_history")
 MODULES: dict[str, Any] = {}
-
-
-def _source(args: dict[str, Any]) -> str:
-    if "code" in args:
-        return str(args["code"])
-    base = Path(os.environ.get("CWM_MODEL_DIR") or ".")
-    path = (base / str(args["file"])).resolve()
-    if base.resolve() not in path.parents:
-        raise ValueError(f"{args['file']!r} is outside the model folder")
-    return path.read_text()
 
 
 def _load(args: dict[str, Any]) -> dict[str, Any]:
     name = str(args.get("name", "model"))
     base = MODULES["model"].__dict__ if name != "model" and "model" in MODULES else None
-    code = _source(args)
+    code = str(args["code"])
     try:
         compile(code, f"{name}.py", "exec")
     except SyntaxError as exc:
         return {
             "ok": False,
             "error": "syntax",
-            "detail": f"{exc.msg} (line {exc.lineno}): {exc.text or ''}".strip(),
+            "detail": f"{exc.msg} (line {exc.lineno}): {exc.text or ''}".strip()[:DETAIL_CAP],
         }
     try:
         mod = harness.load_module(name, code, base)
@@ -52,9 +50,9 @@ def _load(args: dict[str, Any]) -> dict[str, Any]:
     except OSError as exc:
         if exc.errno == errno.EFBIG:  # RLIMIT_FSIZE (Python ignores SIGXFSZ, so the write fails)
             return {"ok": False, "error": "output", "detail": "output limit: wrote past the file size limit"}
-        return {"ok": False, "error": "import", "detail": traceback.format_exc(limit=-5)[-2500:]}
+        return {"ok": False, "error": "import", "detail": _tb()}
     except BaseException:
-        return {"ok": False, "error": "import", "detail": traceback.format_exc(limit=-5)[-2500:]}
+        return {"ok": False, "error": "import", "detail": _tb()}
     if name == "model":
         missing = harness.missing_api(mod, bool(args.get("imperfect")))
         if missing:
@@ -97,12 +95,12 @@ def _search(args: dict[str, Any]) -> dict[str, Any]:
     )  # fmt: skip
     out.update(stats)
     out["legal"] = legal
-    if args.get("observation") is not None:  # online check of a perfect-information model
+    if args.get("history") is None:  # the root's facts, compared with the turn by the agent
         root = roots[0]
-        out["state_agrees"] = bool(
-            m.get_current_player(root) == seat
-            and harness.norm(m.get_observations(root)[seat]) == harness.norm(args["observation"])
-        )
+        player = m.get_current_player(root)
+        out["current_player"] = player
+        if isinstance(player, int) and player >= 0:
+            out["observation"] = harness.norm(m.get_observations(root)[seat])
     visits = out["visits"]
     out["action"] = (
         max(visits, key=lambda a: (visits[a], a)) if visits else (rng.choice(legal) if legal else None)
@@ -110,34 +108,41 @@ def _search(args: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "result": out}
 
 
-def _check(args: dict[str, Any]) -> dict[str, Any]:
-    """Online check of a perfect-information model against what the referee sent."""
-    m = MODULES["model"]
-    state = harness.replay_texts(m, args["initial_state"], [str(a) for a in args["actions"]])
-    seat = int(args["seat"])
-    legal = sorted(str(a) for a in m.get_legal_actions(state))
-    ok = (
-        m.get_current_player(state) == seat
-        and legal == sorted(args["legal"])
-        and harness.norm(m.get_observations(state)[seat]) == harness.norm(args["observation"])
-    )
-    return {"ok": True, "result": {"agrees": bool(ok)}}
+_printed = harness.CappedOut()  # what the model printed since the caller's last `fresh` call
 
 
-def _value_check(args: dict[str, Any]) -> dict[str, Any]:
-    """H.7's tests: a float for every player at every state; the rewards at terminal states."""
+def _api(args: dict[str, Any]) -> dict[str, Any]:
+    """One call of a model function on the caller's arguments; the result as it is (JSON)."""
+    global _printed
+    fn = str(args["fn"])
+    if fn not in API_CALLS or not callable(getattr(MODULES["model"], fn, None)):
+        return {"ok": False, "error": "request", "detail": f"not a model function: {fn[:60]!r}"}
+    if args.get("fresh"):
+        _printed = harness.CappedOut()
+    try:
+        with contextlib.redirect_stdout(_printed):
+            result = getattr(MODULES["model"], fn)(*list(args.get("args") or []))
+    except harness.OutputLimit as exc:
+        return {"ok": False, "error": "output", "detail": str(exc)}
+    except MemoryError:
+        return {"ok": False, "error": "memory", "detail": "MemoryError", "printed": _printed.tail[-1000:]}
+    except BaseException as exc:
+        if isinstance(exc, OSError) and exc.errno == errno.EFBIG:  # RLIMIT_FSIZE; SIGXFSZ is ignored
+            return {"ok": False, "error": "output", "detail": "output limit: file size"}
+        return {"ok": False, "error": "runtime", "detail": _tb(), "printed": _printed.tail[-1000:]}
+    kind = type(result).__name__
+    if isinstance(result, set | frozenset | tuple):
+        result = list(result)
+    return {"ok": True, "result": result, "type": kind}
+
+
+def _values(args: dict[str, Any]) -> dict[str, Any]:
+    """`value_function(state, p)` of module `value` for each given state and player, as returned."""
     fn = MODULES[str(args["value"])].value_function
-    problems = []
-    for s in args["states"]:
-        for p in range(int(args["num_players"])):
-            v = fn(s["state"], p)
-            if not isinstance(v, int | float) or v != v or abs(v) == float("inf"):
-                problems.append(f"value_function(state, {p}) returned {v!r}, not a finite float")
-            elif s.get("terminal_rewards") is not None and abs(float(v) - s["terminal_rewards"][p]) > 1e-6:
-                problems.append(
-                    f"terminal state: value_function(state, {p}) = {v!r}, reward {s['terminal_rewards'][p]}"
-                )
-    return {"ok": True, "result": problems[:5]}
+    return {
+        "ok": True,
+        "result": [[fn(s, p) for p in range(int(args["num_players"]))] for s in args["states"]],
+    }
 
 
 def _duel(args: dict[str, Any]) -> dict[str, Any]:
@@ -172,6 +177,10 @@ def _duel(args: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "result": total / max(1, int(args["games"]))}
 
 
+def _tb() -> str:
+    return harness.cap(traceback.format_exc(limit=-5), DETAIL_CAP)
+
+
 def handle(req: dict[str, Any]) -> dict[str, Any]:
     op = req.get("op")
     args = req.get("args") or {}
@@ -179,30 +188,31 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "result": "pong"}
     if op == "load":
         return _load(args)
-    if op not in ("tests", "search", "check", "value_check", "duel"):
-        return {"ok": False, "error": "request", "detail": f"unknown op {op!r}"}
+    ops = {"api": _api, "search": _search, "values": _values, "duel": _duel}
+    if op not in ops:
+        return {"ok": False, "error": "request", "detail": f"unknown op {str(op)[:60]!r}"}
     if "model" not in MODULES:
         return {"ok": False, "error": "request", "detail": "no model loaded"}
     try:
-        if op == "tests":
-            return {"ok": True, "result": harness.run_tests(MODULES["model"], args["tests"])}
-        if op == "search":
-            return _search(args)
-        if op == "value_check":
-            return _value_check(args)
-        if op == "duel":
-            return _duel(args)
-        return _check(args)
+        return ops[str(op)](args)
     except MemoryError:
         return {"ok": False, "error": "memory", "detail": "MemoryError"}
     except harness.OutputLimit as exc:
         return {"ok": False, "error": "output", "detail": str(exc)}
     except BaseException:
-        return {"ok": False, "error": "runtime", "detail": traceback.format_exc(limit=-5)[-2500:]}
+        return {"ok": False, "error": "runtime", "detail": _tb()}
+
+
+def _set(value: Any) -> Any:
+    """JSON for what json cannot say itself: sets as lists, anything else as its text."""
+    return list(value) if isinstance(value, set | frozenset) else str(value)
 
 
 def main() -> int:
     req_fd, resp_fd = int(sys.argv[1]), int(sys.argv[2])
+    nproc = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    if nproc > 0:  # before any request: the model's code and its children inherit it
+        resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
     reader = os.fdopen(req_fd, "rb")
     writer = os.fdopen(resp_fd, "wb")
     for line in reader:
@@ -216,9 +226,11 @@ def main() -> int:
         except json.JSONDecodeError as exc:
             reply = {"ok": False, "error": "request", "detail": str(exc)}
         try:
-            data = json.dumps(reply, default=str)
-        except (TypeError, ValueError) as exc:
-            data = json.dumps({"ok": False, "error": "runtime", "detail": f"unserializable result: {exc}"})
+            data = json.dumps(reply, default=_set)
+        except (TypeError, ValueError, RecursionError) as exc:
+            data = json.dumps(
+                {"ok": False, "error": "runtime", "detail": f"unserializable result: {exc}"[:500]}
+            )
         writer.write(data.encode() + b"\n")
         writer.flush()
     return 0

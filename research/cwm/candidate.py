@@ -1,21 +1,28 @@
-"""Run one candidate model against its unit tests in a fresh sandbox: the verdict of an attempt.
+"""Run one candidate model against its unit tests: the verdict of an attempt.
 
+The model's code runs in a fresh sandbox (`agents.cwm.sandbox`), which only answers calls of
+its functions; the tests are judged here, in the trusted process (`research.cwm.judge`).
 Whatever the code does (not parse, raise, loop, allocate, print, open sockets, write
-files), the answer is a `Verdict` with the fraction of tests passed and, when the code
-never got to the tests, a one-word `reason` and its detail. Nothing raises out of here
-except `SandboxUnavailable` (no sandbox on this machine: nothing may run at all).
+files, patch whatever it finds inside), the answer is a `Verdict` with the fraction of tests
+passed and, when the code never got to the tests, a one-word `reason` and its detail (capped
+at `DETAIL_CAP` characters: it goes into the next prompt and the report). Nothing raises out
+of here except `SandboxUnavailable` (no sandbox on this machine: nothing may run at all).
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.cwm.harness import cap
 from agents.cwm.sandbox import Limits, Sandbox, SandboxError
+from research.cwm.judge import RemoteModel, run_tests
 
 # Wall-clock seconds for loading a module and for the whole test batch.
 LOAD_TIMEOUT_S = 10.0
 TESTS_TIMEOUT_S = 60.0
+DETAIL_CAP = 2000
 
 
 @dataclass
@@ -70,21 +77,14 @@ def run_candidate(
         sandbox.start()
         loaded = sandbox.call("load", timeout=LOAD_TIMEOUT_S, code=code, name="model", imperfect=imperfect)
         if not loaded.get("ok"):
-            v.reason, v.detail = str(loaded.get("error")), str(loaded.get("detail", ""))
+            v.reason, v.detail = str(loaded.get("error"))[:40], cap(str(loaded.get("detail", "")), DETAIL_CAP)
             return Run(v, kinds=kinds)
-        reply = sandbox.call("tests", timeout=tests_timeout_s, tests=tests)
-        if not reply.get("ok"):
-            v.reason, v.detail = str(reply.get("error")), str(reply.get("detail", ""))
-            return Run(v, kinds=kinds)
-        results = reply["result"]
-        if not isinstance(results, list) or len(results) != len(tests):
-            v.reason, v.detail = "protocol", "the test run answered a different number of results"
-            return Run(v, kinds=kinds)
-        v.passed = sum(1 for r in results if r.get("ok") is True)
-        v.failures = [r for r in results if r.get("ok") is not True]
+        results = run_tests(RemoteModel(sandbox, time.monotonic() + tests_timeout_s), tests)
+        v.passed = sum(1 for r in results if r["ok"])
+        v.failures = [r for r in results if not r["ok"]]
         return Run(v, results, kinds)
     except SandboxError as exc:
-        v.reason, v.detail = exc.reason, exc.detail
+        v.reason, v.detail = exc.reason, cap(exc.detail, DETAIL_CAP)
         return Run(v, kinds=kinds)
     finally:
         sandbox.close()

@@ -6,7 +6,8 @@ value-function candidates ranked by a tournament; writes DIR (see docs/cwm.md).
 eval: held-out accuracy of DIR's model (transitions and inference) as a Table 1 row.
 
 Exit codes: 0 done, 1 the LLM server or sandbox failed at run time, 2 bad input (names the
-flag, game or file).
+flag, game or file) or no sandbox on this machine (one line: what to install or enable; the
+model's code never runs without it).
 """
 
 from __future__ import annotations
@@ -311,6 +312,7 @@ def _value_states(trajs: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
 
 
 def _eval(args: argparse.Namespace, console: Console) -> int:
+    from agents.cwm.sandbox import SandboxUnavailable, check_available
     from research.cwm.eval import evaluate
 
     try:
@@ -323,6 +325,11 @@ def _eval(args: argparse.Namespace, console: Console) -> int:
         return 2
     if not 0.0 <= args.mcts_share <= 1.0:
         _err("spielbus cwm: --mcts-share must be between 0 and 1")
+        return 2
+    try:
+        check_available()
+    except SandboxUnavailable as exc:
+        _err(f"spielbus cwm: {exc}")
         return 2
     row = evaluate(
         Path(args.dir), meta, games=args.games, transitions=args.transitions, seed=args.seed,

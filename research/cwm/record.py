@@ -20,12 +20,16 @@ from pathlib import Path
 
 from rich.console import Console
 
+from games.loader import GameSpecError, parse_spec
 from referee.config import ConfigError, parse_config
 from spielbus.run import RunOptions, run_tournament
 
 
 def record(game: str, count: int, seed: int, run_dir: str) -> Path:
-    """Play `count` (rounded up to even) matches of `random` vs `random`; returns the run folder."""
+    """Play `count` (rounded up to even) matches of `random` vs `random`; returns the run folder.
+    `game` is a game spec: a name, or a name with parameters (`mnk(m=6,n=6,k=4)`)."""
+    spec = parse_spec(game)
+    params = ", ".join(f"{json.dumps(k)} = {json.dumps(v)}" for k, v in spec.params.items())
     per_pairing = max(1, (count + 1) // 2)
     toml = f"""
 name = "cwm_trajectories"
@@ -35,7 +39,8 @@ deadline_ms = 5000
 seed = {seed}
 run_dir = {json.dumps(run_dir)}
 [[games]]
-name = {json.dumps(game)}
+name = {json.dumps(spec.name)}
+params = {{ {params} }}
 [agents.random_a]
 kind = "random"
 options = {{ seed = {seed} }}
@@ -62,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error("--count must be at least 1")
     try:
         folder = record(args.game, args.count, args.seed, args.run_dir)
-    except ConfigError as exc:
+    except (ConfigError, GameSpecError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(folder)

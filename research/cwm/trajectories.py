@@ -14,7 +14,7 @@ for every game: `{"history": [action texts so far], "text": str(state)}`: a mode
 keep the history and render the game's own state text. For imperfect-information games
 the text holds the hidden cards, which only open-deck synthesis may see.
 
-Tests (JSON dicts run by `agents.cwm.harness`):
+Tests (JSON dicts judged by `research.cwm.judge`):
 - `transition` (open deck): at one step, current player, rewards, observations, the set of
   legal actions and the state after the action taken (appendix H.2);
 - `inference` (imperfect information, per seat and per turn of that seat): the inference
@@ -33,7 +33,7 @@ from typing import Any
 import pyspiel
 
 from bus.protocol import GameSpec, MatchRecord
-from games.loader import load_game
+from games.loader import load_game, parse_spec
 from games.view import action_text, is_perfect_information, observation_text
 
 TERMINAL = -4
@@ -145,7 +145,9 @@ def played_trajectories(
 
 
 def from_run_folder(folder: str | Path, game: str, limit: int) -> list[list[dict[str, Any]]]:
-    """Trajectories from a run folder's `matches.jsonl` (finished matches of `game` only)."""
+    """Trajectories from a run folder's `matches.jsonl` (finished matches of `game` only: a game
+    spec, its parameters included)."""
+    label = parse_spec(game).label()
     path = Path(folder) / "matches.jsonl"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file (a run folder has matches.jsonl)")
@@ -154,7 +156,7 @@ def from_run_folder(folder: str | Path, game: str, limit: int) -> list[list[dict
         if not line.strip():
             continue
         rec = MatchRecord.model_validate_json(line)
-        if rec.game.name != game or rec.outcome == "pending" or rec.error:
+        if rec.game.label() != label or rec.outcome == "pending" or rec.error:
             continue
         out.append(replay_ids(load_game(rec.game), [m.action for m in rec.moves]))
         if len(out) >= limit:

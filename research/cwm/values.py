@@ -10,11 +10,14 @@ games too), with small searches (`simulations`), so it ranks heuristics, not inf
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from agents.cwm.harness import cap
 from agents.cwm.sandbox import Limits, Sandbox, SandboxError
 from research.cwm import prompts as P
+from research.cwm.judge import short
 
 
 @dataclass
@@ -54,6 +57,26 @@ def value_prompt(game: str, rules: str, model_code: str, states: list[dict[str, 
     )
 
 
+def value_problems(answers: Any, states: list[dict[str, Any]], num_players: int) -> list[str]:
+    """H.7's tests, judged here on the values the sandbox returned: a finite float for every
+    player at every state, the rewards at terminal states. At most five problems."""
+    if not isinstance(answers, list) or len(answers) != len(states):
+        return ["value_function answered a different number of states"]
+    problems = []
+    for s, row in zip(states, answers, strict=True):
+        if not isinstance(row, list) or len(row) != num_players:
+            problems.append("value_function answered a different number of players")
+            continue
+        for p, v in enumerate(row):
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                problems.append(f"value_function(state, {p}) returned {short(v, 80)}, not a finite float")
+            elif s.get("terminal_rewards") is not None and abs(float(v) - s["terminal_rewards"][p]) > 1e-6:
+                problems.append(
+                    f"terminal state: value_function(state, {p}) = {v!r}, reward {s['terminal_rewards'][p]}"
+                )
+    return problems[:5]
+
+
 def check_and_rank(
     model_code: str,
     candidates: list[ValueCandidate],
@@ -80,13 +103,16 @@ def check_and_rank(
                 if not loaded.get("ok"):
                     c.problem = f"{loaded.get('error')}: {str(loaded.get('detail'))[:300]}"
                     continue
-                checked = sb.call(
-                    "value_check", value=c.name, states=states, num_players=num_players, timeout=20
-                )
-                if not checked.get("ok"):
-                    c.problem = f"{checked.get('error')}: {str(checked.get('detail'))[:300]}"
-                elif checked["result"]:
-                    c.problem = "; ".join(checked["result"])
+                answered = sb.call(
+                    "values", value=c.name, states=[s["state"] for s in states], num_players=num_players,
+                    timeout=20,
+                )  # fmt: skip
+                if not answered.get("ok"):
+                    c.problem = f"{answered.get('error')}: {cap(str(answered.get('detail')), 300)}"
+                    continue
+                problems = value_problems(answered.get("result"), states, num_players)
+                if problems:
+                    c.problem = cap("; ".join(problems), 1000)
                 else:
                     c.ok = True
             except SandboxError as exc:
