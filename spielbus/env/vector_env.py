@@ -8,7 +8,9 @@ match waits for an opponent's move, the others go on. That is where the throughp
 
 Autoreset is Gymnasium's default, `NEXT_STEP`: the step after a sub-environment's episode ended
 resets it (its action is ignored) and returns the new episode's first observation with reward 0.
-Infos are batched with Gymnasium's `_add_info` (arrays with `_key` masks). A bad action anywhere in
+`reset(options=...)` (`opponents`, `seat`) holds for every autoreset until the next `reset()`.
+Infos are batched with Gymnasium's `_add_info` (arrays with `_key` masks), except `legal` and `json`,
+which stay one object per sub-environment (an object array): `_add_info` would split a dict by key. A bad action anywhere in
 the batch raises `ValueError` before any action is sent.
 """
 
@@ -26,6 +28,10 @@ from referee.config import TournamentConfig
 from spielbus.env.gym_env import BusEnv, action_id
 from spielbus.env.session import TrainingSession, session_for
 from spielbus.env.views import Obs
+
+
+# Info entries kept whole per sub-environment (dicts that `_add_info` would split by key).
+WHOLE = ("legal", "json")
 
 
 class BusVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.ndarray]):
@@ -65,11 +71,20 @@ class BusVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.ndarray]):
         # A Dict space batches to a dict of arrays.
         self._batch: Any = create_empty_array(self.single_observation_space, n=num_envs, fn=np.zeros)
         self._autoreset = np.zeros(num_envs, np.bool_)
+        self._options: dict[str, Any] = {}  # reset()'s options, kept for the autoresets that follow
 
     def _batched(self) -> dict[str, np.ndarray]:
         self._batch = concatenate(self.single_observation_space, self._obs, self._batch)
         out: dict[str, np.ndarray] = deepcopy(self._batch)
         return out
+
+    def _add(self, infos: dict[str, Any], info: dict[str, Any], i: int) -> dict[str, Any]:
+        infos = self._add_info(infos, {k: v for k, v in info.items() if k not in WHOLE}, i)
+        for key in WHOLE:
+            if key in info:
+                infos.setdefault(key, np.full(self.num_envs, None, dtype=object))[i] = info[key]
+                infos.setdefault(f"_{key}", np.zeros(self.num_envs, np.bool_))[i] = True
+        return infos
 
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
@@ -81,6 +96,7 @@ class BusVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.ndarray]):
             seeds = list(seed)
             if len(seeds) != self.num_envs:
                 raise ValueError(f"{len(seeds)} seeds for {self.num_envs} environments")
+        self._options = dict(options or {})
         extras = []
         for env, s in zip(self.envs, seeds, strict=True):
             # Seeded here (as `Env.reset(seed=...)` does), then every match starts before any is waited for.
@@ -89,7 +105,7 @@ class BusVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.ndarray]):
         infos: dict[str, Any] = {}
         for i, env in enumerate(self.envs):
             self._obs[i], info = env._finish_reset(extras[i])
-            infos = self._add_info(infos, info, i)
+            infos = self._add(infos, info, i)
         self._autoreset[:] = False
         return self._batched(), infos
 
@@ -104,7 +120,7 @@ class BusVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.ndarray]):
                 action_id(action, self.envs[i].views.num_actions)  # all checked before any is sent
         sent: list[dict[str, Any]] = []
         for i, (env, action) in enumerate(zip(self.envs, batch, strict=True)):
-            sent.append(env._begin_reset(None) if self._autoreset[i] else env._send(action))
+            sent.append(env._begin_reset(self._options) if self._autoreset[i] else env._send(action))
         rewards = np.zeros(self.num_envs, np.float64)
         terminations = np.zeros(self.num_envs, np.bool_)
         truncations = np.zeros(self.num_envs, np.bool_)
@@ -115,7 +131,7 @@ class BusVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.ndarray]):
             else:
                 self._obs[i], reward, terminations[i], truncations[i], info = env._receive(sent[i])
                 rewards[i] = float(reward)
-            infos = self._add_info(infos, info, i)
+            infos = self._add(infos, info, i)
         self._autoreset = terminations | truncations
         return self._batched(), rewards, terminations, truncations, infos
 
