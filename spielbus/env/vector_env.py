@@ -10,8 +10,8 @@ Autoreset is Gymnasium's default, `NEXT_STEP`: the step after a sub-environment'
 resets it (its action is ignored) and returns the new episode's first observation with reward 0.
 `reset(options=...)` (`opponents`, `seat`) holds for every autoreset until the next `reset()`.
 Infos are batched with Gymnasium's `_add_info` (arrays with `_key` masks), except `legal` and `json`,
-which stay one object per sub-environment (an object array): `_add_info` would split a dict by key. A bad action anywhere in
-the batch raises `ValueError` before any action is sent.
+which stay one object per sub-environment (an object array): `_add_info` would split a dict by key.
+A bad action anywhere in the batch raises `ValueError` before any action is sent.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from referee.config import TournamentConfig
 from spielbus.env.gym_env import BusEnv, action_id
 from spielbus.env.session import TrainingSession, session_for
 from spielbus.env.views import Obs
-
 
 # Info entries kept whole per sub-environment (dicts that `_add_info` would split by key).
 WHOLE = ("legal", "json")
