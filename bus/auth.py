@@ -27,7 +27,8 @@ and a bot-check login could relay an agent's answer onto the JetStream API).
   `P.notify.N` and `$SRV.*.N`, `$SRV.*.N.*` (nats.micro discovery). Exports to `spectators`:
   the streams `P.match.*.started|moved|forfeit|ended` and the read-only services
   `$JS.API.STREAM.MSG.GET.M` and `$JS.API.STREAM.INFO.M`. Only this account can write a
-  match event or a record, or claim a `Nats-Msg-Id` in a stream.
+  match event or a record, or claim a `Nats-Msg-Id` in a stream. Its users may answer the
+  discovery subjects of the workers' own service `spielbus-referee` (inside this account).
 - `agent-N` (user `agent-N`): exports those four services, to `referee` and `botcheck-N`
   only; imports nothing, so nothing its user publishes leaves the account except answers
   to requests it was sent.
@@ -59,7 +60,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from bus.subjects import Subjects, check_token
+from bus.subjects import REFEREE_SERVICE, Subjects, check_token
 
 Role = Literal["agent", "referee", "spectator", "botcheck"]
 
@@ -223,8 +224,16 @@ def referee_permissions(subjects: Subjects) -> dict[str, Any]:
                 f"{p}.match.>",
                 # The collector learns of specs that failed for good (max deliveries, terminated).
                 f"$JS.EVENT.ADVISORY.CONSUMER.*.{schedule}.*",
+                # Each worker is the nats.micro service REFEREE_SERVICE (referee/service.py).
+                "$SRV.PING",
+                "$SRV.INFO",
+                "$SRV.STATS",
+                f"$SRV.*.{REFEREE_SERVICE}",
+                f"$SRV.*.{REFEREE_SERVICE}.*",
             ]
         },
+        # Replies to the discovery requests it receives (from its own account's users).
+        "allow_responses": True,
     }
 
 

@@ -8,6 +8,8 @@ from typing import Literal, get_args
 
 MATCHES_STREAM = "SPIELBUS_MATCHES"
 SCHEDULE_STREAM = "SPIELBUS_SCHEDULE"
+# The `nats.micro` service name every referee worker registers (referee/service.py).
+REFEREE_SERVICE = "spielbus-referee"
 MatchEventType = Literal["started", "moved", "forfeit", "ended"]
 MATCH_EVENTS: tuple[str, ...] = get_args(MatchEventType)  # one list: the Literal is the source
 

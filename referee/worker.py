@@ -37,6 +37,7 @@ from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from referee.match import MatchAborted, MatchRunner
 from referee.presence import DEFAULT_ABSENT_LIMIT_S, Presence
+from referee.service import RefereeService
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,11 @@ class ProvenanceCache:
 
 
 class RefereeWorker:
+    """Pulls match specs from the work queue and plays up to `concurrency` at once (`run`), each as a
+    `MatchRunner` attempt; acks a spec once its `ended` record is stored, hands an aborted attempt
+    back; registered as the `nats.micro` service `spielbus-referee` while it runs
+    (referee/service.py). `stop()` drains (see the module docstring)."""
+
     def __init__(
         self,
         nc: NATS,
@@ -144,6 +150,7 @@ class RefereeWorker:
         self._stop = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._streams_ready = False
+        self.service: RefereeService | None = None  # registered while `run` runs
 
     async def play(self, spec: MatchSpec, attempt: int = 1) -> MatchRecord:
         """Play one spec and store its record; raises `MatchAborted` if the attempt failed."""
@@ -162,7 +169,8 @@ class RefereeWorker:
         )
         self.in_flight += 1
         try:
-            record = await runner.run()
+            with self.service.counting() if self.service is not None else contextlib.nullcontext():
+                record = await runner.run()
         finally:
             self.in_flight -= 1
         self.played += 1
@@ -299,6 +307,7 @@ class RefereeWorker:
             ),
         )
         slots = asyncio.Semaphore(self.concurrency)
+        self.service = await RefereeService.start(self.nc, self.subjects, self.concurrency, self._live)
         stopping = asyncio.create_task(self._stop.wait())
         try:
             while not self._stop.is_set():
@@ -336,6 +345,11 @@ class RefereeWorker:
             await self._drain()
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
+            await self.service.stop()
+
+    def _live(self) -> dict[str, int]:
+        """The live numbers of `$SRV.STATS` (the matches endpoint's `data`)."""
+        return {"in_flight": self.in_flight, "played": self.played, "aborted": self.aborted}
 
     async def _drain(self) -> None:
         if not self._tasks:
