@@ -177,18 +177,17 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {}
     env = BusVectorEnv(config, num_envs=args.envs, seat=None)
     try:
-        for stage, opponent, episodes in (
-            ("random", "random", args.episodes),
-            ("mcts", "mcts", args.mcts_episodes),
-        ):
-            report[f"before training vs {stage}"] = {
+
+        def evaluation() -> dict[str, dict[str, float]]:
+            return {
                 o: summary(play(env, table, args.eval, [o], learn=False, seed=10)) for o in ("random", "mcts")
             }
-            play(env, table, episodes, [opponent], learn=True, seed=100 if stage == "random" else 200)
-            print(f"trained {episodes} episodes against {opponent}: {len(table.q)} boards", flush=True)
-        report["after training"] = {
-            o: summary(play(env, table, args.eval, [o], learn=False, seed=10)) for o in ("random", "mcts")
-        }
+
+        report["untrained (greedy on an empty table)"] = evaluation()
+        play(env, table, args.episodes, ["random"], learn=True, seed=100)
+        report[f"after {args.episodes} episodes against random"] = evaluation()
+        play(env, table, args.mcts_episodes, ["mcts"], learn=True, seed=200)
+        report[f"then {args.mcts_episodes} against mcts ({len(table.q)} boards)"] = evaluation()
         report["training run folder"] = str(env.session.folder.path)
     finally:
         env.close()

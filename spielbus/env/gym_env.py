@@ -215,6 +215,12 @@ class BusEnv(gym.Env[Obs, np.int64]):
     def match_id(self) -> str | None:
         return self._ep.spec.match_id if self._ep is not None else None
 
+    @property
+    def record(self) -> MatchRecord | None:
+        """The referee's record of the current match once it has ended (every move, chance
+        included, and the chance secret), None while it is live."""
+        return self._ep.record if self._ep is not None else None
+
     def render(self) -> str | None:  # 'ansi': the learner's text view
         return self._text if self.render_mode == "ansi" else None
 
