@@ -172,3 +172,29 @@ def test_seccomp_filter_refuses_the_listed_calls(tmp_path: Path):
     errnos = json.loads(out)
     assert {k: v for k, v in errnos.items() if k != "clone3"} == dict.fromkeys(REFUSED, 1)
     assert errnos["clone3"] == 38
+
+
+def test_a_value_candidate_cannot_sway_the_tournament():
+    """Value functions are ranked by a tournament; a candidate that sabotages the other's searches
+    scores exactly what the same candidate without the sabotage scores."""
+    from research.cwm.values import ValueCandidate, check_and_rank
+
+    game = load_game("tic_tac_toe")
+    init = T.initial_state(game)
+    states = [{"state": init, "terminal_rewards": None}]
+    heuristic = (
+        "def value_function(state, player_id):\n"
+        "    if get_current_player(state) == -4:\n"
+        "        return float(get_rewards(state)[player_id])\n"
+        "    return 0.1 if 'x(1,1)' in state['history'][:1] and player_id == 0 else 0.0\n"
+    )
+    sabotage = (HERE / "value_sabotage.py.txt").read_text()
+    plain = "def value_function(state, player_id):\n    return 0.0\n"
+
+    def scores(other: str) -> list[float]:
+        cands = [ValueCandidate("value_0", heuristic), ValueCandidate("value_1", other)]
+        choice = check_and_rank(GOOD, cands, states, init, 2, games=2, simulations=20, seed=5)
+        assert all(c.ok for c in cands), [c.problem for c in cands]
+        return [c.score for c in choice.candidates]
+
+    assert scores(sabotage) == scores(plain)

@@ -5,7 +5,7 @@ stdout: the model's prints go to stdout, which the sandbox caps). Every answer i
 `{"ok": true, "result": ...}` or `{"ok": false, "error": KIND, "detail": TEXT}` where KIND
 is syntax, import, api, memory, output, runtime, inference or request; TEXT is at most
 `DETAIL_CAP` characters. Ops: ping, load, api (one call of a model function), values (a value
-function at given states), search (the `cwm` agent's (IS)MCTS), duel (see `handle`).
+function at given states), search (the `cwm` agent's (IS)MCTS, also the value tournament's).
 
 It answers; it never judges: the expected answers of the unit tests stay with the caller, who
 compares (`research.cwm.judge`). Before reading any request it lowers its own process limit
@@ -85,8 +85,13 @@ def _search(args: dict[str, Any]) -> dict[str, Any]:
                 "detail": "no resampled state recreates the observation",
             }
         info_sets = True
-    else:
-        roots = [harness.replay_texts(m, initial, [str(a) for a in args["actions"]])]
+    else:  # from the given full state, or the initial state and the history's actions
+        state = args.get("state")
+        roots = [
+            state
+            if state is not None
+            else harness.replay_texts(m, initial, [str(a) for a in args["actions"]])
+        ]
         info_sets = False
     legal = [str(a) for a in m.get_legal_actions(roots[0])]
     out = harness.mcts(
@@ -145,38 +150,6 @@ def _values(args: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _duel(args: dict[str, Any]) -> dict[str, Any]:
-    """MCTS with value function A against MCTS with value function B on the model, seats
-    alternating; both search the model's full state (a tournament between value functions,
-    not a test of inference). Returns A's mean return."""
-    m = MODULES["model"]
-    rng = random.Random(args.get("seed"))
-    n = int(args["num_players"])
-    fns = [getattr(MODULES.get(str(v)), "value_function", None) for v in args["values"]]
-    total = 0.0
-    for g in range(int(args["games"])):
-        seat_a = g % n
-        state = args["initial_state"]
-        acc = [0.0] * n
-        for _ in range(500):
-            p = m.get_current_player(state)
-            if p == harness.TERMINAL:
-                break
-            legal = [str(a) for a in m.get_legal_actions(state)]
-            if p < 0:
-                action = rng.choice(legal)
-            else:
-                fn = fns[0] if p == seat_a else fns[1]
-                out = harness.mcts(m, [state], p, n, int(args["simulations"]), 1, 1.4, rng, fn, 1e9, False)
-                v = out["visits"]
-                action = max(v, key=v.__getitem__) if v else rng.choice(legal)
-            state = m.apply_action(state, action)
-            for i, r in enumerate(m.get_rewards(state)):
-                acc[i] += float(r)
-        total += acc[seat_a]
-    return {"ok": True, "result": total / max(1, int(args["games"]))}
-
-
 def _tb() -> str:
     return harness.cap(traceback.format_exc(limit=-5), DETAIL_CAP)
 
@@ -188,7 +161,7 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "result": "pong"}
     if op == "load":
         return _load(args)
-    ops = {"api": _api, "search": _search, "values": _values, "duel": _duel}
+    ops = {"api": _api, "search": _search, "values": _values}
     if op not in ops:
         return {"ok": False, "error": "request", "detail": f"unknown op {str(op)[:60]!r}"}
     if "model" not in MODULES:

@@ -3,6 +3,10 @@ Playing"): several candidates written by the LLM, checked in the sandbox (a fini
 every player, the reward at terminal states), the best chosen by a round-robin tournament of
 MCTS with each candidate on the synthesized model. Not refined: there is no ground truth.
 
+Each candidate is checked and searches in a sandbox of its own; the tournament's games are
+played and scored in this process on a sandbox that holds only the model, so a candidate can
+sway neither another's check nor the score.
+
 Limits: the tournament plays both sides on the model's full state (for imperfect-information
 games too), with small searches (`simulations`), so it ranks heuristics, not inference.
 """
@@ -11,13 +15,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents.cwm.harness import cap
+from agents.cwm.harness import TERMINAL, cap
 from agents.cwm.sandbox import Limits, Sandbox, SandboxError
 from research.cwm import prompts as P
-from research.cwm.judge import short
+from research.cwm.judge import RemoteModel, short
 
 
 @dataclass
@@ -77,6 +83,23 @@ def value_problems(answers: Any, states: list[dict[str, Any]], num_players: int)
     return problems[:5]
 
 
+def _box(model_code: str, value: ValueCandidate | None) -> Sandbox:
+    """A fresh sandbox holding the model and at most one value function (a candidate never shares
+    a process with another, nor with the model that keeps the tournament's score)."""
+    sb = Sandbox(limits=Limits(cpu_s=300))
+    sb.start()
+    loaded = sb.call("load", code=model_code, name="model", timeout=10)
+    if not loaded.get("ok"):
+        sb.close()
+        raise SandboxError("model", "the model does not load")
+    if value is not None:
+        loaded = sb.call("load", code=value.code, name=value.name, timeout=10)
+        if not loaded.get("ok"):
+            sb.close()
+            raise SandboxError(str(loaded.get("error"))[:40], cap(str(loaded.get("detail")), 300))
+    return sb
+
+
 def check_and_rank(
     model_code: str,
     candidates: list[ValueCandidate],
@@ -88,58 +111,109 @@ def check_and_rank(
     simulations: int = 40,
     seed: int = 0,
 ) -> ValueChoice:
-    """Check each candidate, then a round robin among the valid ones; the highest mean return wins."""
+    """Check each candidate in a sandbox of its own, then a round robin among the valid ones,
+    played and scored here; the highest mean return wins."""
     choice = ValueChoice(candidates=candidates)
-    sb = Sandbox(limits=Limits(cpu_s=300))
+    boxes: dict[str, Sandbox] = {}
     try:
-        sb.start()
-        if not sb.call("load", code=model_code, name="model", timeout=10).get("ok"):
+        try:
+            game = _box(model_code, None)  # the model alone: the tournament's game
+        except SandboxError:
             for c in candidates:
                 c.problem = "the model does not load"
             return choice
+        boxes[""] = game
         for c in candidates:
             try:
-                loaded = sb.call("load", code=c.code, name=c.name, timeout=10)
-                if not loaded.get("ok"):
-                    c.problem = f"{loaded.get('error')}: {str(loaded.get('detail'))[:300]}"
-                    continue
+                sb = _box(model_code, c)
+            except SandboxError as exc:
+                c.problem = f"{exc.reason}: {exc.detail}"
+                continue
+            boxes[c.name] = sb
+            try:
                 answered = sb.call(
                     "values", value=c.name, states=[s["state"] for s in states], num_players=num_players,
                     timeout=20,
                 )  # fmt: skip
-                if not answered.get("ok"):
-                    c.problem = f"{answered.get('error')}: {cap(str(answered.get('detail')), 300)}"
-                    continue
-                problems = value_problems(answered.get("result"), states, num_players)
-                if problems:
-                    c.problem = cap("; ".join(problems), 1000)
-                else:
-                    c.ok = True
             except SandboxError as exc:
-                c.problem = str(exc)
-                sb.start()
-                sb.call("load", code=model_code, name="model", timeout=10)
+                c.problem = cap(str(exc), 300)
+                continue
+            if not answered.get("ok"):
+                c.problem = f"{answered.get('error')}: {cap(str(answered.get('detail')), 300)}"
+                continue
+            problems = value_problems(answered.get("result"), states, num_players)
+            if problems:
+                c.problem = cap("; ".join(problems), 1000)
+            else:
+                c.ok = True
         valid = [c for c in candidates if c.ok]
         for a, b in itertools.combinations(valid, 2):
             try:
-                r = sb.call(
-                    "duel",
-                    values=[a.name, b.name],
-                    initial_state=initial_state,
-                    num_players=num_players,
-                    games=games,
-                    simulations=simulations,
-                    seed=seed,
-                    timeout=120,
-                )
+                r = duel(game, (boxes[a.name], a.name), (boxes[b.name], b.name), initial_state, num_players,
+                         games=games, simulations=simulations, seed=seed)  # fmt: skip
             except SandboxError as exc:
-                a.problem = b.problem = f"tournament: {exc}"
+                a.problem = b.problem = f"tournament: {cap(str(exc), 300)}"
                 break
-            if r.get("ok"):
-                a.score += float(r["result"])
-                b.score -= float(r["result"])
+            a.score += r
+            b.score -= r
         if valid:
             choice.chosen = max(valid, key=lambda c: c.score).name
         return choice
     finally:
-        sb.close()
+        for sb in boxes.values():
+            sb.close()
+
+
+def duel(
+    game: Sandbox,
+    a: tuple[Sandbox, str],
+    b: tuple[Sandbox, str],
+    initial_state: Any,
+    num_players: int,
+    *,
+    games: int,
+    simulations: int,
+    seed: int,
+    timeout_s: float = 120.0,
+) -> float:
+    """MCTS with value function A against MCTS with value function B, seats alternating; each
+    searches in its own sandbox from the full state (a tournament between value functions, not a
+    test of inference). The game is played and scored here on the model of `game`, which holds
+    no value function. Returns A's mean return (0 for a game the model could not play)."""
+    rng = random.Random(seed)
+    model = RemoteModel(game, time.monotonic() + timeout_s)
+    total = 0.0
+    for g in range(games):
+        seat_a = g % num_players
+        state = initial_state
+        acc = [0.0] * num_players
+        try:
+            for _ in range(500):
+                player = model.get_current_player(state)
+                if player == TERMINAL:
+                    break
+                legal = [str(x) for x in model.get_legal_actions(state)]
+                if not legal:
+                    break
+                action = rng.choice(legal)
+                if isinstance(player, int) and player >= 0:
+                    box, name = a if player == seat_a else b
+                    left = model.deadline - time.monotonic()
+                    reply = box.call(
+                        "search", timeout=max(0.1, left), state=state, initial_state=None, actions=[],
+                        seat=player, num_players=num_players, simulations=simulations, rollouts=1,
+                        uct_c=1.4, seed=rng.randrange(2**31), value=name,
+                    )  # fmt: skip
+                    chosen = (reply.get("result") or {}).get("action") if reply.get("ok") else None
+                    action = chosen if chosen in legal else action
+                state = model.apply_action(state, action)
+                rewards = model.get_rewards(state)
+                for i in range(num_players):
+                    r = float(rewards[i])
+                    acc[i] += r if math.isfinite(r) else 0.0
+        except SandboxError:
+            raise
+        except Exception:  # the model answered nonsense: this game counts nothing
+            acc = [0.0] * num_players
+        total += acc[seat_a]
+    return total / max(1, games)
