@@ -7,6 +7,11 @@ on the live `moved` events). The baseline, in the same run: raw nats-py request/
 two processes (this one asking, a child echoing a 600-byte payload) with the same number in
 flight, K. Phases run raw, pipeline, raw; the ratio uses the mean of the two raw phases.
 
+With accounts (issue 24), in the same run: a second server with the accounts of `spielbus auth
+init` (referee, the two agents, each in its own account, turns crossing by service import),
+its own referee and agents logged in with `--auth`. Its pipeline phase runs between two more
+phases of the open stack, and `accounts / open` is their throughput ratio (aim: at least 0.9).
+
 CPU µs per move of every process are read from `/proc/<pid>/stat` (utime + stime, in clock
 ticks: 10 ms resolution, so use phases of several seconds) across the measured window.
 
@@ -25,7 +30,8 @@ import time
 import uuid
 from pathlib import Path
 
-from bus.connect import connect
+from bus.auth import config_path, write_auth
+from bus.connect import Login, connect
 from bus.process import stop_process
 from bus.protocol import MatchSpec
 from bus.server import EmbeddedNats
@@ -100,10 +106,10 @@ async def raw_phase(
 
 
 async def pipeline_phase(
-    url: str, in_flight: int, seconds: float, pids: dict[str, int]
+    url: str, in_flight: int, seconds: float, pids: dict[str, int], login: Login | None = None
 ) -> tuple[float, dict[str, float]]:
     subjects = Subjects()
-    nc = await connect(url, name="bench-submitter")
+    nc = await connect(url, name="bench-submitter", **(login or {}))
     js = nc.jetstream()
     await ensure_streams(js, subjects)
     moves = 0
@@ -137,7 +143,13 @@ async def pipeline_phase(
         await asyncio.sleep(0.05)
     dt, m1, after = time.perf_counter() - t0, moves, cpu_all(pids)
     n = m1 - m0
-    await js.purge_stream(subjects.schedule_stream)
+    if login is None:
+        await js.purge_stream(subjects.schedule_stream)
+    else:  # the referee user may not purge (bus/auth.py): the queued matches are played out
+        for _ in range(600):
+            if not (await js.stream_info(subjects.schedule_stream)).state.messages:
+                break
+            await asyncio.sleep(0.1)
     await asyncio.sleep(1.0)  # matches in flight finish
     await nc.drain()
     return n / dt, {k: (after[k] - before[k]) / max(n, 1) * 1e6 for k in pids}
@@ -148,34 +160,54 @@ def show(label: str, rate: float, cpu: dict[str, float], unit: str) -> None:
     print(f"{label:<10} {rate:8.0f} {unit}/s   CPU µs per {unit}: total {sum(cpu.values()):.0f} ({parts})")
 
 
+def start_stack(
+    srv: EmbeddedNats,
+    concurrency: int,
+    logs: Path,
+    procs: dict[str, subprocess.Popen[bytes]],
+    tag: str = "",
+    auth: list[str] | None = None,
+) -> dict[str, int]:
+    """A referee and the two agents on `srv` (with `auth`: `--auth DIR`), into `procs`; their pids."""
+    spielbus = [sys.executable, "-m", "spielbus.cli"]
+    login = auth or []
+    referee = [*spielbus, "referee", "--concurrency", str(concurrency), "--absent-limit", "0", *login]
+    agent = [*spielbus, "agent", "first", "--max-concurrency", "64", *login, "--name"]
+    procs[f"referee{tag}"] = spawn(referee, srv.url, "referee worker on", logs)
+    procs[f"agent-a{tag}"] = spawn([*agent, "pipe-a"], srv.url, "ready", logs)
+    procs[f"agent-b{tag}"] = spawn([*agent, "pipe-b"], srv.url, "ready", logs)
+    assert srv._proc is not None  # the server's process, for its CPU
+    return {
+        "nats-server": srv._proc.pid,
+        **{k.removesuffix(tag): procs[k].pid for k in (f"referee{tag}", f"agent-a{tag}", f"agent-b{tag}")},
+        "submitter": os.getpid(),
+    }
+
+
 async def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seconds", type=float, default=5.0, help="length of each phase")
     p.add_argument("--concurrency", type=int, default=8, help="matches (and raw requests) in flight")
     args = p.parse_args()
-    spielbus = [sys.executable, "-m", "spielbus.cli"]
-    with EmbeddedNats() as srv:
+    logs = Path(tempfile.mkdtemp(prefix="spielbus-pipeline-"))
+    auth = logs / "auth"
+    bundle = write_auth(["pipe-a", "pipe-b"], auth)
+    ref = bundle.referee()
+    with EmbeddedNats() as srv, EmbeddedNats(config=config_path(auth)) as secured:
         assert srv._proc is not None  # the server's process, for its CPU
-        logs = Path(tempfile.mkdtemp(prefix="spielbus-pipeline-"))
-        referee = [*spielbus, "referee", "--concurrency", str(args.concurrency), "--absent-limit", "0"]
-        agent = [*spielbus, "agent", "first", "--max-concurrency", "64", "--name"]
         # Filled one by one inside the try: a child that fails to start stops the ones before it.
         procs: dict[str, subprocess.Popen[bytes]] = {}
         try:
-            procs["referee"] = spawn(referee, srv.url, "referee worker on", logs)
-            procs["agent-a"] = spawn([*agent, "pipe-a"], srv.url, "ready", logs)
-            procs["agent-b"] = spawn([*agent, "pipe-b"], srv.url, "ready", logs)
+            pipe_pids = start_stack(srv, args.concurrency, logs, procs)
+            acc_pids = start_stack(secured, args.concurrency, logs, procs, "-acc", ["--auth", str(auth)])
             echo = [sys.executable, "-c", ECHO_CHILD.format(url=srv.url)]
             procs["echo"] = spawn(echo, srv.url, "ready", logs)
-            pids = {
-                "nats-server": srv._proc.pid,
-                **{k: v.pid for k, v in procs.items()},
-                "submitter": os.getpid(),
-            }
-            raw_pids = {k: pids[k] for k in ("nats-server", "echo", "submitter")}
-            pipe_pids = {k: pids[k] for k in ("nats-server", "referee", "agent-a", "agent-b", "submitter")}
+            raw_pids = {"nats-server": srv._proc.pid, "echo": procs["echo"].pid, "submitter": os.getpid()}
+            login: Login = {"user": ref.user, "password": ref.password}
             raw1, raw1_cpu = await raw_phase(srv.url, args.concurrency, args.seconds, raw_pids)
             pipe, pipe_cpu = await pipeline_phase(srv.url, args.concurrency, args.seconds, pipe_pids)
+            acc, acc_cpu = await pipeline_phase(secured.url, args.concurrency, args.seconds, acc_pids, login)
+            pipe2, pipe2_cpu = await pipeline_phase(srv.url, args.concurrency, args.seconds, pipe_pids)
             raw2, raw2_cpu = await raw_phase(srv.url, args.concurrency, args.seconds, raw_pids)
         finally:
             for proc in procs.values():
@@ -184,9 +216,12 @@ async def main() -> None:
     print(f"tic_tac_toe, {args.concurrency} in flight, {args.seconds:.0f} s phases")
     show("raw", raw1, raw1_cpu, "round trip")
     show("pipeline", pipe, pipe_cpu, "move")
+    show("accounts", acc, acc_cpu, "move")
+    show("pipeline", pipe2, pipe2_cpu, "move")
     show("raw again", raw2, raw2_cpu, "round trip")
     total = sum(pipe_cpu.values())
     print(f"pipeline / raw: {pipe / raw:.2f}; CPU per move, all processes: {total:.0f} µs (aim: at most 250)")
+    print(f"accounts / open: {acc / ((pipe + pipe2) / 2):.2f} (aim: at least 0.90)")
 
 
 if __name__ == "__main__":

@@ -58,6 +58,7 @@ from bus.protocol import MatchEvent, MatchRecord, MatchSpec
 from bus.streams import ensure_streams, publish_stored
 from bus.subjects import Subjects
 from referee import pgn, resume
+from referee.acceptance import record_problem
 from referee.config import TournamentConfig
 from referee.provenance import split_by_provenance
 from referee.ratings import Rating, Standing, ratings, standings
@@ -172,22 +173,6 @@ class RunFolder:
     def close(self) -> None:
         with contextlib.suppress(OSError):
             self._fh.close()
-
-
-def record_problem(spec: MatchSpec, event: MatchEvent) -> str | None:
-    """Why `event` is not a valid final record of `spec` (None: it is)."""
-    rec = event.record
-    if event.type != "ended" or rec is None:
-        return "not an ended event with a record"
-    if rec.match_id != spec.match_id or event.match_id != spec.match_id:
-        return "match id differs from the spec"
-    if rec.tournament != spec.tournament or list(rec.seats) != list(spec.seats):
-        return "tournament or seats differ from the spec"
-    if rec.game.label() != spec.game.label():
-        return "game differs from the spec"
-    if spec.secret is not None and rec.secret != spec.secret:
-        return "chance secret differs from the spec (not played by a referee of this schedule)"
-    return None
 
 
 @dataclass

@@ -35,6 +35,7 @@ from pydantic import ValidationError
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec, Provenance, trim_record
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
+from referee.acceptance import record_problem
 from referee.match import MatchAborted, MatchRunner
 from referee.presence import DEFAULT_ABSENT_LIMIT_S, Presence
 from referee.service import RefereeService
@@ -206,7 +207,7 @@ class RefereeWorker:
             attempt = 1
             with contextlib.suppress(Exception):
                 attempt = max(1, int(msg.metadata.num_delivered))
-            if attempt > 1 and await self._already_ended(spec.match_id):
+            if attempt > 1 and await self._already_ended(spec):
                 # An earlier attempt's record is stored (its ack was lost): it stands, no replay.
                 await msg.ack()
                 return
@@ -251,15 +252,22 @@ class RefereeWorker:
                 heartbeat.cancel()
             slots.release()
 
-    async def _already_ended(self, match_id: str) -> bool:
-        """Whether the stream already holds an `ended` event for `match_id` (False if unsure)."""
+    async def _already_ended(self, spec: MatchSpec) -> bool:
+        """Whether the stream already holds this spec's record (False if unsure). An `ended` event
+        that is not its record (referee/acceptance.py) does not count: a forgery stored on an open
+        bus must not make the match be skipped."""
         try:
-            await self.nc.jetstream().get_last_msg(
-                self.subjects.matches_stream, self.subjects.match(match_id, "ended")
+            stored = await self.nc.jetstream().get_last_msg(
+                self.subjects.matches_stream, self.subjects.match(spec.match_id, "ended")
             )
+            problem = record_problem(spec, MatchEvent.model_validate_json(stored.data or b""))
         except Exception:
             return False
-        return True
+        if problem is not None:
+            log.warning(
+                "match %s: the stored ended event is not its record (%s); replaying", spec.match_id, problem
+            )
+        return problem is None
 
     async def _until_connected(self, limit_s: float) -> None:
         loop = asyncio.get_running_loop()

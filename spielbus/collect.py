@@ -28,9 +28,10 @@ from rich.console import Console
 from bus.connect import connect, nats_url
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec
 from bus.subjects import Subjects, check_token
+from referee.acceptance import record_problem
 from referee.config import ConfigError, RatingsConfig, TournamentConfig, load_config
 from referee.ratings import Rating, Standing, ratings, standings
-from referee.tournament import RunFolder, RunFolderError, record_problem, summarize
+from referee.tournament import RunFolder, RunFolderError, summarize
 from spielbus.report import print_report
 
 QUIET_S = 2.0

@@ -44,8 +44,10 @@ from bus.protocol import MatchEvent, MatchRecord
 from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
-from referee.tournament import Collector, record_problem, submit_and_collect
-from referee.worker import RefereeWorker
+from referee.acceptance import record_problem
+from referee.match import MatchRunner
+from referee.tournament import Collector, submit_and_collect
+from referee.worker import EventPublisher, RefereeWorker
 from tests.helpers import serving, spec, uid
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -387,3 +389,22 @@ async def test_an_embedded_run_with_an_external_bot_is_closed_by_default(tmp_pat
     (folder,) = (tmp_path / "runs").iterdir()
     records = [json.loads(x) for x in (folder / "matches.jsonl").read_text().splitlines()]
     assert len(records) == 4 and all(r["faults"] == [] for r in records)
+
+
+async def test_a_forged_ended_on_an_open_bus_does_not_skip_a_redelivered_match(nc: NATS) -> None:
+    """On an open bus (built-in agents only) anyone may store an `ended` event; a referee given a
+    redelivered spec must not take a forgery for the match's record and skip the match."""
+    js = nc.jetstream()
+    await ensure_streams(js, S)
+    worker = RefereeWorker(nc, subjects=S)
+    match = spec("tic_tac_toe", [MALLORY, VICTIM])
+    assert not await worker._already_ended(match)
+    forged = {"v": 1, "type": "ended", "match_id": match.match_id, "tournament": match.tournament}
+    await js.publish(S.match(match.match_id, "ended"), json.dumps(forged).encode())
+    assert not await worker._already_ended(match)
+    async with (
+        serving(nc, RandomStrategy.from_options({"seed": 1}), MALLORY),
+        serving(nc, RandomStrategy.from_options({"seed": 2}), VICTIM),
+    ):  # the referee's own record, stored after the forgery
+        await MatchRunner(nc, match, subjects=S, publish_event=EventPublisher(nc, S)).run()
+    assert await worker._already_ended(match)
