@@ -705,7 +705,7 @@ async def test_under_accounts_the_referee_hears_failed_specs_and_checks_stored_r
                 records, collector = await collect(ref, subjects, specs, idle_s=120)
             assert [r.match_id for r in records] == [specs[1].match_id]
             assert "deliveries" in collector.failed[specs[0].match_id]
-            assert await RefereeWorker(ref, subjects=subjects)._already_ended(specs[1].match_id)
-            assert not await RefereeWorker(bots["alice"], subjects=subjects)._already_ended(specs[1].match_id)
+            assert await RefereeWorker(ref, subjects=subjects)._already_ended(specs[1])
+            assert not await RefereeWorker(bots["alice"], subjects=subjects)._already_ended(specs[1])
         for c in (ref, *bots.values()):
             await c.close()
