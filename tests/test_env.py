@@ -5,6 +5,7 @@ information, and every kind of bad input or odd moment with its documented outco
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -177,3 +178,39 @@ def test_closing_stops_the_opponents_it_started(nats_url: str, tmp_path: Path) -
     assert not any(p.alive() for p in procs)
     rec = json.loads(env.session.folder.matches.read_text().splitlines()[0])
     assert rec["outcome"] == "forfeit" and rec["training"] is True
+
+
+def test_training_matches_show_on_the_live_page_and_in_the_metrics(nats_url: str, tmp_path: Path) -> None:
+    import urllib.request
+
+    from bus.process import free_port
+
+    web, metrics = free_port(), free_port()
+    with BusEnv(
+        config(run_dir=tmp_path),
+        nats_url=nats_url,
+        learner="learner-seen",
+        web_port=web,
+        metrics_port=metrics,
+    ) as env:
+        _, info = env.reset(seed=1)
+        _play_out(env, info)
+        match_id = env.match_id
+
+        def get(url: str) -> str:
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                return str(resp.read().decode())
+
+        # The page follows the match stream: the `ended` event reaches it shortly after the record.
+        for _ in range(120):
+            listed = json.loads(get(f"http://127.0.0.1:{web}/api/matches"))
+            mine = [m for m in listed["matches"] if m["match_id"] == match_id and m["status"] == "ended"]
+            if mine:
+                break
+            time.sleep(0.25)
+        assert mine and mine[0]["training"] is True and mine[0]["tournament"].startswith("train-envtest-")
+        text = get(f"http://127.0.0.1:{metrics}/metrics")
+        assert any(
+            line.startswith("spielbus_matches_total{") and 'game="tic_tac_toe"' in line
+            for line in text.splitlines()
+        )

@@ -94,6 +94,7 @@ class MatchView(BaseModel):
     observation: str | None = None
     updated: float = 0.0
     error: str | None = None
+    training: bool = False  # played through a training environment (docs/env.md), from the record
 
     def summary(self) -> dict[str, Any]:
         last = self.steps[-1] if self.steps else None
@@ -109,6 +110,7 @@ class MatchView(BaseModel):
             "faults": len(self.faults),
             "last": last.model_dump() if last else None,
             "updated": self.updated,
+            "training": self.training,
         }
 
     def clocks(self) -> list[dict[str, Any]]:
@@ -254,6 +256,7 @@ class MatchFeed:
             view.returns = list(rec.returns)
             view.forfeited = list(rec.forfeited)
             view.error = rec.error
+            view.training = bool(rec.training)
             # The record is the whole truth: private steps are revealed now that the match is over.
             view.steps = [Step.of(m) for m in rec.moves]
             view.faults = list(rec.faults)
