@@ -427,3 +427,19 @@ def test_spielbus_run_with_auth(tmp_path: Path) -> None:
         timeout=60,
     )
     assert res.returncode == 2 and "r2" in res.stdout
+
+
+def test_if_missing_rewrites_a_shared_account_config_as_accounts_keeping_passwords(tmp_path: Path) -> None:
+    """A folder written before accounts (one shared `authorization` block): `auth init --if-missing`
+    (what the compose stack runs on every `up`) rewrites its server configuration as accounts and
+    keeps every password, so running bots keep logging in."""
+    from bus.auth import ensure_auth, render_config
+
+    write_auth(["alice"], tmp_path)
+    before = load_auth(tmp_path)
+    config_path(tmp_path).write_text('{"authorization": {"users": []}}\n')
+    bundle, written = ensure_auth(["alice"], tmp_path)
+    assert written and bundle == before
+    text = config_path(tmp_path).read_text()
+    assert text == render_config(before) and '"accounts"' in text and "authorization" not in text
+    assert ensure_auth(["alice"], tmp_path) == (before, False)

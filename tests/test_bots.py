@@ -11,7 +11,7 @@ import pytest
 from rich.console import Console
 
 from agents.random_agent import RandomStrategy
-from bus.auth import config_path, load_auth, user_env, write_auth
+from bus.auth import config_path, load_auth, write_auth
 from bus.connect import connect
 from bus.server import EmbeddedNats
 from games.loader import parse_spec
@@ -78,16 +78,17 @@ async def test_example_bot_plays_a_full_tournament(nc, nats_url: str, kind: str,
 
 @pytest.mark.slow
 async def test_both_example_bots_play_each_other_with_auth(tmp_path: Path) -> None:
-    """External bots log in with the credentials `spielbus auth init` wrote for them."""
+    """External bots log in with the one login file `spielbus auth init` wrote for each (`--login`)."""
     write_auth(["pybot", "nodebot"], tmp_path / "auth")
     bundle = load_auth(tmp_path / "auth")
+    logins = {n: str(tmp_path / "auth" / "agents" / f"{n}.env") for n in ("pybot", "nodebot")}
     with EmbeddedNats(config=config_path(tmp_path / "auth")) as srv:
         ref = bundle.referee()
         nc = await connect(srv.url, name="t", user=ref.user, password=ref.password)
         try:
             async with (
-                running_bot("python", "pybot", srv.url, nc, env=user_env(bundle.agent("pybot"))),
-                running_bot("node", "nodebot", srv.url, nc, env=user_env(bundle.agent("nodebot"))),
+                running_bot("python", "pybot", srv.url, nc, "--login", logins["pybot"]),
+                running_bot("node", "nodebot", srv.url, nc, "--login", logins["nodebot"]),
             ):
                 records = await _tournament(srv.url, "pybot", "nodebot", tmp_path / "runs", tmp_path / "auth")
         finally:
