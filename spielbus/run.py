@@ -93,7 +93,7 @@ class RunOptions:
     web_port: int | None = None
     host: str = "127.0.0.1"  # where the live page and metrics listen
     keep_serving: bool = False
-    # An auth folder from `spielbus auth init`: the server enforces its users and permissions.
+    # An auth folder from `spielbus auth init`: the server enforces its accounts.
     auth_dir: str | None = None
     # The collector gives up after this long overall (None: no limit) or without progress.
     deadline_s: float | None = None
