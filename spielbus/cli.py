@@ -166,7 +166,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
     run.add_argument(
-        "--auth", default=None, metavar="DIR", help="enforce the users of this `spielbus auth init` folder"
+        "--auth",
+        default=None,
+        metavar="DIR",
+        help="enforce the accounts of this `spielbus auth init` folder (default: none; an embedded run "
+        "with an external agent writes its own into the run folder and prints each bot's login file)",
     )
     _add_wait_flags(run)
     run.add_argument(
