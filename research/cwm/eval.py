@@ -35,7 +35,9 @@ def evaluate(
     tests: list[dict[str, Any]] = [] if meta["closed_deck"] else list(trans)
     inf: list[dict[str, Any]] = []
     if meta["imperfect"]:
-        inf = T.inference_tests(trajs, game.num_players(), meta["closed_deck"], "heldout_inference")
+        inf = T.inference_tests(
+            trajs, game.num_players(), meta["closed_deck"], "heldout_inference", T.spec_of(game)
+        )
         if len(inf) > MAX_INFERENCE_CASES:
             inf = rng.sample(inf, MAX_INFERENCE_CASES)
         init = T.initial_state(game)

@@ -9,7 +9,9 @@ What the model sees is what any caller would show it: the inputs of the calls ma
 
 Tests: `transition` (one recorded step: player, rewards, observations, legal actions, next
 state), `inference` (H.3 open deck / H.5 closed deck: `resample_history` must recreate the
-seat's observations and actions), `random_play` (H.5: random play runs and ends). Failure text
+seat's observations and actions; its history must be possible in the true game, chance
+outcomes included; at a closed-deck terminal observation the model's reward for the seat must
+be the true game's return of that history), `random_play` (H.5: random play runs and ends). Failure text
 (the model's traceback and printed lines included) is capped at `MESSAGE_CAP` characters.
 
 Limits: states cross the pipe as JSON (tuples become lists, keys strings), as the API states
@@ -26,6 +28,8 @@ from typing import Any
 
 from agents.cwm.harness import CHANCE, TERMINAL, cap, norm
 from agents.cwm.sandbox import Sandbox, SandboxError
+from games.loader import initial_state, load_game
+from games.view import action_text
 
 MESSAGE_CAP = 3000  # characters of one failure message (it goes into prompts and reports)
 PRINTED_CAP = 1000
@@ -127,11 +131,46 @@ def _transition(m: Any, t: dict[str, Any]) -> None:
         )
 
 
+class TrueGame:
+    """The true game (OpenSpiel), replaying a resampled history action text by action text: every
+    action, chance outcomes included, must be legal at its step. Simultaneous-move steps are not
+    checked (a joint action has no single text)."""
+
+    def __init__(self, spec: str) -> None:
+        self.state = initial_state(load_game(spec))
+        self.checking = True
+
+    def step(self, k: int, text: str) -> None:
+        st = self.state
+        if not self.checking:
+            return
+        if st.is_simultaneous_node():
+            self.checking = False
+            return
+        if st.is_terminal():
+            raise AssertionError(
+                f"resample_history: action {k} ({short(text, 80)}) comes after the end of the game"
+            )
+        player = st.current_player()
+        ids = [a for a, _ in st.chance_outcomes()] if st.is_chance_node() else st.legal_actions()
+        texts = [action_text(st, player, a) for a in ids]
+        if text not in texts:
+            what = "chance outcome" if st.is_chance_node() else f"action of player {player}"
+            raise AssertionError(
+                f"resample_history: {what} {k} ({short(text, 80)}) is impossible in the true game at that "
+                f"step (possible: {short(texts, 300)})"
+            )
+        st.apply_action(ids[texts.index(text)])
+
+
 def _inference(m: Any, t: dict[str, Any]) -> None:
-    """Appendix H.3 (open deck) / H.5 (closed deck, `last_is_terminal` given)."""
+    """Appendix H.3 (open deck) / H.5 (closed deck, `last_is_terminal` given); with `game`, the
+    resampled history is also replayed on the true game, and at a terminal observation the
+    model's reward for the seat must be the true game's return of that history."""
     history = t["obs_action_history"]
     pid = t["player_id"]
     state = copy.deepcopy(t["initial_state"])
+    true = TrueGame(t["game"]) if t.get("game") else None
     args = (
         (copy.deepcopy(history), pid)
         if t.get("last_is_terminal") is None
@@ -141,7 +180,7 @@ def _inference(m: Any, t: dict[str, Any]) -> None:
     it = iter(history)
     obs, act = next(it)
     done = False
-    for action in list(actions)[:10000]:
+    for k, action in enumerate(list(actions)[:10000]):
         if done:
             raise AssertionError("resample_history returned actions past the last observation")
         if m.get_current_player(state) == pid:
@@ -151,6 +190,8 @@ def _inference(m: Any, t: dict[str, Any]) -> None:
                 obs, act = next(it)
             except StopIteration:
                 done = True
+        if true is not None:
+            true.step(k, str(action))
         state = m.apply_action(state, action)
     if not done:
         try:
@@ -165,6 +206,14 @@ def _inference(m: Any, t: dict[str, Any]) -> None:
         else:
             _check("current player after the resampled history", pid, m.get_current_player(state))
         _check(f"recreated last observation of player {pid}", obs, m.get_observations(state)[pid])
+        if t.get("last_is_terminal") and true is not None and true.checking and true.state.is_terminal():
+            want = float(true.state.returns()[pid])
+            got = m.get_rewards(state)[pid]
+            if isinstance(got, bool) or not isinstance(got, int | float) or abs(float(got) - want) > 1e-6:
+                raise AssertionError(
+                    f"get_rewards(terminal state)[{pid}]: expected {want} (the true game's return of the "
+                    f"resampled history), got {short(got, 80)}"
+                )
 
 
 def _random_play(m: Any, t: dict[str, Any]) -> None:

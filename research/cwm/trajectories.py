@@ -195,9 +195,24 @@ def obs_action_history(steps: list[dict[str, Any]], seat: int, upto: int) -> lis
     return pairs
 
 
+def spec_of(game: pyspiel.Game) -> str:
+    """The spec that loads `game` again (name and every parameter): inference tests carry it, so
+    that the judge can replay a resampled history on the true game."""
+    params = {k: v for k, v in game.get_parameters().items() if isinstance(v, bool | int | float | str)}
+    return GameSpec(name=game.get_type().short_name, params=params).label()
+
+
 def inference_tests(
-    trajs: list[list[dict[str, Any]]], num_players: int, closed_deck: bool, prefix: str = "inference"
+    trajs: list[list[dict[str, Any]]],
+    num_players: int,
+    closed_deck: bool,
+    prefix: str = "inference",
+    game: str | None = None,
 ) -> list[dict[str, Any]]:
+    """H.3 / H.5 tests. With `game` (a spec) each also names the true game, on which the judge
+    replays the resampled history (every action, chance outcomes included, must be legal there)
+    and, at a closed-deck terminal observation, compares the model's reward for the seat with
+    the true game's return of that history."""
     tests = []
     for ti, steps in enumerate(trajs):
         initial = steps[0]["state"] if not closed_deck else None
@@ -215,6 +230,7 @@ def inference_tests(
                         "obs_action_history": obs_action_history(steps, seat, si),
                         "player_id": seat,
                         "last_is_terminal": terminal if closed_deck else None,
+                        "game": game,
                     }
                 )
     return tests
@@ -242,7 +258,7 @@ def build_tests(
     if not closed_deck or perfect:
         tests += transition_tests(trajs)
     if not perfect:
-        inf = inference_tests(trajs, n, closed_deck)
+        inf = inference_tests(trajs, n, closed_deck, game=spec_of(game))
         init = initial_state(game)
         for t in inf:
             t["initial_state"] = init
