@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from spielbus.env import BusEnv, TrainingSession
+from spielbus.env import BusEnv, EnvError, TrainingSession
 from tests.env_helpers import Stall, ThreadAgent, config
 
 pytestmark = pytest.mark.slow
@@ -214,3 +214,35 @@ def test_training_matches_show_on_the_live_page_and_in_the_metrics(nats_url: str
             line.startswith("spielbus_matches_total{") and 'game="tic_tac_toe"' in line
             for line in text.splitlines()
         )
+
+
+def test_an_external_opponent_that_is_not_there_is_a_clear_error(nats_url: str, tmp_path: Path) -> None:
+    import threading
+
+    def loops() -> int:
+        return sum(1 for t in threading.enumerate() if t.name == "spielbus-env")
+
+    before = loops()
+    cfg = config(agents='[agents.nobody]\nkind = "random"\nexternal = true\n', run_dir=tmp_path)
+    with pytest.raises(EnvError, match="nobody"):
+        BusEnv(cfg, nats_url=nats_url, learner="learner-alone", agent_wait_s=1.0)
+    assert loops() == before  # the failed session's loop thread has stopped
+
+
+def test_under_the_random_policy_the_referee_plays_for_an_illegal_action(
+    nats_url: str, tmp_path: Path
+) -> None:
+    cfg = config(policy="random", run_dir=tmp_path)
+    with BusEnv(cfg, nats_url=nats_url, learner="learner-random") as env:
+        env.reset(seed=4)
+        env.step(4)
+        _, _, term, _, info = env.step(4)  # taken: the referee plays a random legal move instead
+        assert info["illegal"] is True and info["fault_policy"] == "random"
+        if not term:
+            _, end = _play_out(env, info)
+        else:
+            end = info
+        assert end["outcome"] != "forfeit" and [f["reason"] for f in end["faults"]] == ["illegal"]
+        assert env.record is not None
+        forced = [m for m in env.record.moves if m.forced]
+        assert len(forced) == 1 and forced[0].agent == "learner-random" and forced[0].action != 4
