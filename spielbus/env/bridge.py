@@ -59,10 +59,9 @@ class Ask:
 class Episode:
     """One match played through an environment: its spec, and the events the caller reads."""
 
-    def __init__(self, spec: MatchSpec, learner: str, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, spec: MatchSpec, loop: asyncio.AbstractEventLoop) -> None:
         self.spec = spec
         self.loop = loop
-        self.seats = [i for i, s in enumerate(spec.seats) if s == learner]
         # ("turn", Turn, future) from the bridge; ("ended", record) or ("error", exception) at the end.
         self.events: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self.record: MatchRecord | None = None

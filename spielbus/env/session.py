@@ -201,6 +201,8 @@ class TrainingSession:
 
     @property
     def url(self) -> str:
+        """The NATS server's URL (the embedded one's, when the session started it): where an
+        outside bot connects to join as an opponent."""
         assert self._url is not None
         return self._url
 
@@ -231,7 +233,7 @@ class TrainingSession:
             training=True,
             tensors=[self.learner] if tensors else None,
         )
-        ep = Episode(spec, self.learner, self._loop)
+        ep = Episode(spec, self._loop)
         self._call(self._begin(ep))
         return ep
 
