@@ -2,7 +2,9 @@
 
     python scripts/make_puzzles.py [--per-depth 100] [--depths 3-8] [--out FILE] [--minutes M]
                                    [--first-game N]
-    python scripts/make_puzzles.py --check FILE      # validate a file; exit 2 naming a bad line
+    python scripts/make_puzzles.py --check FILE [--nodes N] [--sample K] [--results R]
+                                   [--structure-only]   # exit 2 naming every puzzle not exactly mate in N
+    python scripts/make_puzzles.py --relabel FILE --results R --out NEW   # mislabelled puzzles relabelled
     python scripts/make_puzzles.py --reverify        # re-check every puzzle with Stockfish (resumable)
 
 How a puzzle is made: self-play games from the standard position (a few random
@@ -13,10 +15,13 @@ distances one move at a time (a mate in 9 passes through 8, 7 and 6) instead of
 jumping over them with a blunder: one game then yields a puzzle of each deep
 depth. At each of the strong side's moves its own search (depth 14,
 150k nodes) looks for a `mate N` score with N in the wanted depths. A candidate is then
-verified from its FEN alone (no move history) by two mate searches (UCI `go mate`,
-hash cleared before each): one must find mate in exactly N (within 5M nodes), the
-other must find no mate in N-1 or fewer while searching at least 2N+8 plies deep
-(it stops there; a search cut short by the wall-clock cap refuses the candidate).
+verified from its FEN alone (no move history, hash cleared): a mate search (UCI
+`go mate N`, within 5M nodes) must find mate in exactly N, and `shorter_mate` must
+find none in N-1 or fewer: an exhaustive proof where N-1 <= 3, else Stockfish's
+`go mate N-1` with 2M nodes (a search cut short by the wall-clock cap refuses the
+candidate). An earlier version stopped that search at 2N+8 plies, which let through
+puzzles with shorter mates; `--check` runs the same test over a whole file, and
+`--relabel` turns what it finds into puzzles of the depth they are.
 (A plain search's mate distance proved unreliable: Stockfish reports the
 first mate it sees, which may be longer than the shortest, or miss a shorter one.) When a mate is
 found, the same side's earlier positions of the game are searched deeper too,
@@ -36,8 +41,9 @@ the suite when they are done (`--check` the result). Deterministic for a
 seed (every search is bounded by nodes or depth, Threads=1), unless a wall-clock cap
 cuts a search short on a very busy machine.
 
-Limits: "forced" means Stockfish's search says so; the search is not an
-exhaustive proof, which for mates in 8 would be out of reach here.
+Limits: "forced" means Stockfish's search says so, and so does "no shorter mate" for
+N-1 > 3 (a node-bounded search, not a proof; exhaustive proofs for mates in 4 or more
+are out of reach in Python here).
 """
 
 from __future__ import annotations
@@ -197,13 +203,21 @@ def relabel(args: argparse.Namespace) -> int:
     the no-shorter-mate check from the shorter mate found, then a 2M-1 ply line by `mate_line`;
     its id becomes `mM-<game>-<ply>` and its source says so. Puzzles with no verdict in R are
     kept and counted as unchecked. At most `--per-depth` per depth (the original puzzles first);
-    NEW is then topped up by running the generator on it."""
+    NEW is then topped up by running the generator on it. Resumable: each outcome is appended to
+    `NEW.relabel.jsonl` as it comes, and a rerun takes it from there."""
     path = find_stockfish(args.stockfish)
     if path is None:
         print(f"make_puzzles: Stockfish not found: {INSTALL_HINT}", file=sys.stderr)
         return 2
     puzzles = load_puzzles(args.relabel)
     done = _read_results(Path(args.results), args.nodes)
+    out = Path(args.out)
+    cache = out.with_name(out.name + ".relabel.jsonl")
+    earlier: dict[str, Puzzle | None] = {}
+    if cache.exists():
+        for text in cache.read_text().splitlines():
+            row = json.loads(text)
+            earlier[row["id"]] = None if row["puzzle"] is None else Puzzle.model_validate(row["puzzle"])
     keep: list[Puzzle] = []
     moved: list[Puzzle] = []
     unchecked = dropped = 0
@@ -219,6 +233,13 @@ def relabel(args: argparse.Namespace) -> int:
             if row["mate"] is None:
                 keep.append(p)
                 continue
+            if p.id in earlier:
+                before = earlier[p.id]
+                if before is None:
+                    dropped += 1
+                else:
+                    moved.append(before)
+                continue
             board = chess.Board(p.fen)
             m = int(row["mate"])
             while m > 1 and (found := shorter_mate(engine, board, m, args.nodes)).mate is not None:
@@ -228,6 +249,8 @@ def relabel(args: argparse.Namespace) -> int:
             if m < min(DEPTHS) or line is None or new_id in {q.id for q in puzzles}:
                 dropped += 1
                 print(f"{p.id}: a mate in {m}: dropped", flush=True)
+                with cache.open("a") as fh:
+                    fh.write(json.dumps({"id": p.id, "puzzle": None}) + "\n")
                 continue
             fresh = Puzzle(
                 id=new_id,
@@ -238,10 +261,11 @@ def relabel(args: argparse.Namespace) -> int:
             )
             check_puzzle(fresh)
             moved.append(fresh)
+            with cache.open("a") as fh:
+                fh.write(json.dumps({"id": p.id, "puzzle": fresh.model_dump()}) + "\n")
             print(f"{p.id}: relabelled {fresh.id}", flush=True)
     finally:
         engine.quit()
-    out = Path(args.out)
     counts: dict[int, int] = {}
     with gzip.open(out, "wt", encoding="utf-8") as fh:
         for p in keep + moved:

@@ -112,15 +112,15 @@ def print_go_scores(console: Console, records: list[MatchRecord], use_gnugo: boo
     rows = go_rows(records, scored[0] if scored else None)
     if not rows:
         return
-    t = Table(title="Go: black's area minus white's, no komi (Table 3's score), two ways; draws count 1/2")
+    t = Table(title="Go: black's area minus white's, no komi (Table 3's score), two ways")
     cols = (
         "agent",
         "games",
         "win rate",
-        "Tromp-Taylor (own side)",
-        "Tromp-Taylor as black",
-        "GNU Go, dead removed (own side)",
-        "GNU Go, dead removed, as black",
+        "Tromp-Taylor own",
+        "Tromp-Taylor black",
+        "GNU Go own",
+        "GNU Go black",
     )
     for col in cols:
         t.add_column(col, justify="left" if col == "agent" else "right")
@@ -134,15 +134,16 @@ def print_go_scores(console: Console, records: list[MatchRecord], use_gnugo: boo
             _cell(r["gnugo_score"]),
             _cell(r["gnugo_as_black"]),
         )
+    common = (
+        "own: the mean from the agent's side; black: its games as black; draws count 1/2 in the win rate. "
+        "Tromp-Taylor: the final position as it stands, dead stones counted (OpenSpiel's scoring). "
+    )
     if scored is None:
-        t.caption = (
-            "Tromp-Taylor: the final position as it stands, dead stones counted (OpenSpiel's scoring). "
-            "GNU Go is not installed (apt-get install gnugo): no dead-stone-aware score."
-        )
+        t.caption = common + "GNU Go is not installed (apt-get install gnugo): no dead-stone-aware score."
     else:
         missing = f"; {scored[1]} game(s) it could not score" if scored[1] else ""
         t.caption = (
-            "Tromp-Taylor: the final position as it stands, dead stones counted (OpenSpiel's scoring). "
-            f"GNU Go: its final_score with dead stones removed, Chinese rules, komi added back{missing}."
+            common
+            + f"GNU Go: its final_score with dead stones removed, Chinese rules, komi added back{missing}."
         )
     console.print(t)

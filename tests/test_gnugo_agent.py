@@ -153,4 +153,10 @@ def test_dead_stones_scored_two_ways() -> None:
     console = Console(record=True, width=200)
     print_go_scores(console, [rec])
     text = console.export_text()
-    assert "Tromp-Taylor" in text and "GNU Go, dead removed" in text and "+5.0" in text and "-6.0" in text
+    assert (
+        "Tromp-Taylor" in text
+        and "GNU Go own" in text
+        and "dead stones removed" in text
+        and "+5.0" in text
+        and "-6.0" in text
+    )

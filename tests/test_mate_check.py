@@ -14,7 +14,7 @@ import pytest
 
 from agents.stockfish_agent import find_stockfish
 from games.chess.mate_search import Unknown, mate_within, shortest_mate
-from games.chess.puzzles import DEFAULT_PATH
+from games.chess.puzzles import DEFAULT_PATH, load_puzzles
 from scripts.make_puzzles import main as make_main
 from scripts.make_puzzles import shorter_mate
 
@@ -102,3 +102,27 @@ def test_check_passes_a_sample_of_the_shipped_suite(capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     assert "6 of 6 exactly as labelled" in out
     assert out.count("(exhaustive") == 2
+
+
+@pytest.mark.slow
+@needs_stockfish
+def test_relabel_makes_a_mislabelled_puzzle_what_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write(json.dumps(MISLABELLED) + "\n")
+    results, out = tmp_path / "verdicts.jsonl", tmp_path / "fixed.jsonl.gz"
+    assert make_main(["--check", str(path), "--nodes", "1000000", "--results", str(results)]) == 2
+    assert (
+        make_main(
+            ["--relabel", str(path), "--results", str(results), "--nodes", "1000000", "--out", str(out)]
+        )
+        == 0
+    )
+    (fixed,) = load_puzzles(out)
+    assert (
+        fixed.depth < 7
+        and fixed.id == f"m{fixed.depth}-00650-062"
+        and "relabelled from mate in 7" in fixed.source
+    )
+    # The relabelled puzzle is exact: the check finds no shorter mate.
+    assert make_main(["--check", str(out), "--nodes", "1000000"]) == 0
