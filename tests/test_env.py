@@ -246,3 +246,17 @@ def test_under_the_random_policy_the_referee_plays_for_an_illegal_action(
         assert env.record is not None
         forced = [m for m in env.record.moves if m.forced]
         assert len(forced) == 1 and forced[0].agent == "learner-random" and forced[0].action != 4
+
+
+def test_a_game_that_pays_along_the_way_gives_per_step_rewards(nats_url: str, tmp_path: Path) -> None:
+    # Cliff walking (one seat, OpenSpiel's REWARDS model): -1 a step, -100 and the end for the cliff.
+    with BusEnv(config("cliff_walking", run_dir=tmp_path), nats_url=nats_url, learner="learner-cliff") as env:
+        env.reset(seed=1)
+        rewards = []
+        for action in [1, 0, 0, 0, 0, 0, 0, 0, 3]:  # up, along the cliff's edge, down to the goal
+            _, reward, term, _, info = env.step(action)
+            rewards.append(float(reward))
+        assert term and rewards == [-1.0] * 9 and sum(rewards) == info["returns"][0]
+        env.reset(seed=2)
+        _, reward, term, _, info = env.step(0)  # right, into the cliff
+        assert term and reward == -100.0 == info["returns"][0]

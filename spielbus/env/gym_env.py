@@ -5,8 +5,11 @@ seat and the opponents (names from the tournament file's `[agents]`) in the othe
 learner's first observation; `step(action)` answers the referee's pending turn and returns when the
 referee asks the learner again (the opponents' moves, chance and hidden information in between are
 the referee's) or when the match has ended. The reward is the learner's return, given at the end
-(0 before: the referee's records hold returns, not per-step rewards). `terminated` at a normal end,
-a forfeit or a referee error; `truncated` when the match reached the tournament's `max_turns`.
+(0 before), except in perfect-information games that pay along the way (OpenSpiel's `REWARDS`
+model: 2048, cliff walking, ...), where each step pays what the learner earned since its last
+decision, replayed from the turn's true action list, and the end pays the rest of the return.
+`terminated` at a normal end, a forfeit or a referee error; `truncated` when the match reached the
+tournament's `max_turns`.
 
 Bad input and odd moments (docs/env.md has the table):
 
@@ -35,6 +38,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
+import pyspiel
 
 from bus.protocol import MatchRecord
 from referee.config import TournamentConfig
@@ -97,6 +101,14 @@ class BusEnv(gym.Env[Obs, np.int64]):
         self._ep: Episode | None = None
         self._ask: Ask | None = None
         self._seat_now = 0
+        gt = self.session.game.get_type()
+        # Games that pay along the way (2048, cliff walking, ...): per-step rewards where the turn
+        # carries the true action list (perfect information) to replay them from.
+        self._stepwise = (
+            gt.reward_model == pyspiel.GameType.RewardModel.REWARDS
+            and gt.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+        )
+        self._earned = 0.0  # the learner's rewards so far in this match (per-step games only)
         self._last: Obs | None = None
         self._text = ""
 
@@ -121,6 +133,7 @@ class BusEnv(gym.Env[Obs, np.int64]):
             extras["abandoned"] = self._ep.spec.match_id
             self.session.abandon(self._ep)
         self._ep, self._ask, self._last = None, None, None
+        self._earned = 0.0
         opponents = self._opponents(options.pop("opponents", None) or self.opponents)
         seat = self._seat(options.pop("seat", self.seat))
         if options:
@@ -179,8 +192,21 @@ class BusEnv(gym.Env[Obs, np.int64]):
         event = self._ep.next_event(None, self.session.alive)
         if isinstance(event, Ask):
             obs = self._observed(event)
-            return obs, 0.0, False, False, {**self.views.info(event.turn), **extras}
+            return obs, self._step_reward(event), False, False, {**self.views.info(event.turn), **extras}
         return self._ended(event, extras)
+
+    def _step_reward(self, ask: Ask) -> float:
+        """What the learner earned since its last decision: replayed from the turn's true action
+        list in a game that pays along the way, else 0 (the return comes at the end)."""
+        if not self._stepwise or ask.turn.state is None:
+            return 0.0
+        state = self.session.game.new_initial_state()
+        total = 0.0
+        for action in ask.turn.state:
+            state.apply_action(action)
+            total += float(state.rewards()[self._seat_now])
+        reward, self._earned = total - self._earned, total
+        return reward
 
     def _ended(
         self, record: MatchRecord, extras: dict[str, Any]
@@ -194,7 +220,8 @@ class BusEnv(gym.Env[Obs, np.int64]):
             # Without latencies: the same seeded episode gives the same info.
             "faults": [f.model_dump(exclude={"latency_ms"}) for f in record.faults if f.seat == seat],
         }
-        reward = float(record.returns[seat]) if record.returns else 0.0
+        # The return less what per-step rewards paid already (nothing, in games that pay at the end).
+        reward = (float(record.returns[seat]) if record.returns else 0.0) - self._earned
         truncated = record.outcome == "max_turns"
         return self.views.final(self._last), reward, not truncated, truncated, info
 
