@@ -287,10 +287,10 @@ def agent_services(name: str, subjects: Subjects) -> list[tuple[str, str]]:
     each), its notifications (no answer) and nats.micro discovery (`$SRV.PING.N` is answered by
     every replica of the agent: a stream of answers)."""
     return [
-        (subjects.turn(name), "Singleton"),
-        (subjects.notify(name), "Singleton"),
-        (f"$SRV.*.{name}", "Stream"),
-        (f"$SRV.*.{name}.*", "Stream"),
+        (subjects.turn(name), "singleton"),
+        (subjects.notify(name), "singleton"),
+        (f"$SRV.*.{name}", "stream"),
+        (f"$SRV.*.{name}.*", "stream"),
     ]
 
 
