@@ -129,6 +129,7 @@ def _replay_turn(record: MatchRecord, upto: int, seat: int, received: Turn, swap
         history=hist,
         rules=received.rules,
         retry=received.retry,
+        match_seed=record.seed,  # the referee sends the schedule seed with every turn
     )
     # The send time is the referee's clock at that moment, not game information: taken as received.
     return turn.model_copy(update={"sent_at": received.sent_at})
