@@ -48,6 +48,11 @@ class MctsOptions(StrategyOptions):
     )
     uct_c: float = Field(default=2.0, gt=0)
     determinization_tries: int = Field(default=50, ge=1)
+    solve: bool = Field(
+        default=True,
+        description="perfect information: OpenSpiel's MCTS-Solver (proven wins and losses back up "
+        "exactly); false for plain UCT, the search the cwm agent runs on its model",
+    )
 
 
 def determinize(
@@ -203,7 +208,7 @@ class MctsStrategy(Strategy):
             self.opts.uct_c,
             self.opts.simulations,
             1000,
-            True,
+            self.opts.solve,
             seed,
             False,
             pyspiel.ChildSelectionPolicy.UCT,
@@ -221,7 +226,7 @@ class MctsStrategy(Strategy):
             self.opts.uct_c,
             self.opts.simulations,
             py_mcts.RandomRolloutEvaluator(self.opts.rollouts, rs),
-            solve=True,
+            solve=self.opts.solve,
             random_state=rs,
         )
         return Decision(action=int(bot.step(state)), stats=MoveStats(nodes=self.opts.simulations))

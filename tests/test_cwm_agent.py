@@ -96,6 +96,30 @@ async def test_broken_model_still_answers_legally(nc, tmp_path):
     assert "model failed" in (mine[0].note or "")
 
 
+async def test_forfeit_on_model_error(nc, tmp_path):
+    """The paper's player forfeits when it gives no valid action: with `forfeit_on_model_error`
+    a failing model answers no action and the referee's forfeit policy ends the match."""
+    write_reference_dir(tmp_path, "tic_tac_toe")
+    model = tmp_path / "model.py"
+    model.write_text(model.read_text() + "\ndef get_legal_actions(state):\n    raise RuntimeError('lost')\n")
+    opts = {
+        "model": str(tmp_path),
+        "simulations": 20,
+        "rollouts": 1,
+        "seed": 2,
+        "forfeit_on_model_error": True,
+    }
+    cwm = CwmStrategy.from_options(opts)
+    me, rnd = uid("cwm"), uid("rnd")
+    try:
+        async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 4}), rnd):
+            rec = await play(nc, spec("tic_tac_toe", [me, rnd], seed=5, deadline_ms=3000))
+    finally:
+        await cwm.close()
+    assert rec.forfeited == [0] and rec.moves == []
+    assert rec.returns[0] < rec.returns[1]
+
+
 def _agent(*args: str) -> subprocess.CompletedProcess[str]:
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
     return subprocess.run(
@@ -170,3 +194,21 @@ async def test_value_function_on_and_off(tmp_path):
         assert stats["model_failures"] == 0 and stats["online_transition_accuracy"] == 1.0
         if on:
             assert d.action == 6  # x(2,0): the only move the value function rates
+
+
+@pytest.mark.parametrize("example", ["cwm.toml", "cwm_leduc.toml"])
+def test_paper_examples_search_alike_and_forfeit(example: str):
+    """GT-MCTS and CWM-MCTS run the same search in the paper's examples (the same simulations,
+    rollouts and UCT constant; no solver on either), and the cwm agent forfeits on a model error."""
+    import tomllib
+
+    from agents.mcts_agent import MctsOptions
+
+    agents = tomllib.loads((REPO / "examples" / example).read_text())["agents"]
+    cwm, gt = agents["cwm"]["options"], agents["gt_mcts"]["options"]
+    cwm_opts = CwmStrategy.Options.model_fields
+    gt_opts = MctsOptions.model_validate(gt)
+    for key in ("simulations", "rollouts", "uct_c"):
+        assert cwm.get(key, cwm_opts[key].default) == getattr(gt_opts, key)
+    assert gt_opts.solve is False
+    assert cwm["forfeit_on_model_error"] is True

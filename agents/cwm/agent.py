@@ -9,9 +9,11 @@ Models for General Game Playing", Lehrach, Hennes, Lázaro-Gredilla et al.).
 - Imperfect information: the seat's (observation, action) pairs are kept per match; the
   model's inference function resamples histories (appendix H.6, up to 10 tries each,
   `determinizations` of them) and SO-ISMCTS searches over those states.
-- The agent always answers in time with a legal action: if the model fails (exception,
-  no legal action, an action the referee did not offer, timeout, inference failure), a
-  random legal action of the turn is played and the failure counted. Each move's stats
+- The agent always answers in time: if the model fails (exception, no legal action, an
+  action the referee did not offer, timeout, inference failure), a random legal action of the
+  turn is played and the failure counted; with `forfeit_on_model_error` it answers no action
+  instead, and the referee's fault policy (forfeit by default) decides, as the paper's player
+  forfeits when it gives no valid action. Each move's stats
   carry `model_failures` and `online_transition_accuracy` (the share of this match's turns
   where the model agreed with the referee on player, observation and legal actions), and
   for imperfect-information games `online_inference_accuracy`.
@@ -46,6 +48,11 @@ class CwmOptions(StrategyOptions):
     uct_c: float = Field(default=2.0, gt=0)
     determinizations: int = Field(default=8, ge=1, le=200, description="resampled states per ISMCTS search")
     time_fraction: float = Field(default=0.6, gt=0, le=0.9, description="share of the deadline for search")
+    forfeit_on_model_error: bool = Field(
+        default=False,
+        description="when the model gives no valid action, answer none (the referee's fault policy, "
+        "forfeit by default, decides) instead of a random legal action; the paper's player forfeits",
+    )
 
     @field_validator("model")
     @classmethod
@@ -174,6 +181,11 @@ class CwmStrategy(Strategy):
         action_text = result.get("action") if result else None
         if failure is None and action_text not in legal_texts:
             failure = f"the model chose {str(action_text)[:60]!r}, not a legal action of the turn"
+        if failure is not None and self.o.forfeit_on_model_error:
+            d["failures"] += 1
+            return Decision(
+                note=f"cwm: model failed ({failure}); no valid action, so none is given (forfeit)"[:500],
+            )
         if failure is not None:
             d["failures"] += 1
             action = rng.choice(turn.legal_actions)
