@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from agents.base import Strategy
 from agents.cwm.agent import CwmStrategy
 from agents.cwm.sandbox import SandboxUnavailable, check_available
 from agents.random_agent import RandomStrategy
@@ -76,6 +77,16 @@ async def test_cwm_ismcts_resamples_with_the_inference_function(nc, tmp_path, ga
         assert last["online_inference_accuracy"] == 1.0 and last["online_transition_accuracy"] == 1.0
 
 
+async def _against_random(nc: Any, cwm: Strategy, deadline_ms: int) -> tuple[str, MatchRecord]:
+    """One tic-tac-toe match, `cwm` in seat 0 against `random`; the cwm agent is closed after."""
+    me, rnd = uid("cwm"), uid("rnd")
+    try:
+        async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 4}), rnd):
+            return me, await play(nc, spec("tic_tac_toe", [me, rnd], seed=5, deadline_ms=deadline_ms))
+    finally:
+        await cwm.close()
+
+
 async def test_broken_model_still_answers_legally(nc, tmp_path):
     write_reference_dir(tmp_path, "tic_tac_toe")
     model = tmp_path / "model.py"
@@ -84,12 +95,7 @@ async def test_broken_model_still_answers_legally(nc, tmp_path):
         model.read_text() + "\ndef apply_action(state, action):\n    while True:\n        pass\n"
     )
     cwm = CwmStrategy.from_options({"model": str(tmp_path), "simulations": 50, "rollouts": 1, "seed": 2})
-    me, rnd = uid("cwm"), uid("rnd")
-    try:
-        async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 4}), rnd):
-            rec = await play(nc, spec("tic_tac_toe", [me, rnd], seed=5, deadline_ms=1500))
-    finally:
-        await cwm.close()
+    me, rec = await _against_random(nc, cwm, 1500)
     mine, stats = _mine(rec, me)
     assert stats["model_failures"] == len(mine)
     assert stats["online_transition_accuracy"] == 0.0
@@ -109,13 +115,7 @@ async def test_forfeit_on_model_error(nc, tmp_path):
         "seed": 2,
         "forfeit_on_model_error": True,
     }
-    cwm = CwmStrategy.from_options(opts)
-    me, rnd = uid("cwm"), uid("rnd")
-    try:
-        async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 4}), rnd):
-            rec = await play(nc, spec("tic_tac_toe", [me, rnd], seed=5, deadline_ms=3000))
-    finally:
-        await cwm.close()
+    _, rec = await _against_random(nc, CwmStrategy.from_options(opts), 3000)
     assert rec.forfeited == [0] and rec.moves == []
     assert rec.returns[0] < rec.returns[1]
 
