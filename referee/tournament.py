@@ -177,7 +177,11 @@ class RunFolder:
 
 @dataclass
 class Collector:
-    """Receives the `ended` events of one tournament; see the module docstring."""
+    """Judges the events of one tournament's matches: keeps the first valid `ended` record per
+    scheduled spec (`record_problem`), hands it to `on_record`, marks specs failed from the
+    schedule consumer's advisories or when the run gives up, and notes progress (any event of
+    ours) for the idle limit. `done` is set once every spec is recorded or failed, or `on_record`
+    could not write (`error`). It does no I/O of its own: `submit_and_collect` feeds it."""
 
     specs: list[MatchSpec]
     on_record: Callable[[MatchRecord], None]

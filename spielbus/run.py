@@ -81,6 +81,8 @@ REFEREE_READY_S = 120.0
 
 @dataclass
 class RunOptions:
+    """How to run a tournament: the command line of `spielbus run`/`submit` (spielbus/cli.py)."""
+
     nats: str | None = None
     referee: bool = True
     workers: int = 1
@@ -110,6 +112,9 @@ class RunOptions:
 
 @dataclass
 class RunResult:
+    """A finished run: its records in schedule order, its run folder, the specs without a record
+    (match id to reason), and the agents whose moves were mostly fallbacks (the run fails)."""
+
     records: list[MatchRecord]
     path: Path
     failed: dict[str, str] = field(default_factory=dict)
