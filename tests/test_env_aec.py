@@ -59,3 +59,23 @@ def test_self_play_kuhn_pays_both_seats_at_the_end(nats_url: str, tmp_path: Path
     finally:
         env.close()
     assert not env.session.alive()
+
+
+def test_per_step_rewards_in_a_game_that_pays_along_the_way(nats_url: str, tmp_path: Path) -> None:
+    env = BusAECEnv(config("cliff_walking", run_dir=tmp_path), nats_url=nats_url, learner="aec-cliff")
+    try:
+        env.reset(seed=1)
+        plan = iter([1, 0, 0, 0, 0, 0, 0, 0, 3])  # up, along the cliff's edge, down to the goal
+        seen = []
+        for agent in env.agent_iter():
+            assert agent == "player_0"
+            _, reward, term, trunc, info = env.last()
+            seen.append(float(reward))
+            if term or trunc:
+                assert info["returns"] == [-9.0]
+                env.step(None)
+                continue
+            env.step(next(plan))
+        assert seen == [0.0] + [-1.0] * 9
+    finally:
+        env.close()

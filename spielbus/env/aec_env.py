@@ -4,9 +4,10 @@ Agents are `player_<seat>` for the learning seats (all seats by default: self-pl
 referee). Every learning seat is served by the one learner agent (a seat name may repeat in a match),
 so the referee asks whichever seat is to move, and `agent_selection` is that seat; in a simultaneous
 game several seats are asked at once and selected one after another. Other seats are agents of the
-tournament file's `[agents]`, as in `BusEnv`. Observations, actions, rewards, `info` and the outcomes
-of bad input are `BusEnv`'s (docs/env.md); rewards arrive for every learning seat when the match
-ends, after which each learning seat is stepped with `None` (PettingZoo's dead step).
+tournament file's `[agents]`, as in `BusEnv`. Observations, actions, rewards (per step in
+perfect-information games that pay along the way, else at the end), `info` and the outcomes of bad
+input are `BusEnv`'s (docs/env.md); when the match ends every learning seat gets the rest of its
+return and is then stepped with `None` (PettingZoo's dead step).
 
 Limit: `observe(agent)` of a seat that has not been asked yet in this match is its space's zero
 observation (no legal action): the referee sends a seat its view only when it asks it.
@@ -27,7 +28,7 @@ from referee.config import TournamentConfig
 from spielbus.env.bridge import Ask, Episode
 from spielbus.env.gym_env import MAX_EMPTY_MATCHES, action_id, seat_list
 from spielbus.env.session import EnvError, TrainingSession, check_opponents, session_for
-from spielbus.env.views import Obs, Views
+from spielbus.env.views import Obs, Views, earned, pays_along
 
 
 class BusAECEnv(AECEnv[str, Obs, int]):
@@ -63,6 +64,8 @@ class BusAECEnv(AECEnv[str, Obs, int]):
         self._pending: dict[str, Ask] = {}
         self._obs: dict[str, Obs] = {}
         self._extras: dict[str, dict[str, Any]] = {}
+        self._stepwise = pays_along(self.session.game)
+        self._earned: dict[str, float] = {}  # per learning seat, in games that pay along the way
         self.agents: list[str] = []
         self.rewards: dict[str, float] = {}
         self._cumulative_rewards: dict[str, float] = {}
@@ -101,6 +104,7 @@ class BusAECEnv(AECEnv[str, Obs, int]):
             self.truncations = {a: False for a in self.agents}
             self.infos = {a: dict(extras) for a in self.agents}
             self._pending, self._obs, self._extras = {}, {}, {}
+            self._earned = dict.fromkeys(self.agents, 0.0)
             assert self._rng is not None
             seats = seat_list(self.session.learner, self.learning_seats, opponents, self.num_players)
             secret, match_seed = self._rng.bytes(16).hex(), int(self._rng.integers(2**31))
@@ -123,6 +127,10 @@ class BusAECEnv(AECEnv[str, Obs, int]):
             self._obs[agent] = self.views.observe(event.turn)
             self.infos[agent] = {**self.views.info(event.turn), **self._extras.pop(agent, {})}
             self.agent_selection = agent
+            if self._stepwise and event.turn.state is not None:
+                total = earned(self.session.game, event.turn.state, event.turn.seat)
+                self.rewards[agent] = total - self._earned[agent]
+                self._earned[agent] = total
             return True
         self._finish(event)
         return False
@@ -131,7 +139,9 @@ class BusAECEnv(AECEnv[str, Obs, int]):
         truncated = record.outcome == "max_turns"
         for agent in self.agents:
             seat = int(agent.removeprefix("player_"))
-            self.rewards[agent] = float(record.returns[seat]) if record.returns else 0.0
+            # The return less what per-step rewards paid already (nothing, in games that pay at the end).
+            ret = float(record.returns[seat]) if record.returns else 0.0
+            self.rewards[agent] = ret - self._earned.get(agent, 0.0)
             self.terminations[agent] = not truncated
             self.truncations[agent] = truncated
             self._obs[agent] = self.views.final(self._obs.get(agent))

@@ -38,13 +38,12 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
-import pyspiel
 
 from bus.protocol import MatchRecord
 from referee.config import TournamentConfig
 from spielbus.env.bridge import Ask, Episode
 from spielbus.env.session import EnvError, TrainingSession, check_opponents, session_for
-from spielbus.env.views import Obs, Views
+from spielbus.env.views import Obs, Views, earned, pays_along
 
 log = logging.getLogger(__name__)
 
@@ -101,13 +100,7 @@ class BusEnv(gym.Env[Obs, np.int64]):
         self._ep: Episode | None = None
         self._ask: Ask | None = None
         self._seat_now = 0
-        gt = self.session.game.get_type()
-        # Games that pay along the way (2048, cliff walking, ...): per-step rewards where the turn
-        # carries the true action list (perfect information) to replay them from.
-        self._stepwise = (
-            gt.reward_model == pyspiel.GameType.RewardModel.REWARDS
-            and gt.information == pyspiel.GameType.Information.PERFECT_INFORMATION
-        )
+        self._stepwise = pays_along(self.session.game)
         self._earned = 0.0  # the learner's rewards so far in this match (per-step games only)
         self._last: Obs | None = None
         self._text = ""
@@ -200,11 +193,7 @@ class BusEnv(gym.Env[Obs, np.int64]):
         list in a game that pays along the way, else 0 (the return comes at the end)."""
         if not self._stepwise or ask.turn.state is None:
             return 0.0
-        state = self.session.game.new_initial_state()
-        total = 0.0
-        for action in ask.turn.state:
-            state.apply_action(action)
-            total += float(state.rewards()[self._seat_now])
+        total = earned(self.session.game, ask.turn.state, self._seat_now)
         reward, self._earned = total - self._earned, total
         return reward
 

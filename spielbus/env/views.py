@@ -85,3 +85,20 @@ class Views:
         if turn.retry is not None:
             info["retry"] = turn.retry  # the referee refused the previous answer (retry policy)
         return info
+
+
+def pays_along(game: pyspiel.Game) -> bool:
+    """A perfect-information game that pays along the way (OpenSpiel's `REWARDS` model: 2048, cliff
+    walking, ...): its per-step rewards can be replayed from a turn's true action list (`state`)."""
+    gt = game.get_type()
+    return gt.reward_model == pyspiel.GameType.RewardModel.REWARDS and is_perfect_information(game)
+
+
+def earned(game: pyspiel.Game, actions: list[int], seat: int) -> float:
+    """What `seat` has earned over `actions` (the true action list from the initial state)."""
+    state = game.new_initial_state()
+    total = 0.0
+    for action in actions:
+        state.apply_action(action)
+        total += float(state.rewards()[seat])
+    return total
