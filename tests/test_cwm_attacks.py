@@ -198,3 +198,8 @@ def test_a_value_candidate_cannot_sway_the_tournament():
         return [c.score for c in choice.candidates]
 
     assert scores(sabotage) == scores(plain)
+
+
+def test_a_forged_reply_cannot_crash_the_judge(tests_ttt):
+    v = attempt(hostile("deep_reply"), tests_ttt)
+    assert v.reason == "protocol" and v.passed == 0

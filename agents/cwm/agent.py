@@ -177,7 +177,10 @@ class CwmStrategy(Strategy):
         if result:
             if imperfect:
                 d["inferred"] += 1 if result.get("resampled") else 0
-            d["agree"] += int(_agrees(result, turn, imperfect))
+            try:
+                d["agree"] += int(_agrees(result, turn, imperfect))
+            except (TypeError, ValueError, RecursionError):  # an answer of no sensible shape
+                pass
         action_text = result.get("action") if result else None
         if failure is None and action_text not in legal_texts:
             failure = f"the model chose {str(action_text)[:60]!r}, not a legal action of the turn"

@@ -31,7 +31,9 @@ What it isolates (each enforced by the kernel, not by Python):
 - Lifetime: `--die-with-parent` and a session of its own, so the sandbox never outlives
   the agent or the synthesizer; the PID namespace takes every child down with it.
 - Replies: one JSON line per request on a pipe of its own (not stdout), read up to
-  `reply_kb`; a longer reply kills the sandbox. Its stdout and stderr are files on the host
+  `reply_kb`; a longer reply kills the sandbox. The model's code can write on that pipe too:
+  a reply is parsed as untrusted bytes (unreadable, too deep: `protocol`), and is only ever an
+  answer to compare, never a verdict. Its stdout and stderr are files on the host
   opened by the parent (not visible inside), capped by `RLIMIT_FSIZE`.
 
 What it does not do: the interpreter, libc and the kernel are shared with the host (a kernel
@@ -348,11 +350,11 @@ class Sandbox:
                 self.close()
                 raise SandboxError("output", f"reply longer than {self.limits.reply_kb} KiB (killed)")
         raw, _, self._buf = self._buf.partition(b"\n")
-        try:
+        try:  # whatever bytes: the model's code can write on this pipe itself
             reply = json.loads(raw)
-        except json.JSONDecodeError as exc:
+        except (ValueError, RecursionError) as exc:
             self.close()
-            raise SandboxError("protocol", f"unreadable reply ({exc})") from exc
+            raise SandboxError("protocol", f"unreadable reply ({str(exc)[:200]})") from exc
         if not isinstance(reply, dict):
             self.close()
             raise SandboxError("protocol", "reply is not an object")

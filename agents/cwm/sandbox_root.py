@@ -31,6 +31,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SYSTEM_PYTHONS = ("/usr/bin/python3",)
+MIN_PYTHON = (3, 10)  # the runner's code (`X | Y` in isinstance)
 WORKER_MODULE = "agents.cwm.worker"
 RUNNER_PACKAGES = ("agents",)  # the only project packages whose modules may be copied in
 STDLIB_EXTENSIONS = (
@@ -69,7 +70,8 @@ for name in sys.argv[1:]:
         continue
     if f and f.endswith(".so"):
         files.append(f)
-print(json.dumps({"python": os.path.realpath(sys.executable), "stdlib": stdlib, "ext": files}))
+print(json.dumps({"python": os.path.realpath(sys.executable), "stdlib": stdlib, "ext": files,
+                  "version": list(sys.version_info[:2])}))
 """
 
 _interpreter: Interpreter | None = None
@@ -100,6 +102,11 @@ def interpreter() -> Interpreter:
         info = json.loads(out)
     except (OSError, subprocess.SubprocessError, json.JSONDecodeError) as exc:
         raise SandboxUnavailable(f"{python} does not run ({exc}): {INSTALL}") from exc
+    if tuple(info["version"]) < MIN_PYTHON:
+        raise SandboxUnavailable(
+            f"the sandbox's interpreter {python} is Python {'.'.join(map(str, info['version']))}; "
+            f"{'.'.join(map(str, MIN_PYTHON))} or newer is needed (Debian 12 or newer has it)"
+        )
     libs: list[str] = []
     for target in [info["python"], *info["ext"]]:
         for lib in _ldd(target):
