@@ -5,6 +5,7 @@
     python scripts/make_puzzles.py --check FILE [--nodes N] [--sample K] [--results R]
                                    [--structure-only]   # exit 2 naming every puzzle not exactly mate in N
     python scripts/make_puzzles.py --relabel FILE --results R --out NEW   # mislabelled puzzles relabelled
+    python scripts/make_puzzles.py --derive FILE --out NEW --depths 3-7   # short depths from the next one
     python scripts/make_puzzles.py --reverify        # re-check every puzzle with Stockfish (resumable)
 
 How a puzzle is made: self-play games from the standard position (a few random
@@ -280,6 +281,75 @@ def relabel(args: argparse.Namespace) -> int:
     return 0
 
 
+def _game_of(p: Puzzle) -> str:
+    return p.source.split("game ")[1].split()[0] if "game " in p.source else p.id
+
+
+def derive(args: argparse.Namespace) -> int:
+    """`--derive FILE --out NEW`: top up the depths (`--depths`) short of `--per-depth` from the
+    next depth's puzzles, as the generator's own games do. After the first two plies of a mate in
+    d+1 (the attacker's move and the defender's reply of the line), the attacker still has a
+    forced mate within d (it had one against every defence); the candidate is kept if
+    `shorter_mate` finds none in d-1 or fewer, with the rest of the line as its solution. At most
+    one puzzle per depth per game, as in generation: a game with a puzzle of depth d already
+    gives none. NEW is FILE plus the new puzzles."""
+    path = find_stockfish(args.stockfish)
+    if path is None:
+        print(f"make_puzzles: Stockfish not found: {INSTALL_HINT}", file=sys.stderr)
+        return 2
+    puzzles = load_puzzles(args.derive)
+    fens = {p.fen for p in puzzles}
+    ids = {p.id for p in puzzles}
+    added: list[Puzzle] = []
+    engine = chess.engine.SimpleEngine.popen_uci(path)
+    engine.configure({"Threads": 1, "Hash": 32})
+    try:
+        for d in range(args.depths[1], args.depths[0] - 1, -1):
+            have = [p for p in puzzles + added if p.depth == d]
+            games = {_game_of(p) for p in have}
+            for parent in [p for p in puzzles + added if p.depth == d + 1]:
+                if len(have) >= args.per_depth:
+                    break
+                if _game_of(parent) in games:
+                    continue
+                board = chess.Board(parent.fen)
+                for uci in parent.solution[:2]:
+                    board.push_uci(uci)
+                ply = int(parent.id.rsplit("-", 1)[1]) + 2
+                new_id = f"m{d}-{parent.id.split('-')[1]}-{ply:03d}"
+                if board.fen() in fens or new_id in ids:
+                    continue
+                seen = shorter_mate(engine, board, d, args.nodes)
+                if seen.mate is not None or seen.how == "unknown":
+                    print(f"{new_id}: not exact ({seen.mate}, {seen.how}); skipped", flush=True)
+                    continue
+                child = Puzzle(
+                    id=new_id,
+                    depth=d,
+                    fen=board.fen(),
+                    solution=parent.solution[2:],
+                    source=f"{parent.source}; derived from {parent.id} after its first two plies",
+                )
+                check_puzzle(child)
+                added.append(child)
+                have.append(child)
+                games.add(_game_of(parent))
+                fens.add(child.fen)
+                ids.add(child.id)
+                print(f"{child.id}: derived from {parent.id} ({seen.how})", flush=True)
+    finally:
+        engine.quit()
+    out = Path(args.out)
+    with gzip.open(out, "wt", encoding="utf-8") as fh:
+        for p in puzzles + added:
+            fh.write(p.model_dump_json() + "\n")
+    counts = {
+        d: sum(p.depth == d for p in puzzles + added) for d in sorted({p.depth for p in puzzles + added})
+    }
+    print(f"make_puzzles: {out}: {counts} ({len(added)} derived)")
+    return 0
+
+
 def reverify(args: argparse.Namespace, path: str) -> int:
     """Check every puzzle of `--out` again with `verify`; keep those that pass (with the new line).
 
@@ -518,6 +588,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--relabel", metavar="FILE", help="write FILE to --out with --results' mislabelled puzzles relabelled"
     )
+    ap.add_argument(
+        "--derive", metavar="FILE", help="write FILE to --out with short depths topped up from the next depth"
+    )
     ap.add_argument("--reverify", action="store_true", help="re-check every puzzle of --out with Stockfish")
     args = ap.parse_args(argv)
     if args.check:
@@ -526,6 +599,8 @@ def main(argv: list[str] | None = None) -> int:
         if not args.results:
             ap.error("--relabel needs --results")
         return relabel(args)
+    if args.derive:
+        return derive(args)
     if args.reverify:
         path = find_stockfish(args.stockfish)
         if path is None:

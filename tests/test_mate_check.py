@@ -126,3 +126,20 @@ def test_relabel_makes_a_mislabelled_puzzle_what_it_is(tmp_path: Path) -> None:
     )
     # The relabelled puzzle is exact: the check finds no shorter mate.
     assert make_main(["--check", str(out), "--nodes", "1000000"]) == 0
+
+
+@needs_stockfish
+def test_derive_tops_up_a_depth_from_the_next(tmp_path: Path) -> None:
+    """The first mate in 4 of the suite, after its first two plies, is an exact mate in 3 (proved
+    exhaustively: no mate in 2), with the rest of its line as the solution."""
+    (parent,) = [p for p in load_puzzles() if p.depth == 4][:1]
+    path, out = tmp_path / "one.jsonl.gz", tmp_path / "more.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write(parent.model_dump_json() + "\n")
+    assert make_main(["--derive", str(path), "--out", str(out), "--depths", "3-3", "--per-depth", "1"]) == 0
+    first, child = load_puzzles(out)
+    assert first == parent and child.depth == 3 and child.solution == parent.solution[2:]
+    assert child.id.startswith("m3-") and "derived from " + parent.id in child.source
+    # A second run adds nothing: depth 3 has its count.
+    assert make_main(["--derive", str(out), "--out", str(path), "--depths", "3-3", "--per-depth", "1"]) == 0
+    assert len(load_puzzles(path)) == 2
