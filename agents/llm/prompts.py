@@ -39,11 +39,23 @@ def state_prompt(turn: Turn) -> str:
     )
 
 
+# The answer's form, with a placeholder where the move goes. Never a legal move as an example:
+# the small model copies the example (issue 26: SmolLM2 answered the example in 11 to 12 of 12
+# positions, wherever the example was placed; `benchmarks/example_copy.py` measures it).
+ANSWER_FORMAT = 'Answer with JSON of the form {"action": "<one legal move, written exactly as listed>"}.'
+
+
 def choose_prompt(turn: Turn) -> str:
-    example = json.dumps({"action": turn.legal_actions[0].text})
+    return f"{state_prompt(turn)}\n\nChoose your next move. {ANSWER_FORMAT}"
+
+
+def example_prompt(turn: Turn, example: str) -> str:
+    """The prompt as it was before issue 26, with `example` shown as the JSON answer: kept only
+    for `benchmarks/example_copy.py`, which measures how often the model copies it."""
     return (
         f"{state_prompt(turn)}\n\n"
-        f"Choose your next move. Answer with exactly one of the legal moves, as JSON like {example}."
+        f"Choose your next move. Answer with exactly one of the legal moves, as JSON like "
+        f"{json.dumps({'action': example})}."
     )
 
 

@@ -38,6 +38,7 @@ import pyspiel
 
 from agents.llm.base import LLMError
 from agents.llm.client import LLMClient
+from agents.llm.prompts import ANSWER_FORMAT
 from agents.llm.strategy import Budget
 from agents.llm.usage import UsageMeter
 
@@ -353,7 +354,7 @@ class GenericProposer(Proposer):
         return (
             f"Game: {state.get_game().get_type().long_name}. You are player {state.current_player()}.\n"
             f"State:\n{state}\n\nLegal moves: {', '.join(options)}.{ex}\n"
-            'Choose the best move. Answer as JSON like {"action": "' + options[0] + '"}.'
+            f"Choose the best move. {ANSWER_FORMAT}"
         )
 
     async def _generate(

@@ -1,0 +1,136 @@
+"""How often the LLM answers the example its prompt shows: the example-copy effect (issue 26).
+
+    .venv/bin/python benchmarks/example_copy.py [--positions 50] [--seed 1] [--no-constrain] [--base-url URL]
+
+On `--positions` seeded random positions of tic-tac-toe, connect four and othello (in turn), asks
+the model once per prompt, as `llm_policy`'s direct mode does (system prompt, then the choice
+prompt; temperature 0; answers constrained to the legal moves unless `--no-constrain`):
+
+- `example=first`, `example=last`, `example=random`: the old prompt, `{"action": <a legal
+  move>}` shown as its JSON example, the example the first, the last or a seeded random legal
+  move. The row counts answers equal to the example.
+- `placeholder`: today's prompt (`agents.llm.prompts.choose_prompt`: a placeholder where the
+  move goes). The row counts answers equal to the seeded random move the `example=random` row
+  showed (not shown here), and prints how often the answer is the first legal move.
+
+`chance` is the mean of 1/(number of legal moves): the rate of a model that ignores the
+example. A copy rate far above it means the row measures the prompt, not the model.
+
+Limits: starts the embedded llama.cpp server (SmolLM2-135M) unless `--base-url` is given; 4 requests
+a position, sequential (about 200 requests at the defaults: minutes on 2 shared cores). Counted,
+not timed. A model's bias toward the first listed move shows in `placeholder`'s first-move rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from agents.llm.client import LLMClient
+from agents.llm.config import LLMConfig
+from agents.llm.prompts import choose_prompt, example_prompt, legal_texts, system_prompt
+from agents.llm.server import EmbeddedServer
+from bus.protocol import GameSpec, Turn
+from games.loader import load_game
+from games.view import SeatHistory, build_turn
+
+GAMES = ("tic_tac_toe", "connect_four", "othello")
+CONDITIONS = ("example=first", "example=last", "example=random", "placeholder")
+
+
+def positions(n: int, seed: int) -> list[Turn]:
+    """`n` non-terminal positions with at least two legal moves, reached by seeded random play."""
+    rng = random.Random(seed)
+    out: list[Turn] = []
+    while len(out) < n:
+        spec = GameSpec(name=GAMES[len(out) % len(GAMES)])
+        game = load_game(spec)
+        state = game.new_initial_state()
+        hist = SeatHistory(game.num_players())
+        for _ in range(rng.randrange(0, 12)):
+            if state.is_terminal():
+                break
+            action = rng.choice(state.legal_actions())
+            hist.record(state, state.current_player(), action)
+            state.apply_action(action)
+        if state.is_terminal() or len(state.legal_actions()) < 2:
+            continue
+        seat = state.current_player()
+        turn = build_turn(
+            state=state, spec=spec, match_id="bench", seat=seat, seats=["a", "b"],
+            turn=len(out) + 1, deadline_ms=3_600_000, history=hist,
+        )  # fmt: skip
+        out.append(turn)
+    return out
+
+
+async def ask(llm: LLMClient, turn: Turn, user: str, constrain: bool) -> str | None:
+    messages = [("system", system_prompt(turn, None)), ("user", user)]
+    result = await llm.chat(messages, choices=legal_texts(turn), constrain=constrain, temperature=0.0)
+    return result.choice
+
+
+async def run(base_url: str, args: argparse.Namespace) -> int:
+    llm = LLMClient(LLMConfig(base_url=base_url, cache=False, timeout_s=300))
+    rng = random.Random(args.seed + 1)
+    hits = dict.fromkeys(CONDITIONS, 0)
+    first_when_placeholder = 0
+    unusable = 0
+    chance = 0.0
+    turns = positions(args.positions, args.seed)
+    try:
+        for i, turn in enumerate(turns):
+            texts = legal_texts(turn)
+            chance += 1 / len(texts)
+            hidden = rng.choice(texts)
+            examples = {"example=first": texts[0], "example=last": texts[-1], "example=random": hidden}
+            for cond in CONDITIONS:
+                example = examples.get(cond, hidden)
+                user = choose_prompt(turn) if cond == "placeholder" else example_prompt(turn, example)
+                answer = await ask(llm, turn, user, args.constrain)
+                unusable += answer is None
+                hits[cond] += answer == example
+                if cond == "placeholder":
+                    first_when_placeholder += answer == texts[0]
+            print(f"  {i + 1:3d}/{len(turns)} {turn.game.name:13s} legal={len(texts):2d}", flush=True)
+    finally:
+        await llm.aclose()
+    n = len(turns)
+    games = ", ".join(GAMES)
+    print(f"\nexample copy on {n} positions of {games} (constrain={args.constrain}, seed={args.seed})")
+    print(f"chance (mean 1/legal moves): {chance / n:6.1%}")
+    for cond in CONDITIONS:
+        what = "answer = hidden random move" if cond == "placeholder" else "answer = example"
+        print(f"{cond:15s} {what:28s} {hits[cond] / n:6.1%}  ({hits[cond]}/{n})")
+    print(f"{'placeholder':15s} {'answer = first legal move':28s} {first_when_placeholder / n:6.1%}")
+    print(f"unusable answers: {unusable} of {n * len(CONDITIONS)}")
+    return 0
+
+
+async def main() -> int:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--positions", type=int, default=50)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-constrain", dest="constrain", action="store_false")
+    ap.add_argument("--base-url", default=None)
+    args = ap.parse_args()
+    server = None
+    base_url = args.base_url
+    if base_url is None:
+        server = EmbeddedServer()
+        server.start()
+        base_url = server.base_url
+    try:
+        return await run(base_url, args)
+    finally:
+        if server is not None:
+            server.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(asyncio.run(main()))
