@@ -10,6 +10,11 @@ enums; never a match id):
   timeout counts as the full deadline; `no_responder` is not a turn and is left out).
 - `spielbus_moves_total{game,agent}`: legal moves agents chose (forced random
   moves of the `random` fault policy are faults, not moves).
+- `spielbus_fallback_moves_total{game,agent}`: moves an agent marked as fallbacks (its LLM
+  failed and it played a random legal move); `spielbus_move_llm_calls_total{game,agent}` and
+  `spielbus_move_tokens_total{game,agent}`: LLM calls and tokens (prompt and completion) its
+  moves reported. Divided by `spielbus_moves_total`: fallbacks, calls and tokens per move, the
+  same columns as the standings.
 - `spielbus_faults_total{game,agent,reason}`, reason one of timeout, illegal,
   malformed, no_responder, error, budget.
 - `spielbus_matches_total{game,outcome}`, `spielbus_matches_in_flight{game}`.
@@ -62,6 +67,9 @@ disable_created_metrics()
 REFEREE_METRICS: tuple[str, ...] = (
     "spielbus_turn_latency_seconds",
     "spielbus_moves_total",
+    "spielbus_fallback_moves_total",
+    "spielbus_move_llm_calls_total",
+    "spielbus_move_tokens_total",
     "spielbus_faults_total",
     "spielbus_matches_total",
     "spielbus_agent_results_total",
@@ -117,6 +125,21 @@ class RefereeMetrics:
             registry=r,
         )
         self.moves = Counter("spielbus_moves", "Legal moves chosen by agents.", ["game", "agent"], registry=r)
+        self.fallback_moves = Counter(
+            "spielbus_fallback_moves",
+            "Moves agents marked as fallbacks (their LLM failed).",
+            ["game", "agent"],
+            registry=r,
+        )
+        self.move_llm_calls = Counter(
+            "spielbus_move_llm_calls", "LLM calls reported in moves' usage.", ["game", "agent"], registry=r
+        )
+        self.move_tokens = Counter(
+            "spielbus_move_tokens",
+            "LLM tokens (prompt and completion) reported in moves' usage.",
+            ["game", "agent"],
+            registry=r,
+        )
         self.faults = Counter(
             "spielbus_faults", "Bad answers by reason.", ["game", "agent", "reason"], registry=r
         )
@@ -185,6 +208,15 @@ class RefereeMetrics:
         if move.agent is None or move.player < 0 or move.forced:
             return False
         self.moves.labels(game, move.agent).inc()
+        # Created at 0 with the first move, so per-move ratios have a series for every agent.
+        fallbacks = self.fallback_moves.labels(game, move.agent)
+        calls = self.move_llm_calls.labels(game, move.agent)
+        tokens = self.move_tokens.labels(game, move.agent)
+        if move.stats is not None and (move.stats.model_extra or {}).get("fallback"):
+            fallbacks.inc()
+        if move.usage is not None:
+            calls.inc(move.usage.llm_calls)
+            tokens.inc(move.usage.prompt_tokens + move.usage.completion_tokens)
         if move.latency_ms is not None:
             self.turn_latency.labels(game, move.agent).observe(move.latency_ms / 1000)
         return True

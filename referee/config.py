@@ -93,14 +93,30 @@ class AgentConfig(BaseModel):
     budget: Budget | None = Field(default=None, description="this agent's LLM budget (replaces [budget])")
 
 
+# Elo K by name. `arena` (the default) moves a rating by up to 16 points a game, as chess rating
+# lists do for established players, so a few dozen games separate agents; `llm_coaching` is the
+# LLM Coaching paper's K = 0.2 (appendix B.2), under which a 16-0 match leaves both near 1500.
+ELO_K_NAMES: dict[str, float] = {"arena": 16.0, "llm_coaching": 0.2}
+
+
 class RatingsConfig(BaseModel):
     model_config = FILE
-    elo_k: float = Field(default=0.2, gt=0, description="Elo K (the LLM Coaching paper B.2 uses 0.2)")
+    elo_k: float = Field(
+        default=ELO_K_NAMES["arena"],
+        gt=0,
+        allow_inf_nan=False,
+        description="Elo K: a number, or a name: " + ", ".join(f"{k} = {v:g}" for k, v in ELO_K_NAMES.items()),  # noqa: E501
+    )
     elo_initial: float = 1500.0
     stack: float = Field(
         default=100.0, gt=0, description="initial stack L for payoff games (the LLM Coaching paper eq. 19)"
     )
-    bootstrap: int = Field(default=200, ge=10)
+    bootstrap: int = Field(
+        default=200,
+        ge=10,
+        description="accepted for old tournament files and unused: Bradley-Terry intervals are profile "
+        "likelihood intervals now (docs/referee.md)",
+    )
     invalid_adjustment: dict[str, float] = Field(
         default_factory=dict, description="per game: how much of a loss an invalid-action forfeit counts"
     )
@@ -108,6 +124,15 @@ class RatingsConfig(BaseModel):
         default="agent",
         description="`provenance`: one row per (agent, provenance hash), so a changed prompt is a new row",
     )
+
+    @field_validator("elo_k", mode="before")
+    @classmethod
+    def _named_k(cls, v: object) -> object:
+        if isinstance(v, str):
+            if v not in ELO_K_NAMES:
+                raise ValueError(f"unknown Elo K name {v!r} (known: {', '.join(ELO_K_NAMES)}; or a number)")
+            return ELO_K_NAMES[v]
+        return v
 
 
 def _opening(text: str) -> str:
@@ -137,7 +162,16 @@ class TournamentConfig(BaseModel):
     max_turns: int = Field(default=2_000, ge=1)
     allow_fallbacks: bool = Field(
         default=False,
-        description="run/submit exit 0 even when most moves of an agent were fallbacks (its LLM failed)",
+        description="run/submit exit 0 even when more than `fallback_threshold` of an agent's moves "
+        "were fallbacks (its LLM failed)",
+    )
+    fallback_threshold: float = Field(
+        default=0.05,
+        ge=0.0,
+        le=1.0,
+        allow_inf_nan=False,
+        description="share of an agent's moves that may be fallbacks before the report warns (and, "
+        "without `allow_fallbacks`, the run fails)",
     )
     seed: int = 0
     policy: FaultPolicy = Field(default_factory=FaultPolicy)

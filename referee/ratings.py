@@ -20,8 +20,10 @@ finishing place.
 from __future__ import annotations
 
 import math
+import re
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -57,10 +59,19 @@ class Standing(BaseModel):
     fallbacks: int = Field(
         default=0, description="Moves the agent marked as fallbacks (`stats.fallback`): its LLM failed."
     )
+    fallback_rate: float = Field(default=0.0, description="fallbacks / moves (0 without moves).")
+    llm_calls: int = Field(default=0, description="LLM requests answered, over all its moves.")
+    tokens: int = Field(default=0, description="Prompt and completion tokens, over all its moves.")
+    calls_per_move: float = 0.0
+    tokens_per_move: float = 0.0
 
     @property
     def fallback_share(self) -> float:
         return self.fallbacks / self.moves if self.moves else 0.0
+
+    def over_fallbacks(self, threshold: float) -> bool:
+        """More than `threshold` of its moves were fallbacks (the tournament's `fallback_threshold`)."""
+        return self.moves > 0 and self.fallback_share > threshold
 
     @property
     def mostly_fallbacks(self) -> bool:
@@ -72,8 +83,10 @@ class Rating(BaseModel):
     agent: str
     elo: float
     bt: float
-    bt_low: float
+    bt_low: float = Field(description="95% profile-likelihood interval of `bt` (docs/referee.md)")
     bt_high: float
+    pl_mu: float | None = Field(default=None, description="Plackett-Luce (openskill) mean")
+    pl_sigma: float | None = Field(default=None, description="Plackett-Luce (openskill) uncertainty")
 
 
 @dataclass(slots=True)
@@ -99,6 +112,8 @@ class _Sums:
     points: float = 0.0
     moves: int = 0
     fallbacks: int = 0
+    llm_calls: int = 0
+    tokens: int = 0
     faults: dict[str, int] = field(default_factory=dict)
     unplayed_faults: int = 0
     place_sum: float = 0.0
@@ -143,6 +158,9 @@ class StandingsTable:
             if mv.player >= 0 and mv.agent:
                 row = self._row(mv.agent)
                 row.moves += 1
+                if mv.usage is not None:
+                    row.llm_calls += mv.usage.llm_calls
+                    row.tokens += mv.usage.prompt_tokens + mv.usage.completion_tokens
                 if mv.stats is not None and (mv.stats.model_extra or {}).get("fallback"):
                     row.fallbacks += 1
         # Faults that produced no move (forfeits and retried answers) still count as moves asked for.
@@ -168,6 +186,11 @@ class StandingsTable:
                     points=s.points,
                     moves=s.moves,
                     fallbacks=s.fallbacks,
+                    fallback_rate=round(s.fallbacks / s.moves, 4) if s.moves else 0.0,
+                    llm_calls=s.llm_calls,
+                    tokens=s.tokens,
+                    calls_per_move=round(s.llm_calls / s.moves, 3) if s.moves else 0.0,
+                    tokens_per_move=round(s.tokens / s.moves, 1) if s.moves else 0.0,
                     faults=dict(s.faults),
                     faults_per_100_moves=round(100.0 * total_faults / denominator, 2),
                     mean_place=round(s.place_sum / s.played, 3) if s.played else 0.0,
@@ -241,7 +264,7 @@ def elo_from_pairs(pairs: list[_Pair], cfg: RatingsConfig, agents: list[str]) ->
 
 
 def elo(records: list[MatchRecord], cfg: RatingsConfig, agents: list[str]) -> dict[str, float]:
-    return elo_from_pairs(_pairs(records, cfg), cfg, agents)
+    return elo_from_pairs(_pairs(sorted(records, key=record_key), cfg), cfg, agents)
 
 
 def _win_matrix(pairs: list[_Pair], idx: dict[str, int]) -> np.ndarray:
@@ -291,54 +314,204 @@ def bradley_terry(
     return {a: float(_elo_scale(s[idx[a]])) for a in agents}
 
 
-Comparison = tuple[str, str, float]
+RecordKey = tuple[str, tuple[tuple[int, str], ...], int]
+
+
+def record_key(rec: MatchRecord) -> RecordKey:
+    """The one order every view rates records in: the schedule's (match ids are
+    `<tournament>-<index>`; numbers compare as numbers, so `m10` follows `m9`), whatever order the
+    records arrived or were stored in. Elo and Plackett-Luce are order-dependent: without one
+    order the run report, `spielbus standings` and the live page disagreed."""
+    parts = tuple((int(p), "") if p.isdigit() else (-1, p) for p in re.split(r"(\d+)", rec.match_id) if p)
+    return (rec.tournament, parts, rec.attempt)
+
+
+ELO_SCALE = 400.0 / math.log(10.0)  # Elo points per natural-log unit of strength
+CHI2_95 = 3.841458820694124  # the 95% quantile of chi-squared with one degree of freedom
+
+
+def _loglik(theta: np.ndarray, wins: np.ndarray) -> float:
+    """Bradley-Terry log-likelihood of log-strengths `theta` given the (pseudo-)win matrix."""
+    d = theta[:, None] - theta[None, :]
+    return float((wins * -np.logaddexp(0.0, -d)).sum())
+
+
+def _grad_hess(theta: np.ndarray, wins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    games = wins + wins.T
+    p = 0.5 * (1.0 + np.tanh(0.5 * (theta[:, None] - theta[None, :])))  # the logistic, no overflow
+    grad = wins.sum(axis=1) - (games * p).sum(axis=1)
+    w = games * p * p.T
+    hess = w - np.diag(w.sum(axis=1))
+    return grad, hess
+
+
+def _fit(
+    wins: np.ndarray, start: np.ndarray, k: int | None = None, c: float = 0.0
+) -> tuple[float, np.ndarray]:
+    """The largest log-likelihood over log-strengths with mean 0 (and `theta[k] = c` when `k` is
+    given: the profile), and where it is. Newton's method on the free coordinates under the
+    constraint (the KKT system), with a backtracking line search; the log-likelihood is concave."""
+    n = len(start)
+    free = np.ones(n, dtype=bool)
+    theta = start - start.mean()
+    if k is not None:
+        free[k] = False
+        theta[k] = c
+        theta[free] += (-c - theta[free].sum()) / (n - 1)  # back on the constraint sum = 0
+    m = int(free.sum())
+    value = _loglik(theta, wins)
+    for _ in range(100):
+        grad, hess = _grad_hess(theta, wins)
+        kkt = np.zeros((m + 1, m + 1))
+        kkt[:m, :m], kkt[:m, m], kkt[m, :m] = -hess[np.ix_(free, free)], 1.0, 1.0
+        # Least squares: far out on a profile the probabilities saturate and the system can be singular.
+        step = np.linalg.lstsq(kkt, np.concatenate([grad[free], [0.0]]), rcond=None)[0][:m]
+        t = 1.0
+        while True:
+            trial = theta.copy()
+            trial[free] += t * step
+            new = _loglik(trial, wins)
+            if new >= value - 1e-12 or t < 1e-6:
+                break
+            t /= 2
+        theta, value = trial, max(new, value)
+        if np.abs(t * step).max() < 1e-10:  # 2e-8 Elo
+            break
+    return value, theta
+
+
+def _excess(wins: np.ndarray, best: float, k: int, c: float, warm: np.ndarray) -> tuple[float, np.ndarray]:
+    """How far rating `c` of agent `k` is outside the 95% profile-likelihood interval (the
+    deviance less chi2(1, 0.95): negative inside), and the fit that gave it."""
+    value, arg = _fit(wins, warm, k, c)
+    return 2.0 * (best - value) - CHI2_95, arg
+
+
+def profile_intervals(wins: np.ndarray, theta: np.ndarray) -> np.ndarray:
+    """95% profile-likelihood intervals of each anchored log-strength: (n, 2).
+
+    The set of values c of agent k's rating whose best fit, all other ratings free (mean 0),
+    is within chi2(1, 0.95) / 2 of the best fit overall. `wins` includes the prior's pseudo-wins,
+    so the likelihood is bounded and the interval defined, for a perfect score too; its width
+    comes from the number of games, never from resampling (a 4-0 bootstrap resamples 4-0 every time).
+    """
+    n = len(theta)
+    out = np.repeat(theta[:, None], 2, axis=1)
+    if n < 2:
+        return out
+    best = _loglik(theta, wins)
+    for k in range(n):
+        for side, sign in ((0, -1.0), (1, 1.0)):
+            inside, f_in, step, warm = float(theta[k]), -CHI2_95, 0.5, theta
+            outside = inside + sign * step
+            f_out, arg = _excess(wins, best, k, outside, warm)
+            while f_out <= 0 and step < 64.0:  # 64 nats: about 11,000 Elo, far past any real gap
+                inside, f_in, warm, step = outside, f_out, arg, step * 2
+                outside = inside + sign * step
+                f_out, arg = _excess(wins, best, k, outside, warm)
+            # Regula falsi, Illinois variant: the deviance is smooth, a few steps reach 0.01 Elo.
+            for _ in range(60):
+                if abs(outside - inside) < 5e-5 or f_out <= 0:
+                    break
+                mid = outside - f_out * (outside - inside) / (f_out - f_in)
+                f_mid, arg = _excess(wins, best, k, mid, warm)
+                if f_mid > 0:
+                    outside, f_out = mid, f_mid
+                    f_in /= 2
+                else:
+                    inside, f_in, warm = mid, f_mid, arg
+                    f_out /= 2
+                if abs(f_mid) < 1e-7:
+                    inside = outside = mid
+            out[k, side] = (inside + outside) / 2
+    return out
+
+
+def _prior_wins(matrix: np.ndarray, prior: float) -> np.ndarray:
+    off = 1.0 - np.eye(len(matrix))
+    return matrix * off + prior * off
+
+
+PL_MODEL = "Plackett-Luce (openskill)"
 
 
 class PairTally:
-    """What the ratings need, folded one match at a time, so that computing them costs the number
-    of agents and of distinct match results, not the number of matches:
+    """What the ratings need, folded one match at a time:
 
-    - the win matrix (a draw is half a win each way), for the Bradley-Terry point estimate;
-    - each distinct set of comparisons a match produced, with its count, for the bootstrap
-      (resampling matches = drawing counts of these types from a multinomial);
-    - Elo, updated match by match in the order played. Payoff games' Brownian win probability
+    - the win matrix (a draw is half a win each way): Bradley-Terry and its profile-likelihood
+      intervals cost the number of agents, not of matches;
+    - Elo and the Plackett-Luce ratings (openskill), updated match by match in `record_key` order.
+      A match that arrives before one that sorts earlier (the live page sees completion order)
+      marks them stale, and they are replayed in order from the kept comparisons and places when
+      next asked, so every view shows the same numbers. Payoff games' Brownian win probability
       depends on the whole tournament's payoffs of a pairing, so once one is seen Elo is replayed
-      from the kept comparisons (`pairs`, compact) when asked.
+      every time.
     """
 
     def __init__(self, cfg: RatingsConfig) -> None:
         self.cfg = cfg
         self.agents: set[str] = set()
         self.wins: dict[tuple[str, str], float] = defaultdict(float)
-        self.types: dict[tuple[Comparison, ...], int] = defaultdict(int)
         self.elo: dict[str, float] = {}
-        self.pairs: list[_Pair] = []
+        self.pl = PlackettLuceTally()
+        # (key, comparisons, seats, ranks) of every match, for a replay in order.
+        self.kept: list[tuple[RecordKey, list[_Pair], list[str], list[int]]] = []
         self.has_payoffs = False
+        self.in_order = True
         self.matches = 0
 
-    def add_match(self, pairs: list[_Pair], seats: list[str] | None = None) -> None:
+    @property
+    def pairs(self) -> list[_Pair]:
+        return [p for _, ps, _, _ in sorted(self.kept, key=lambda m: m[0]) for p in ps]
+
+    def add_record(self, rec: MatchRecord) -> None:
+        self.add_match(record_pairs(rec, self.cfg, self.matches), rec.seats, rec.ranks, record_key(rec))
+
+    def add_match(
+        self,
+        pairs: list[_Pair],
+        seats: list[str] | None = None,
+        ranks: list[int] | None = None,
+        key: RecordKey | None = None,
+    ) -> None:
+        key = key if key is not None else ("", ((self.matches, ""),), 1)
+        if self.kept and key < self.kept[-1][0]:
+            self.in_order = False
         self.matches += 1
         self.agents.update(seats or ())
-        comps: list[Comparison] = []
         for p in pairs:
             self.agents.update((p.a, p.b))
             self.wins[(p.a, p.b)] += p.score
             self.wins[(p.b, p.a)] += 1.0 - p.score
-            comps.append((p.a, p.b, p.score))
             if p.game in PAYOFF_GAMES and p.payoff is not None:
                 self.has_payoffs = True
-            elif not self.has_payoffs:
-                ra = self.elo.setdefault(p.a, self.cfg.elo_initial)
-                rb = self.elo.setdefault(p.b, self.cfg.elo_initial)
-                delta = self.cfg.elo_k * (p.score - 1.0 / (1.0 + 10 ** (-(ra - rb) / 400.0)))
-                self.elo[p.a], self.elo[p.b] = ra + delta, rb - delta
-        self.pairs.extend(pairs)
-        if comps:
-            self.types[tuple(sorted(comps))] += 1
+        rated = list(seats or []) if pairs and ranks else []
+        self.kept.append((key, pairs, rated, list(ranks or []) if rated else []))
+        if self.in_order:
+            self._elo_step(self.elo, pairs)
+            self.pl.add(rated, ranks or [])
 
-    def ratings(self, seed: int = 0, agents: list[str] | None = None) -> list[Rating]:
+    def _elo_step(self, r: dict[str, float], pairs: list[_Pair]) -> None:
+        for p in pairs:
+            ra = r.setdefault(p.a, self.cfg.elo_initial)
+            rb = r.setdefault(p.b, self.cfg.elo_initial)
+            delta = self.cfg.elo_k * (p.score - 1.0 / (1.0 + 10 ** (-(ra - rb) / 400.0)))
+            r[p.a], r[p.b] = ra + delta, rb - delta
+
+    def _replay(self) -> tuple[dict[str, float], PlackettLuceTally]:
+        """Elo and Plackett-Luce from the kept matches in `record_key` order."""
+        elo: dict[str, float] = {}
+        pl = PlackettLuceTally()
+        for _, pairs, seats, ranks in sorted(self.kept, key=lambda m: m[0]):
+            self._elo_step(elo, pairs)
+            pl.add(seats, ranks)
+        return elo, pl
+
+    def ratings(self, agents: list[str] | None = None) -> list[Rating]:
         """Safe to call from another thread while `add_match` runs on the loop: it reads copies."""
-        wins, types, elo = dict(self.wins), dict(self.types), dict(self.elo)
+        wins, elo, pl = dict(self.wins), dict(self.elo), self.pl
+        if not self.in_order:
+            elo, pl = self._replay()
         names = agents if agents is not None else sorted(self.agents)
         if not names:
             return []
@@ -347,65 +520,75 @@ class PairTally:
         matrix = np.zeros((n, n))
         for (a, b), w in wins.items():
             matrix[idx[a], idx[b]] = w
-        point = _elo_scale(_mm(matrix[None], 0.1, 200)[0])
-        boot = _bootstrap_types(types, idx, self.cfg.bootstrap, seed)
+        prior = 0.1
+        pseudo = _prior_wins(matrix, prior)
+        # MM to get close, Newton to finish (MM's last digits converge slowly).
+        _, theta = _fit(pseudo, np.log(_mm(matrix[None], prior, 200)[0]))
+        bounds = profile_intervals(pseudo, theta)
         if self.has_payoffs:
-            e = elo_from_pairs(list(self.pairs), self.cfg, names)
+            e = elo_from_pairs(self.pairs, self.cfg, names)
         else:
             e = {a: elo.get(a, self.cfg.elo_initial) for a in names}
         out = []
         for k, a in enumerate(names):
-            xs = np.sort(boot[:, k]) if boot is not None else np.array([point[k]])
-            lo = float(xs[int(0.025 * (len(xs) - 1))])
-            hi = float(xs[math.ceil(0.975 * (len(xs) - 1))])
+            mu, sigma = pl.rating(a)
             out.append(
                 Rating(
                     agent=a,
                     elo=round(e[a], 2),
-                    bt=round(float(point[k]), 1),
-                    bt_low=round(lo, 1),
-                    bt_high=round(hi, 1),
+                    bt=round(1500.0 + ELO_SCALE * float(theta[k]), 1),
+                    bt_low=round(1500.0 + ELO_SCALE * float(bounds[k, 0]), 1),
+                    bt_high=round(1500.0 + ELO_SCALE * float(bounds[k, 1]), 1),
+                    pl_mu=round(mu, 2),
+                    pl_sigma=round(sigma, 2),
                 )
             )
         return sorted(out, key=lambda r: -r.bt)
 
 
-def _bootstrap_types(
-    types: dict[tuple[Comparison, ...], int], idx: dict[str, int], samples: int, seed: int, prior: float = 0.1
-) -> np.ndarray | None:
-    """Bradley-Terry on `samples` resamplings of the matches (with replacement): (samples, n).
+class PlackettLuceTally:
+    """Plackett-Luce ratings (openskill's `PlackettLuce`, its default mu = 25, sigma = 25/3), one
+    match at a time: every seat of a match ranked by its finishing place at once, not split into
+    pairs, so N-player games are rated as what they are. An agent holding several seats of one
+    match is rated by its best seat."""
 
-    Matches that contribute the same comparisons are one type; a resampling draws the count of
-    each type from the multinomial over types, the same distribution as drawing matches one by one.
-    """
-    if not types or samples <= 0:
-        return None
-    n = len(idx)
-    contrib = np.zeros((len(types), n * n))
-    for t, comps in enumerate(types):
-        for a, b, score in comps:
-            i, j = idx[a], idx[b]
-            contrib[t, i * n + j] += score
-            contrib[t, j * n + i] += 1.0 - score
-    mult = np.fromiter(types.values(), dtype=float, count=len(types))
-    total = int(mult.sum())
-    counts = np.random.default_rng(seed).multinomial(total, mult / total, size=samples)
-    wins = (counts @ contrib).reshape(samples, n, n)
-    return _elo_scale(_mm(wins, prior, 100))
+    def __init__(self) -> None:
+        from openskill.models import PlackettLuce
+
+        self.model = PlackettLuce()
+        self.players: dict[str, Any] = {}
+
+    def add(self, seats: list[str], ranks: list[int]) -> None:
+        best: dict[str, int] = {}
+        for agent, rank in zip(seats, ranks, strict=False):
+            best[agent] = min(rank, best.get(agent, rank))
+        if len(best) < 2:
+            return
+        agents = list(best)
+        teams = [[self.players.get(a) or self.model.rating(name=a)] for a in agents]
+        rated = self.model.rate(teams, ranks=[float(best[a]) for a in agents])
+        for a, team in zip(agents, rated, strict=True):
+            self.players[a] = team[0]
+
+    def rating(self, agent: str) -> tuple[float, float]:
+        p = self.players.get(agent) or self.model.rating(name=agent)
+        return float(p.mu), float(p.sigma)
 
 
-def ratings_from_pairs(
-    pairs: list[_Pair], agents: list[str], cfg: RatingsConfig, seed: int = 0
-) -> list[Rating]:
+def ratings_from_pairs(pairs: list[_Pair], agents: list[str], cfg: RatingsConfig) -> list[Rating]:
     by_match: dict[int, list[_Pair]] = defaultdict(list)
     for p in pairs:
         by_match[p.match].append(p)
     tally = PairTally(cfg)
-    for group in by_match.values():
-        tally.add_match(group)
-    return tally.ratings(seed, agents)
+    for m in sorted(by_match):
+        tally.add_match(by_match[m], key=("", ((m, ""),), 1))
+    return tally.ratings(agents)
 
 
-def ratings(records: list[MatchRecord], cfg: RatingsConfig, seed: int = 0) -> list[Rating]:
+def ratings(records: list[MatchRecord], cfg: RatingsConfig) -> list[Rating]:
+    """The ratings of a run, the same for every view: records rated in `record_key` order."""
     agents = sorted({a for rec in records for a in rec.seats})
-    return ratings_from_pairs(_pairs(records, cfg), agents, cfg, seed)
+    tally = PairTally(cfg)
+    for rec in sorted(records, key=record_key):
+        tally.add_record(rec)
+    return tally.ratings(agents)

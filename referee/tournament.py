@@ -504,4 +504,4 @@ async def submit_and_collect(
 def summarize(records: list[MatchRecord], config: TournamentConfig) -> tuple[list[Standing], list[Rating]]:
     if config.ratings.split_by == "provenance":
         records = split_by_provenance(records)  # one row per (agent, provenance hash)
-    return standings(records), ratings(records, config.ratings, seed=config.seed)
+    return standings(records), ratings(records, config.ratings)

@@ -179,7 +179,8 @@ def main(argv: list[str]) -> int:
         return 1
     if records:
         table, rates = _summarize(records, config)
-        print_report(console, records, table, rates, str(folder.path))
+        threshold = config.fallback_threshold if config is not None else 0.05
+        print_report(console, records, table, rates, str(folder.path), fallback_threshold=threshold)
     console.print(
         f"collected {len(records)} records of {args.tournament} from the stream"
         + (f"; {rejected} invalid ones ignored" if rejected else "")

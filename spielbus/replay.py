@@ -145,7 +145,7 @@ def rescore(run_dir: Path, config_file: str | None, by_budget: bool, console: Co
     if by_budget:
         records = by_budget_class(records)
     table, rates = summarize(records, config)
-    print_report(console, records, table, rates, str(run_dir))
+    print_report(console, records, table, rates, str(run_dir), fallback_threshold=config.fallback_threshold)
     return 0
 
 

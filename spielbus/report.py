@@ -1,4 +1,5 @@
-"""Printing a tournament's outcome: standings, ratings with 95% intervals, faults."""
+"""Printing a tournament's outcome: standings (with fallbacks, LLM calls and tokens per move),
+ratings (Bradley-Terry with 95% profile-likelihood intervals, Elo, Plackett-Luce), faults."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bus.protocol import FAULT_REASONS, MatchRecord
-from referee.ratings import Rating, Standing
+from referee.ratings import PL_MODEL, Rating, Standing
 from referee.sprt import SprtStatus
 from spielbus.go_report import print_go_scores
 
@@ -22,11 +23,28 @@ def fault_counts(records: list[MatchRecord]) -> dict[str, int]:
     return {reason: c.get(reason, 0) for reason in FAULT_REASONS}
 
 
+def fallback_warnings(table: list[Standing], threshold: float) -> list[str]:
+    """One line per agent more than `threshold` of whose moves were fallbacks."""
+    return [
+        f"{s.fallbacks} of {s.moves} moves of {s.agent} ({s.fallback_share:.0%}) were fallbacks for a "
+        f"failed LLM answer, over the {threshold:.0%} threshold: its results say little about its LLM"
+        for s in table
+        if s.over_fallbacks(threshold)
+    ]
+
+
 def print_report(
-    console: Console, records: list[MatchRecord], table: list[Standing], rates: list[Rating], run_path: str
+    console: Console,
+    records: list[MatchRecord],
+    table: list[Standing],
+    rates: list[Rating],
+    run_path: str,
+    *,
+    fallback_threshold: float = 0.05,
 ) -> None:
     n_player = any(len(r.seats) > 2 for r in records)
     cols = ["agent", "played", "W", "L", "D", "points", "mean return", "faults/100 moves"]
+    cols += ["fallbacks", "calls/move", "tokens/move"]
     if n_player:
         cols.insert(6, "mean place")
     st = Table(title="Standings")
@@ -36,21 +54,22 @@ def print_report(
         cells = [s.agent, str(s.played), str(s.wins), str(s.losses), str(s.draws), f"{s.points:g}"]
         cells += [f"{s.mean_place:.2f}"] if n_player else []
         cells += [f"{s.mean_return:+.3g}", f"{s.faults_per_100_moves:.2f}"]
+        cells += [f"{s.fallback_rate:.1%}", f"{s.calls_per_move:.2f}", f"{s.tokens_per_move:.0f}"]
         st.add_row(*cells)
     console.print(st)
-    for s in table:
-        if s.mostly_fallbacks:
-            console.print(
-                f"[yellow]warning:[/yellow] {s.fallbacks} of {s.moves} moves of {s.agent} were fallbacks "
-                "(its LLM did not answer): its results say nothing about the LLM",
-                highlight=False,
-            )
+    for line in fallback_warnings(table, fallback_threshold):
+        console.print(f"[yellow]warning:[/yellow] {line}", highlight=False)
 
-    rt = Table(title="Ratings (Bradley-Terry, 95% bootstrap interval; Elo as in the LLM Coaching paper)")
-    for col in ("agent", "BT", "95% interval", "Elo"):
+    rt = Table(
+        title="Ratings: Bradley-Terry (95% profile-likelihood interval), Elo, "
+        f"{PL_MODEL} mu ± sigma",
+        caption="One order for every view: records rated in schedule order (docs/referee.md).",
+    )
+    for col in ("agent", "BT", "95% interval", "Elo", "PL mu ± sigma"):
         rt.add_column(col, justify="left" if col == "agent" else "right")
     for r in rates:
-        rt.add_row(r.agent, f"{r.bt:.0f}", f"[{r.bt_low:.0f}, {r.bt_high:.0f}]", f"{r.elo:.1f}")
+        pl = f"{r.pl_mu:.1f} ± {r.pl_sigma:.1f}" if r.pl_mu is not None and r.pl_sigma is not None else ""
+        rt.add_row(r.agent, f"{r.bt:.0f}", f"[{r.bt_low:.0f}, {r.bt_high:.0f}]", f"{r.elo:.1f}", pl)
     console.print(rt)
 
     faults = fault_counts(records)

@@ -118,7 +118,7 @@ class RunResult:
     records: list[MatchRecord]
     path: Path
     failed: dict[str, str] = field(default_factory=dict)
-    # Agents most of whose moves were fallbacks, unless the tournament file allows that.
+    # Agents over the fallback threshold, unless the tournament file allows that.
     fallbacks: list[str] = field(default_factory=list)
 
 
@@ -384,6 +384,7 @@ class TournamentSession:
             host=opts.host,
             fallback=True,
             ratings_config=self.config.ratings,
+            fallback_threshold=self.config.fallback_threshold,
             child_metrics=lambda: [
                 f"http://127.0.0.1:{p.metrics_port}/metrics" for p in self.processes if p.metrics_port
             ],
@@ -553,7 +554,7 @@ class TournamentSession:
         records = self.folder.read_records(specs)
         table, rates = summarize(records, config)
         failed = dict(self.collector.failed)
-        fallback_agents = [s.agent for s in table if s.mostly_fallbacks]
+        fallback_agents = [s.agent for s in table if s.over_fallbacks(config.fallback_threshold)]
         self.folder.write_summary(
             table,
             rates,
@@ -563,13 +564,17 @@ class TournamentSession:
                 "scheduled": len(specs),
                 "failed": failed,
                 "rejected_records": self.collector.rejected,
-                "mostly_fallbacks": fallback_agents,
+                "mostly_fallbacks": [s.agent for s in table if s.mostly_fallbacks],
+                "fallback_threshold": config.fallback_threshold,
+                "over_fallback_threshold": fallback_agents,
                 "nats": self.url,
                 **({"resumed": len(specs) - len(self.todo)} if self.opts.resume else {}),
                 **sprt_summary(config, records),
             },
         )
-        print_report(console, records, table, rates, str(self.folder.path))
+        print_report(
+            console, records, table, rates, str(self.folder.path), fallback_threshold=config.fallback_threshold
+        )
         if (sprt := sprt_status(config, records)) is not None:
             print_sprt(console, sprt)
         if failed:
@@ -581,8 +586,10 @@ class TournamentSession:
             )
         if fallback_agents and not config.allow_fallbacks:
             console.print(
-                f"[red]most moves of {', '.join(fallback_agents)} were fallbacks:[/red] the run fails "
-                "(set `allow_fallbacks = true` in the tournament file to accept that)",
+                f"[red]more than {config.fallback_threshold:.0%} of the moves of "
+                f"{', '.join(fallback_agents)} were fallbacks:[/red] the run fails (set "
+                "`allow_fallbacks = true`, or raise `fallback_threshold`, in the tournament file to "
+                "accept that)",
                 highlight=False,
             )
         if self.opts.keep_serving and self.obs.where():

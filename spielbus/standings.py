@@ -57,11 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
-    cfg, seed = (config.ratings, config.seed) if config is not None else (RatingsConfig(), 0)
+    cfg = config.ratings if config is not None else RatingsConfig()
     if args.by_provenance or cfg.split_by == "provenance":
         records = split_by_provenance(records)
-    table, rates = standings(records), ratings(records, cfg, seed=seed)
-    print_report(console, records, table, rates, str(run_dir))
+    table, rates = standings(records), ratings(records, cfg)
+    threshold = config.fallback_threshold if config is not None else 0.05
+    print_report(console, records, table, rates, str(run_dir), fallback_threshold=threshold)
     if config is not None and config.format == "sprt":
         tested, baseline = list(config.agents)
         print_sprt(console, status_of_records(config.sprt_config, tested, baseline, records))

@@ -16,9 +16,10 @@ full record, and only then are its steps revealed.
 
 Standings are folded per tournament, one `ended` record at a time (constant work
 per event, whatever the tournament's length); only the pairwise comparisons the
-ratings need are kept, never the full records. Live ratings (Bradley-Terry with
-a small bootstrap; the final report of `spielbus run` is the authoritative one)
-are computed on demand: when the page asks for standings or Prometheus scrapes,
+ratings need are kept, never the full records. Live ratings are the run report's
+(`referee.ratings.PairTally`: the same functions, records rated in the same order
+whatever order they arrive in, so once every record is in they equal the report's)
+and are computed on demand: when the page asks for standings or Prometheus scrapes,
 at most once per `ratings_every` seconds per tournament, in a worker thread,
 never on a timer on the referee's loop.
 
@@ -48,7 +49,7 @@ from bus.protocol import FaultRecord, MatchEvent, MatchRecord, MoveRecord
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from referee.config import RatingsConfig
-from referee.ratings import PairTally, Rating, Standing, StandingsTable, record_pairs
+from referee.ratings import PairTally, Rating, Standing, StandingsTable
 
 log = logging.getLogger(__name__)
 
@@ -130,12 +131,28 @@ class MatchView(BaseModel):
         return out
 
 
+class RatingPoint(BaseModel):
+    """The tournament's Elo after `matches` records, as one ratings computation gave it."""
+
+    matches: int
+    elo: dict[str, float]
+
+
 class TournamentTable(BaseModel):
     tournament: str
     standings: list[Standing] = Field(default_factory=list)
     ratings: list[Rating] = Field(default_factory=list)
     matches: int = 0
     updated: float = 0.0
+    fallback_threshold: float = Field(
+        default=0.05, description="fallback share above which the page marks an agent (the run's setting)"
+    )
+    history: list[RatingPoint] = Field(
+        default_factory=list, description="the ratings computed so far, oldest first (at most HISTORY_POINTS)"
+    )
+
+
+HISTORY_POINTS = 500
 
 
 RatingsListener = Callable[[str, list[Rating]], None]
@@ -154,6 +171,7 @@ class _Tally:
         self.ratings: list[Rating] = []
         self.rated_matches = -1  # `matches` when the ratings were last computed
         self.rated_at = 0.0
+        self.history: list[RatingPoint] = []  # for the page's chart: the ratings as computed
         self.lock = threading.Lock()  # one ratings computation at a time
 
 
@@ -168,13 +186,11 @@ class MatchFeed:
         ratings_every: float = 2.0,
         replay_events: int = 2000,
         on_ratings: RatingsListener | None = None,
+        fallback_threshold: float = 0.05,
     ) -> None:
         self.subjects = subjects or Subjects()
-        # A small bootstrap: live intervals are a preview.
-        self.ratings_config = ratings_config or RatingsConfig(bootstrap=20)
-        self.ratings_config = self.ratings_config.model_copy(
-            update={"bootstrap": min(self.ratings_config.bootstrap, 50)}
-        )
+        self.fallback_threshold = fallback_threshold
+        self.ratings_config = ratings_config or RatingsConfig()
         self.max_matches = max_matches
         self.max_tournaments = max_tournaments
         self.ratings_every = ratings_every
@@ -278,7 +294,7 @@ class MatchFeed:
         while len(self.tallies) > self.max_tournaments:
             self.tallies.popitem(last=False)
         tally.standings.add(rec)
-        tally.pairs.add_match(record_pairs(rec, self.ratings_config, tally.matches), rec.seats)
+        tally.pairs.add_record(rec)
         tally.matches += 1
         tally.updated = time.time()
         tally.rows = None
@@ -303,11 +319,13 @@ class MatchFeed:
             try:
                 # Costs the number of agents and of distinct results, not of matches; reads copies
                 # (the loop may fold a record meanwhile).
-                rates = tally.pairs.ratings(0)
+                rates = tally.pairs.ratings()
             except Exception:
                 log.warning("live ratings of %s failed", tournament, exc_info=True)
                 return tally.ratings
             tally.ratings, tally.rated_matches, tally.rated_at = rates, matches, time.monotonic()
+            tally.history.append(RatingPoint(matches=matches, elo={r.agent: r.elo for r in rates}))
+            del tally.history[:-HISTORY_POINTS]
         if self.on_ratings is not None:
             self.on_ratings(tournament, rates)
         return rates
@@ -365,4 +383,6 @@ class MatchFeed:
             ratings=tally.ratings,
             matches=tally.matches,
             updated=tally.updated,
+            fallback_threshold=self.fallback_threshold,
+            history=list(tally.history),
         )

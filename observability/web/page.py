@@ -6,9 +6,9 @@ Boards are drawn as SVG from the public text view where the game is known (chess
 from its FEN, Go, connect four, tic-tac-toe; Kuhn and Leduc poker as cards dealt by
 the chance steps, face down while hidden, i.e. until the match ends); any other game
 shows only the text view (which stays under a picture, collapsible). The head-to-head
-matrix and the rating chart are computed in the page from the finished two-seat
-matches of the list (the chart replays a plain Elo, K = 32, in finishing order: a
-picture of the course, not the tournament's ratings).
+matrix is computed in the page from the finished two-seat matches of the list; the
+rating chart draws the tournament's own Elo as the feed computed it over time (the
+same numbers as the standings and the run report).
 The selected match is kept in the URL fragment (`#match=<id>`), so a link to a
 match can be shared. The board pictures are `games.pictures`, shared with the
 human seat's page.
@@ -65,8 +65,11 @@ _HEAD = r"""<!doctype html>
     <section>
       <h2>Standings <span id="standings-note" class="muted"></span></h2>
       <table id="standings"><thead><tr><th>agent</th><th class="num">played</th><th class="num">W</th>
-        <th class="num">L</th><th class="num">D</th><th class="num">faults/100</th><th class="num">BT</th>
+        <th class="num">L</th><th class="num">D</th><th class="num">faults/100</th>
+        <th class="num" title="moves that were random fallbacks for a failed LLM answer">fallbacks</th>
+        <th class="num">calls/move</th><th class="num">tokens/move</th><th class="num">BT</th>
         <th class="num">Elo</th></tr></thead><tbody></tbody></table>
+      <div id="fallback-warning" class="fault"></div>
     </section>
     <section id="seats-box" hidden>
       <h2>Seats for a person</h2>
@@ -84,8 +87,8 @@ _HEAD = r"""<!doctype html>
       <table id="h2h"><thead></thead><tbody></tbody></table>
     </section>
     <section>
-      <h2>Rating over time <span class="muted">(Elo replayed here from finished two-seat matches in
-        finishing order, K = 32; the Standings hold the tournament's own ratings)</span></h2>
+      <h2>Rating over time <span class="muted">(the tournament's Elo, as the Standings show it, after
+        each number of finished matches)</span></h2>
       <div id="rating-chart"></div>
     </section>
   </div>
@@ -171,21 +174,18 @@ function drawH2H(matches) {
   }));
 }
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
-function drawRatings(matches) {
-  const done = finishedPairs(matches);
+function drawRatings(history) {
   const box = document.getElementById("rating-chart");
-  if (!done.length) { box.replaceChildren(el("span", "no finished two-seat match yet", "muted")); return; }
+  if (!history || !history.length) { box.replaceChildren(el("span", "no ratings yet", "muted")); return; }
   const elo = {}, series = {};
-  const get = a => (elo[a] === undefined ? (elo[a] = 1500, series[a] = [[0, 1500]]) : 0, elo[a]);
-  done.forEach((m, i) => {
-    const [a, b] = m.seats, ea = get(a), eb = get(b);
-    const sa = m.returns[0] > m.returns[1] ? 1 : m.returns[0] < m.returns[1] ? 0 : 0.5;
-    const exp = 1 / (1 + Math.pow(10, (eb - ea) / 400));
-    elo[a] = ea + 32 * (sa - exp); elo[b] = eb - 32 * (sa - exp);
-    series[a].push([i + 1, elo[a]]); series[b].push([i + 1, elo[b]]);
-  });
+  for (const p of history) {
+    for (const [a, v] of Object.entries(p.elo)) {
+      (series[a] = series[a] || []).push([p.matches, v]);
+      elo[a] = v;
+    }
+  }
   const all = Object.values(series).flat().map(p => p[1]);
-  const lo = Math.min(...all) - 10, hi = Math.max(...all) + 10, n = done.length;
+  const lo = Math.min(...all) - 10, hi = Math.max(...all) + 10, n = history[history.length - 1].matches;
   const W = 560, H = 220, L = 44, B = 22, T = 8, R = 12;
   const x = i => L + (W - L - R) * i / Math.max(1, n), y = v => T + (H - T - B) * (hi - v) / (hi - lo);
   const root = svg("svg", { viewBox: "0 0 " + W + " " + H, "data-game": "ratings", role: "img" });
@@ -236,7 +236,6 @@ async function refreshList() {
   });
   fill(document.querySelector("#matches tbody"), rows);
   drawH2H(data.matches);
-  drawRatings(data.matches);
   const playing = data.matches.filter(m => m.status === "playing").length;
   document.getElementById("status").textContent =
     playing + " playing, " + (data.matches.length - playing) + " finished";
@@ -247,13 +246,21 @@ async function refreshStandings() {
   const t = await getJSON("/api/standings" + q);
   const rating = {};
   for (const r of t.ratings || []) rating[r.agent] = r;
+  const over = (t.standings || []).filter(s => s.fallback_rate > t.fallback_threshold);
   fill(document.querySelector("#standings tbody"), (t.standings || []).map(s => row([
-    [s.moves && s.fallbacks / s.moves > 0.5 ? s.agent + " (mostly fallbacks)" : s.agent],
+    [s.fallback_rate > t.fallback_threshold ? s.agent + " (fallbacks)" : s.agent],
     [s.played, "num"], [s.wins, "num"], [s.losses, "num"], [s.draws, "num"],
     [s.faults_per_100_moves !== undefined ? s.faults_per_100_moves.toFixed(2) : "", "num"],
+    [(100 * (s.fallback_rate || 0)).toFixed(1) + "%",
+      "num" + (s.fallback_rate > t.fallback_threshold ? " fault" : "")],
+    [(s.calls_per_move || 0).toFixed(2), "num"], [(s.tokens_per_move || 0).toFixed(0), "num"],
     [rating[s.agent] ? rating[s.agent].bt.toFixed(0) : "", "num"],
     [rating[s.agent] ? rating[s.agent].elo.toFixed(1) : "", "num"],
   ])));
+  document.getElementById("fallback-warning").textContent = over.map(s =>
+    "warning: " + s.fallbacks + " of " + s.moves + " moves of " + s.agent + " were fallbacks (over " +
+    (100 * t.fallback_threshold).toFixed(0) + "%): its results say little about its LLM").join("\n");
+  drawRatings(t.history);
   document.getElementById("standings-note").textContent =
     t.tournament ? "(" + t.tournament + ", " + t.matches + " finished)" : "";
 }

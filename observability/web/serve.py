@@ -58,6 +58,7 @@ async def start_observability(
     host: str = "127.0.0.1",
     fallback: bool = False,
     ratings_config: RatingsConfig | None = None,
+    fallback_threshold: float = 0.05,
     child_metrics: Callable[[], list[str]] | None = None,
 ) -> Observability:
     obs = Observability()
@@ -72,6 +73,7 @@ async def start_observability(
     obs.feed = MatchFeed(
         subjects,
         ratings_config=ratings_config,
+        fallback_threshold=fallback_threshold,
         on_ratings=(lambda _tid, rates: metrics.set_ratings(rates)) if metrics is not None else None,
     )
     if metrics is not None:
