@@ -282,6 +282,7 @@ class MetricsServer:
     server: WSGIServer
     thread: threading.Thread
     host: str = "127.0.0.1"
+    busy: int | None = None  # the port asked for, when it was busy and a free one was taken
 
     @property
     def url(self) -> str:
@@ -298,11 +299,12 @@ def serve_metrics(
 ) -> MetricsServer:
     """Serve `registry` on `port` (0: any free port). With `fallback`, a busy port falls back to a
     free one instead of failing (what `spielbus run` does; a service keeps its fixed port)."""
+    busy = None
     if fallback and port and not port_free(port, host):
         log.info("metrics port %s is busy; using a free one", port)
-        port = 0
+        busy, port = port, 0
     server, thread = start_http_server(port, addr=host, registry=registry)
-    return MetricsServer(port=int(server.server_port), server=server, thread=thread, host=host)
+    return MetricsServer(port=int(server.server_port), server=server, thread=thread, host=host, busy=busy)
 
 
 class MergedCollector:

@@ -211,5 +211,10 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"spielbus export: {exc}", file=sys.stderr)
         return 2
+    if n == 0:
+        # No chess match: an empty PGN file would look like a successful export.
+        target.unlink(missing_ok=True)
+        print(f"spielbus export: {run_dir} has no chess games: nothing written", file=sys.stderr)
+        return 1
     print(f"{n} chess games written to {target}")
     return 0

@@ -119,6 +119,15 @@ def _positive_int(value: str) -> int:
     return n
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("spielbus")
+    except PackageNotFoundError:  # a source tree that was never installed
+        return "(not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="spielbus",
@@ -126,6 +135,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
     )
     p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
+    p.add_argument("--version", action="version", version=f"spielbus {_version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run a tournament (embedded nats-server unless --nats)")
@@ -388,10 +398,15 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 1
     except Interrupted as exc:
+        from spielbus.run import resume_command
+
         kept = (
-            f"the run folder keeps every finished match: {exc.path}" if exc.finished else "no run folder kept"
+            f"the run folder keeps every finished match: {exc.path}; continue with\n  "
+            f"{resume_command(opts, exc.path)}"
+            if exc.finished
+            else "no run folder kept"
         )
-        console.print(f"[yellow]{exc}: {kept}[/yellow]", highlight=False)
+        console.print(f"[yellow]{exc}: {kept}[/yellow]", highlight=False, soft_wrap=True)
         return 143 if exc.signame == "SIGTERM" else 130
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: the run folder keeps every finished match[/yellow]")
@@ -648,6 +663,16 @@ def _cmd_auth(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader left (`spielbus games | head`): not an error. Point stdout at /dev/null so
+        # that Python's own flush at exit does not complain a second time.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Hand-overs first: their flags belong to their own parsers. Global flags before the command
     # (`spielbus --log-level DEBUG agent ...`) are skipped here and passed on.

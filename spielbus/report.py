@@ -61,11 +61,11 @@ def print_report(
         console.print(f"[yellow]warning:[/yellow] {line}", highlight=False)
 
     rt = Table(
-        title="Ratings: Bradley-Terry (95% profile-likelihood interval), Elo, "
-        f"{PL_MODEL} mu ± sigma",
-        caption="One order for every view: records rated in schedule order (docs/referee.md).",
+        title="Ratings",
+        caption=f"BT: Bradley-Terry with its 95% profile-likelihood interval; PL: {PL_MODEL}; "
+        "records rated in schedule order (docs/referee.md)",
     )
-    for col in ("agent", "BT", "95% interval", "Elo", "PL mu ± sigma"):
+    for col in ("agent", "BT", "BT 95%", "Elo", "PL mu ± sigma"):
         rt.add_column(col, justify="left" if col == "agent" else "right")
     for r in rates:
         pl = f"{r.pl_mu:.1f} ± {r.pl_sigma:.1f}" if r.pl_mu is not None and r.pl_sigma is not None else ""

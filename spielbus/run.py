@@ -20,6 +20,7 @@ import contextlib
 import gc
 import logging
 import os
+import shlex
 import shutil
 import signal
 import tempfile
@@ -145,6 +146,14 @@ class Interrupted(Exception):
         self.finished = finished
         self.scheduled = scheduled
         self.path = path
+
+
+def resume_command(opts: RunOptions, folder: Path) -> str:
+    """The exact command that continues this run in `folder` (printed on Ctrl-C and a full disk)."""
+    parts = ["spielbus", "run", opts.config_path or "TOURNAMENT.toml", "--resume", str(folder)]
+    if opts.nats:
+        parts += ["--nats", opts.nats]
+    return shlex.join(parts)
 
 
 def _nats_url(opts: RunOptions) -> str | None:
@@ -390,8 +399,8 @@ class TournamentSession:
             ],
         )
         stack.push_async_callback(obs.stop)
-        for line in obs.where():
-            self.console.print(line, highlight=False)
+        for line in obs.where(closes=not self.opts.keep_serving):
+            self.console.print(line, highlight=False, soft_wrap=True)
         return obs
 
     async def _start_llm_server(
@@ -538,10 +547,12 @@ class TournamentSession:
                     stop=self.stop,
                 )
             except RunFolderError as exc:
-                raise RunFolderError(
-                    f"{exc}. Stopped; the bus keeps every record: `spielbus collect {tid}` "
-                    "rebuilds the run folder once there is room"
-                ) from exc
+                if _nats_url(self.opts) is None:  # the embedded bus stops with the run: nothing to collect
+                    resume = resume_command(self.opts, self.folder.path)
+                    again = f"`{resume}` plays the rest once there is room"
+                else:
+                    again = f"the bus keeps every record: `spielbus collect {tid}` rebuilds the run folder"
+                raise RunFolderError(f"{exc}. Stopped; {again}") from exc
         self.phase = "reporting"
 
     # -- reporting ----------------------------------------------------------------------------
@@ -572,9 +583,8 @@ class TournamentSession:
                 **sprt_summary(config, records),
             },
         )
-        print_report(
-            console, records, table, rates, str(self.folder.path), fallback_threshold=config.fallback_threshold
-        )
+        threshold = config.fallback_threshold
+        print_report(console, records, table, rates, str(self.folder.path), fallback_threshold=threshold)
         if (sprt := sprt_status(config, records)) is not None:
             print_sprt(console, sprt)
         if failed:

@@ -81,6 +81,12 @@ async def test_pgn_per_match_and_export(nc, tmp_path: Path, capsys) -> None:
     assert [g.headers["Round"] for g in games] == ids
     assert "4 chess games" in capsys.readouterr().out
     assert export_main(["pgn", str(tmp_path)]) == 2
+    # A run folder without chess games: said, nothing written, exit 1 (it wrote an empty file).
+    (tmp_path / "ttt").mkdir()
+    (tmp_path / "ttt" / "matches.jsonl").write_text("")
+    assert export_main(["pgn", str(tmp_path / "ttt")]) == 1
+    assert not (tmp_path / "ttt" / "tournament.pgn").exists()
+    assert "no chess games" in capsys.readouterr().err
     _pgn_extract_agrees(tmp_path / "t" / "tournament.pgn", games)
 
 

@@ -88,6 +88,7 @@ class WebServer:
     runner: web.AppRunner
     port: int
     host: str
+    busy: int | None = None  # the port asked for, when it was busy and a free one was taken
     # Human seats shown on the page ({"agent", "url"}, no token); filled by whoever starts them.
     seats: list[dict[str, str]] = field(default_factory=list)
 
@@ -105,9 +106,10 @@ async def start_web(
 ) -> WebServer:
     """Serve the page on `port` in the running event loop (0: any free port; with `fallback`, a
     busy port falls back to a free one)."""
+    busy = None
     if fallback and port and not port_free(port, host):
         log.info("web port %s is busy; using a free one", port)
-        port = 0
+        busy, port = port, 0
     seats: list[dict[str, str]] = []
     runner, actual = await serve_app(make_app(feed, seats), host, port)
-    return WebServer(runner=runner, port=actual, host=host, seats=seats)
+    return WebServer(runner=runner, port=actual, host=host, seats=seats, busy=busy)

@@ -30,13 +30,17 @@ class Observability:
     metrics_server: MetricsServer | None = None
     child_urls: list[str] = field(default_factory=list)
 
-    def where(self) -> list[str]:
-        """Human lines saying where to look."""
+    def where(self, closes: bool = False) -> list[str]:
+        """Human lines saying where to look; a busy port's replacement is said. `closes`: add that
+        they close when the run ends (`spielbus run` without `--keep-serving`)."""
         out = []
-        if self.web is not None:
-            out.append(f"Live match page: {self.web.url}")
-        if self.metrics_server is not None:
-            out.append(f"Prometheus metrics: {self.metrics_server.url}")
+        servers = [("Live match page", self.web), ("Prometheus metrics", self.metrics_server)]
+        for what, server in servers:
+            if server is not None:
+                busy = f" (port {server.busy} was busy: a free port instead)" if server.busy else ""
+                out.append(f"{what}: {server.url}{busy}")
+        if out and closes:
+            out.append("These close when the run ends; `--keep-serving` keeps them up after the report.")
         return out
 
     async def stop(self) -> None:
