@@ -123,6 +123,8 @@ def test_kuhn_poker_observes_information_state_tensors_and_the_payoff(nats_url: 
             obs, info = env.reset(seed=episode)
             seat = info["seat"]
             assert obs["observation"][seat] == 1.0  # the tensor's player bit is this seat's
+            # Hidden information: one card bit set, the seat's own; the opponent's card is not there.
+            assert obs["observation"][2:5].sum() == 1.0
             reward, end = _play_out(env, info)
             assert reward == end["returns"][seat] and reward in (-2.0, -1.0, 1.0, 2.0)
             total += reward
