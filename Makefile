@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.spielbus-installed
 
-.PHONY: install run test typecheck lint bench clean node-deps system-deps
+.PHONY: install run test typecheck lint bench clean node-deps system-deps train-deps
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"' \
@@ -18,6 +18,19 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# The `train` extra (`spielbus selfplay train`: PyTorch CPU, TRL, PEFT), for `make test` only, never
+# `make run`. torch first, pinned: `torch==2.13.0` takes the local CPU wheel (2.13.0+cpu) where pip's
+# find-links has one; from PyPI alone it is the CUDA build (gigabytes). The extra's range accepts either.
+# Measured on a fresh venv: about 5 minutes and 1.4 GB (README, "Training").
+TRAIN_STAMP := $(VENV)/.spielbus-train-installed
+$(TRAIN_STAMP): $(STAMP)
+	@echo "Installing the train extra (PyTorch CPU, TRL, PEFT: a few minutes, ~1.4 GB)..."
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[dev,local,train]'
+	touch $(TRAIN_STAMP)
+
+train-deps: $(TRAIN_STAMP)
+
 run: install
 	$(BIN)/spielbus run examples/quickstart.toml
 
@@ -26,7 +39,7 @@ run: install
 # stack are set up once.
 PYTEST_ARGS ?= -n 2 --dist loadfile --durations=25
 
-test: install node-deps system-deps
+test: install train-deps node-deps system-deps
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)

@@ -4,6 +4,8 @@
     coach DIR --llm NAME [--batch 15]                             the LLM Coach's policies + report
     export DIR --format trl|verl|jsonl [--source coach|reference]  prompt/reference pairs for RL
     solve GAME --iterations N --out FILE                          a CFVFP table for small games
+    train EXPORT.jsonl --out DIR [--steps N]                      GRPO + LoRA on an export (resumable)
+    table1 DIR --out OUT [--steps N] [--games-per-pairing N]      the paper's Table 1: base vs distilled
 
 Exit codes: 0 done, 1 runtime failure (LLM unreachable), 2 bad input (arguments, a dataset
 that is truncated, malformed or of another game: the message names the file and line),
@@ -24,6 +26,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 if TYPE_CHECKING:
     import pyspiel
+
+    from research.coach.train import TrainSettings
 
 PROG = "spielbus selfplay"
 
@@ -80,7 +84,61 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--iterations", type=int, default=1000)
     s.add_argument("--out", required=True, help="JSONL table file (policy_table source=policy)")
     s.add_argument("--exploitability", action="store_true", help="also print OpenSpiel's exploitability")
+    t = sub.add_parser(
+        "train",
+        help="GRPO (TRL) + LoRA (PEFT) on a `--format trl` export, eq. 15 reward; writes DIR/model.gguf",
+        description="Fine-tunes SmolLM2-135M-Instruct (the embedded model) on an export with TRL's GRPO "
+        "and a LoRA adapter on CPU; needs the `train` extra. Writes DIR/model.gguf, which "
+        "`spielbus llm serve --model DIR/model.gguf` serves to an ordinary llm_policy agent. "
+        "Run the same command again to resume from the last checkpoint.",
+    )
+    t.add_argument("export", help="a `spielbus selfplay export --format trl` file")
+    t.add_argument("--out", required=True, help="output folder (created; an existing one is resumed)")
+    t.add_argument("--base", type=Path, default=None, help="base GGUF (default: the embedded SmolLM2)")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    _train_flags(t)
+
+    t1 = sub.add_parser(
+        "table1",
+        help="the paper's Table 1: train on the CFVFP and coach targets, then base vs both by Elo",
+        description="Exports DIR's CFVFP references and coach policies, trains a model on each "
+        "(`train`), serves the base and both GGUFs and plays a round robin with a CFVFP table "
+        "as yardstick (`spielbus run`); prints Elo beside Bradley-Terry and the paper's numbers. "
+        "Resumable: run the same command again.",
+    )
+    t1.add_argument("dir", help="a `collect` folder that `coach` has coached")
+    t1.add_argument("--out", required=True, help="output folder (models, tournament, table1.md)")
+    t1.add_argument("--games-per-pairing", type=int, default=10)
+    t1.add_argument("--solve-iterations", type=int, default=1000, help="CFVFP iterations of the yardstick")
+    t1.add_argument("--quiet", action="store_true")
+    _train_flags(t1)
     return p
+
+
+def _train_flags(p: argparse.ArgumentParser) -> None:
+    """The training settings `train` and `table1` share."""
+    from research.coach.train import TARGETS as TRAIN_TARGETS  # light: torch and TRL load in train()
+
+    p.add_argument(
+        "--steps", type=int, default=50, help="training steps in all (default 50, the paper's per round)"
+    )
+    p.add_argument("--prompts", type=int, default=2, help="prompts per step (default 2)")
+    p.add_argument("--group", type=int, default=4, help="GRPO group: answers per prompt (default 4)")
+    p.add_argument("--lr", type=float, default=5e-5, help="learning rate (default 5e-5)")
+    p.add_argument("--lora-r", type=int, default=8, help="LoRA rank (default 8)")
+    p.add_argument("--lora-alpha", type=int, default=16)
+    p.add_argument(
+        "--targets",
+        default=",".join(TRAIN_TARGETS),
+        help=f"projections with LoRA (default {','.join(TRAIN_TARGETS)})",
+    )
+    p.add_argument("--max-completion", type=int, default=24, help="tokens per answer (default 24)")
+    p.add_argument("--temperature", type=float, default=1.0)
+    p.add_argument("--beta", type=float, default=0.0, help="KL weight (default 0)")
+    p.add_argument("--save-every", type=int, default=10, help="checkpoint every N steps (default 10)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: the machine is shared)")
+    p.add_argument("--strict-sum", action="store_true", help="score only answers that already sum to 1")
 
 
 def _progress(quiet: bool, label: str) -> Progress | None:
@@ -179,6 +237,93 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _settings(args: argparse.Namespace) -> TrainSettings:
+    from research.coach.train import TrainSettings
+
+    settings = TrainSettings(
+        steps=args.steps,
+        prompts=args.prompts,
+        group=args.group,
+        learning_rate=args.lr,
+        lora_r=args.lora_r,
+        lora_alpha=args.lora_alpha,
+        targets=tuple(t.strip() for t in args.targets.split(",") if t.strip()),
+        max_completion=args.max_completion,
+        temperature=args.temperature,
+        beta=args.beta,
+        save_every=args.save_every,
+        seed=args.seed,
+        threads=args.threads,
+        strict_sum=args.strict_sum,
+    )
+    settings.check()
+    return settings
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    from research.coach.train import TrainError, train
+
+    try:
+        settings = _settings(args)
+    except ValueError as exc:
+        print(f"{PROG} train: {exc}", file=sys.stderr)
+        return 2
+    try:
+        result = train(
+            Path(args.export), Path(args.out), settings, base_gguf=args.base, progress=not args.quiet
+        )
+    except TrainError as exc:
+        print(f"{PROG} train: {exc}", file=sys.stderr)
+        return 1
+    per_step = sum(result.step_seconds) / len(result.step_seconds) if result.step_seconds else 0.0
+    print(
+        f"{args.out}: trained to step {result.steps} (resumed from {result.resumed_from}) in "
+        f"{result.seconds:.0f}s, {per_step:.1f}s a step; mean reward first {_first(result.rewards)} "
+        f"last {_last(result.rewards)}; model: {Path(args.out) / 'model.gguf'}"
+    )
+    return 0
+
+
+def _cmd_table1(args: argparse.Namespace) -> int:
+    from research.coach.table1 import render, table1
+    from research.coach.train import TrainError
+
+    try:
+        settings = _settings(args)
+    except ValueError as exc:
+        print(f"{PROG} table1: {exc}", file=sys.stderr)
+        return 2
+    if args.games_per_pairing < 1 or args.solve_iterations < 1:
+        print(
+            f"{PROG} table1: --games-per-pairing and --solve-iterations must be at least 1", file=sys.stderr
+        )
+        return 2
+    try:
+        result = table1(
+            Path(args.dir),
+            Path(args.out),
+            settings,
+            games_per_pairing=args.games_per_pairing,
+            solve_iterations=args.solve_iterations,
+            seed=args.seed,
+            progress=not args.quiet,
+        )
+    except TrainError as exc:
+        print(f"{PROG} table1: {exc}", file=sys.stderr)
+        return 1
+    print(render(result))
+    print(f"\nwritten: {Path(args.out) / 'table1.md'}, {Path(args.out) / 'table1.json'}")
+    return 0
+
+
+def _first(xs: list[float]) -> str:
+    return f"{xs[0]:.3f}" if xs else "-"
+
+
+def _last(xs: list[float]) -> str:
+    return f"{xs[-1]:.3f}" if xs else "-"
+
+
 def _action_names(game: pyspiel.Game, solver: object) -> dict[tuple[str, int], str]:
     """Action texts per information set, from one state of each set (found while walking the tree)."""
     out: dict[tuple[str, int], str] = {}
@@ -207,7 +352,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from research.coach.policies import PolicySpecError
 
     args = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    handlers = {"collect": _cmd_collect, "coach": _cmd_coach, "export": _cmd_export, "solve": _cmd_solve}
+    handlers = {
+        "collect": _cmd_collect,
+        "coach": _cmd_coach,
+        "export": _cmd_export,
+        "solve": _cmd_solve,
+        "train": _cmd_train,
+        "table1": _cmd_table1,
+    }
     try:
         return handlers[args.command](args)
     except PolicySpecError as exc:
