@@ -129,7 +129,7 @@ class TurnRequest:
                 got = await self._once()
         finally:
             if self._waiting and self.presence is not None:
-                self.presence.waiters[self.agent] -= 1
+                self.presence.stop_waiting(self.agent)
         if isinstance(got, Reply):
             return got
         if self.presence is not None:
@@ -206,7 +206,7 @@ class TurnRequest:
             if not self._waiting:
                 # Counted for the whole wait, so the worker parks the agent's other matches.
                 self._waiting = True
-                self.presence.waiters[self.agent] += 1
+                self.presence.start_waiting(self.agent)
         await asyncio.sleep(self._backoff)
         self._backoff = min(self._backoff * 2, NO_RESPONDER_BACKOFF_S[1])
         return None

@@ -62,6 +62,7 @@ from referee.acceptance import record_problem
 from referee.config import TournamentConfig
 from referee.provenance import split_by_provenance
 from referee.ratings import Rating, Standing, ratings, standings
+from referee.wake import any_set
 from referee.worker import DURABLE
 
 log = logging.getLogger(__name__)
@@ -402,16 +403,6 @@ class _Timers:
             self.stall_warning = None  # once
 
 
-async def _any_set(events: list[asyncio.Event], within_s: float | None) -> None:
-    """Return when one of `events` is set, or after `within_s` seconds."""
-    waiters = [asyncio.ensure_future(e.wait()) for e in events]
-    try:
-        await asyncio.wait(waiters, timeout=within_s, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waiters:
-            w.cancel()
-
-
 async def _stream_end(nc: NATS, stream: str) -> int:
     info = await nc.jetstream().stream_info(stream)
     return int(info.state.last_seq)
@@ -445,7 +436,7 @@ async def _await_records(
     (reconnected or closed), a probe hearing progress, or a timer, never by a poll."""
     wake_on = [collector.done, bus_changed, listening.heard, *([stop] if stop is not None else [])]
     while not collector.done.is_set():
-        await _any_set(wake_on, timers.next_wake(collector, listening.probe is not None))
+        await any_set(wake_on, timers.next_wake(collector, listening.probe is not None))
         if collector.done.is_set():
             break
         if stop is not None and stop.is_set():

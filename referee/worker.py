@@ -32,6 +32,7 @@ from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
 from pydantic import ValidationError
 
+from bus import conn_events
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec, Provenance, trim_record
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
@@ -39,6 +40,7 @@ from referee.acceptance import record_problem
 from referee.match import MatchAborted, MatchRunner
 from referee.presence import DEFAULT_ABSENT_LIMIT_S, Presence
 from referee.service import RefereeService
+from referee.wake import any_set
 
 log = logging.getLogger(__name__)
 
@@ -189,9 +191,8 @@ class RefereeWorker:
         log.info("match %s waits for absent %s", spec.match_id, ", ".join(absent))
         slots.release()
         try:
-            # Polled: presence changes come from any match's turns, and the limit from the clock.
-            while self.presence.parked_by(spec.seats) and not self._stop.is_set():  # noqa: ASYNC110
-                await asyncio.sleep(0.5)
+            while self.presence.parked_by(spec.seats) and not self._stop.is_set():
+                await self.presence.until_change(spec.seats, self._stop)
         finally:
             await slots.acquire()
 
@@ -270,11 +271,13 @@ class RefereeWorker:
         return problem is None
 
     async def _until_connected(self, limit_s: float) -> None:
+        """Until the connection is back (or closed for good), at most `limit_s` seconds."""
         loop = asyncio.get_running_loop()
         end = loop.time() + limit_s
-        # Polled: nats-py offers callbacks, not an awaitable, for "connected again".
-        while not self.nc.is_connected and not self.nc.is_closed and loop.time() < end:  # noqa: ASYNC110
-            await asyncio.sleep(0.2)
+        with conn_events.watch(self.nc) as changed:
+            while not self.nc.is_connected and not self.nc.is_closed and loop.time() < end:
+                changed.clear()
+                await any_set([changed], end - loop.time())
 
     async def _keep_alive(self, msg: Msg) -> None:
         while True:
