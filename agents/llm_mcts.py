@@ -65,6 +65,7 @@ from pydantic import Field
 from agents.base import Decision, MatchContext
 from agents.llm import LLMClient
 from agents.llm.base import LLMError
+from agents.llm.prompts import ANSWER_FORMAT
 from agents.llm.strategy import Budget, LLMStrategy, LLMStrategyOptions
 from agents.llm.usage import UsageMeter
 from agents.search import rebuild
@@ -72,6 +73,16 @@ from bus.protocol import MoveStats, Turn
 
 PIECE_CENTIPAWNS = {"p": 100, "n": 325, "b": 325, "r": 500, "q": 900}
 
+
+
+def pruner_prompt(state: pyspiel.State, texts: list[str]) -> str:
+    """The pruner's question: the answer's form with a placeholder, never a legal move as an
+    example (the small model copies it; issue 26)."""
+    return (
+        f"Game: {state.get_game().get_type().long_name}. You are player {state.current_player()}.\n"
+        f"State:\n{state}\n\nLegal moves: {', '.join(texts)}.\n"
+        f"What is the best move? {ANSWER_FORMAT}"
+    )
 
 class LlmMctsOptions(LLMStrategyOptions):
     simulations: int = Field(default=50, ge=1)
@@ -220,14 +231,9 @@ class LlmMctsStrategy(LLMStrategy):
         if budget.spent(0.05):
             return list(by_text.values())
         texts = list(by_text)
-        prompt = (
-            f"Game: {state.get_game().get_type().long_name}. You are player {player}.\n"
-            f"State:\n{state}\n\nLegal moves: {', '.join(texts)}.\n"
-            'What is the best move? Answer as JSON like {"action": "' + texts[0] + '"}.'
-        )
         try:
             result = await self.llm.chat(
-                [("user", prompt)],
+                [("user", pruner_prompt(state, texts))],
                 choices=texts,
                 constrain=self.o.constrain,
                 n=self.o.k,
@@ -256,7 +262,7 @@ class LlmMctsStrategy(LLMStrategy):
         prompt = (
             f"Game: {state.get_game().get_type().long_name}.\nState:\n{state}\n\n"
             f"Evaluate the position for player {root} in centipawns, from -1000 (certain loss) to "
-            '1000 (certain win). Answer as JSON like {"score": 120}.'
+            '1000 (certain win). Answer with JSON of the form {"score": <your integer>}.'
         )
         schema = {
             "type": "object",

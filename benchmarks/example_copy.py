@@ -97,7 +97,13 @@ async def run(base_url: str, args: argparse.Namespace) -> int:
                 hits[cond] += answer == example
                 if cond == "placeholder":
                     first_when_placeholder += answer == texts[0]
-            print(f"  {i + 1:3d}/{len(turns)} {turn.game.name:13s} legal={len(texts):2d}", flush=True)
+            # Running totals: a run cut short still says what it measured.
+            so_far = " ".join(f"{c}={hits[c]}" for c in CONDITIONS)
+            print(
+                f"  {i + 1:3d}/{len(turns)} {turn.game.name:13s} legal={len(texts):2d}  {so_far} "
+                f"placeholder=first:{first_when_placeholder} chance={chance:.2f}",
+                flush=True,
+            )
     finally:
         await llm.aclose()
     n = len(turns)

@@ -94,6 +94,29 @@ async def test_pictures_in_headless_chromium(nc, tmp_path: Path) -> None:
                 marks = len(records[g].moves)
                 assert await page.locator("#picture .mark").count() == marks
 
+            # A finished match, stepped through move by move, the board drawn at each step.
+            marks = len(records["tic_tac_toe"].moves)
+            await page.wait_for_selector("#stepper:not([hidden])", timeout=30_000)
+
+            async def at(k: int) -> None:
+                await page.wait_for_function(
+                    f"document.querySelectorAll('#picture .mark').length === {k}", timeout=30_000
+                )
+                assert await page.locator("#step-label").inner_text() == f"move {k} of {marks}"
+
+            await page.click("#step-first")
+            await at(0)
+            await page.click("#step-next")
+            await at(1)
+            await page.keyboard.press("ArrowRight")
+            await at(2)
+            assert await page.locator("#moves tr.current").count() == 1
+            await page.locator("#moves tr.move").nth(marks - 2).click()  # a row jumps to its move
+            await at(marks - 1)
+            await page.click("#step-last")
+            await at(marks)
+            await _shot(page, tmp_path, "live-stepper.png")
+
             await show(kuhn.match_id, "kuhn_poker")
             assert await page.locator("#picture rect.card.up").count() == 2
             await show("kuhn-playing", "kuhn_poker")
@@ -105,6 +128,8 @@ async def test_pictures_in_headless_chromium(nc, tmp_path: Path) -> None:
             assert await page.locator("#h2h tbody tr").count() == 2
             cells = await page.locator("#h2h tbody td:not(.self)").all_inner_texts()
             assert sum(int(c.split("/")[1]) for c in cells) == 2 * 5
+            # The chart draws the tournament's Elo as the feed computes it (asked by the page).
+            await page.wait_for_selector("#rating-chart circle.latest", timeout=30_000)
             assert await page.locator("#rating-chart polyline.series").count() == 2
             await _shot(page, tmp_path, "live-h2h.png")
             await browser.close()

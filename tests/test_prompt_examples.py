@@ -18,6 +18,7 @@ from agents.llm.client import LLMClient
 from agents.llm.config import LLMConfig
 from agents.llm.prompts import choose_prompt
 from agents.llm.proposers import GenericProposer, ProposerSettings, action_text
+from agents.llm_mcts import pruner_prompt
 from bus.protocol import GameSpec, Turn
 from games.loader import load_game
 from games.view import build_turn
@@ -47,7 +48,8 @@ def test_no_prompt_example_is_a_legal_move(name: str) -> None:
     for state, turn in _positions(name):
         legal = {la.text for la in turn.legal_actions}
         options = [action_text(state, a) for a in state.legal_actions()]
-        for prompt in (choose_prompt(turn), proposer._prompt(state, options, [])):
+        pruner = pruner_prompt(state, [action_text(state, a) for a in state.legal_actions()])
+        for prompt in (choose_prompt(turn), proposer._prompt(state, options, []), pruner):
             examples = _EXAMPLE.findall(prompt)
             assert examples, f"no JSON answer form in {prompt!r}"
             assert not legal & set(examples), f"the prompt's example is a legal move: {examples}"

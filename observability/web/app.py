@@ -5,6 +5,9 @@ Routes (all read-only, no authentication: bind it to a trusted network):
     GET /                       the page (HTML + a little JavaScript that polls the JSON below)
     GET /api/matches            {"tournaments": [...], "matches": [summary, ...]}  (?tournament=ID)
     GET /api/matches/{id}       one match: steps, faults, clocks, public board
+    GET /api/matches/{id}/boards  a finished match's board after every step (0: the start), for
+                                the page's step-through; 409 while it is playing, 422 for a game
+                                it cannot replay (simultaneous moves)
     GET /api/standings          standings and live ratings of a tournament (default: the latest)
     GET /api/seats              the human seats of this run: agent and seat page address, never
                                 the seat's token (docs/human.md)
@@ -16,6 +19,7 @@ information until a match has ended (see `observability.web.feed`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass, field
@@ -23,8 +27,9 @@ from dataclasses import dataclass, field
 from aiohttp import web
 
 from bus.http import serve_app
+from games.loader import initial_state, load_game, parse_spec
 from observability.metrics import port_free, url_host
-from observability.web.feed import MatchFeed
+from observability.web.feed import MatchFeed, MatchView
 from observability.web.page import PAGE
 
 log = logging.getLogger(__name__)
@@ -54,6 +59,33 @@ async def _match(request: web.Request) -> web.Response:
     return web.json_response(body)
 
 
+def match_boards(view: MatchView) -> list[str]:
+    """The text view of a finished match after each of its steps, replayed from the record's
+    actions (everything is public once a match has ended). ValueError when it cannot be replayed."""
+    if any(s.action is None or s.player == -2 for s in view.steps):
+        raise ValueError("this match's steps cannot be replayed one by one (hidden or simultaneous moves)")
+    state = initial_state(load_game(parse_spec(view.game)))
+    boards = [str(state)]
+    for step in view.steps:
+        state.apply_action(step.action)
+        boards.append(str(state))
+    return boards
+
+
+async def _boards(request: web.Request) -> web.Response:
+    feed = request.app[FEED_KEY]
+    view = feed.matches.get(request.match_info["match_id"])
+    if view is None:
+        return web.json_response({"error": "no such match (or no longer kept)"}, status=404)
+    if view.status != "ended":
+        return web.json_response({"error": "the match is still being played"}, status=409)
+    try:
+        boards = await asyncio.to_thread(match_boards, view)
+    except Exception as exc:  # a game that does not replay: the page shows the final board only
+        return web.json_response({"error": str(exc)}, status=422)
+    return web.json_response({"match_id": view.match_id, "boards": boards})
+
+
 async def _standings(request: web.Request) -> web.Response:
     feed = request.app[FEED_KEY]
     table = feed.table(request.query.get("tournament") or None)
@@ -77,6 +109,7 @@ def make_app(feed: MatchFeed, seats: list[dict[str, str]] | None = None) -> web.
     app.router.add_get("/", _index)
     app.router.add_get("/api/matches", _matches)
     app.router.add_get("/api/matches/{match_id}", _match)
+    app.router.add_get("/api/matches/{match_id}/boards", _boards)
     app.router.add_get("/api/standings", _standings)
     app.router.add_get("/api/seats", _seats)
     app.router.add_get("/healthz", _health)

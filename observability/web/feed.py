@@ -61,6 +61,7 @@ class Step(BaseModel):
     player: int
     agent: str | None = None
     text: str
+    action: int | None = None  # None while the step is hidden from spectators
     latency_ms: float | None = None
     hidden: bool = False
     forced: bool = False
@@ -74,6 +75,7 @@ class Step(BaseModel):
             player=move.player,
             agent=move.agent,
             text=move.text,
+            action=None if hidden else move.action,
             latency_ms=move.latency_ms,
             hidden=hidden,
             forced=move.forced,

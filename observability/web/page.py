@@ -45,6 +45,9 @@ _HEAD = r"""<!doctype html>
   pre#board { background: #10161c; color: #e8eef3; padding: 8px; border-radius: 4px; overflow: auto;
               font: 13px/1.25 ui-monospace, monospace; min-height: 3em; }
   #moves-box { max-height: 360px; overflow: auto; }
+  #moves tr.current td { background: #fff3c4; }
+  #stepper button { font-size: 15px; min-width: 2.2em; }
+  #stepper { margin: 6px 0; display: flex; gap: 6px; align-items: center; }
   .muted { color: #6b7580; }
   #left { display: flex; flex-direction: column; gap: 12px; }
   #picture svg { display: block; margin: 4px 0 8px; max-width: 100%; height: auto; }
@@ -96,6 +99,13 @@ _HEAD = r"""<!doctype html>
     <h2 id="match-title">Select a match</h2>
     <div id="match-meta" class="muted"></div>
     <div id="picture"></div>
+    <div id="stepper" hidden title="step through the finished match (keys: left and right arrows)">
+      <button id="step-first" type="button" aria-label="start">&#x23EE;</button>
+      <button id="step-prev" type="button" aria-label="previous move">&#x25C0;</button>
+      <span id="step-label" class="muted"></span>
+      <button id="step-next" type="button" aria-label="next move">&#x25B6;</button>
+      <button id="step-last" type="button" aria-label="end">&#x23ED;</button>
+    </div>
     <details id="text-view" open><summary class="muted">text view</summary><pre id="board"></pre></details>
     <div>Last move: <strong id="last-move">–</strong></div>
     <h2>Clocks</h2>
@@ -202,6 +212,8 @@ function drawRatings(history) {
     const color = PALETTE[k % PALETTE.length];
     root.appendChild(svg("polyline", { points: series[a].map(p => x(p[0]) + "," + y(p[1])).join(" "),
       fill: "none", stroke: color, "stroke-width": 2, class: "series", "data-agent": a }));
+    const [lx, ly] = series[a][series[a].length - 1];  // the latest value, seen even as a single point
+    root.appendChild(svg("circle", { cx: x(lx), cy: y(ly), r: 3, fill: color, class: "latest" }));
     const item = el("div", "\u25A0 " + a + " " + elo[a].toFixed(0), "legend");
     item.style.color = color;
     legend.push(item);
@@ -265,6 +277,32 @@ async function refreshStandings() {
     t.tournament ? "(" + t.tournament + ", " + t.matches + " finished)" : "";
 }
 
+// ---- Stepping through a finished match, move by move (the boards come from the server, which
+// replays the record: /api/matches/<id>/boards). `k` is the number of steps applied.
+let stepper = { match: null, boards: null, k: 0 };
+async function loadBoards(id) {
+  if (stepper.match === id) return;
+  stepper = { match: id, boards: null, k: 0 };
+  try {
+    const b = await getJSON("/api/matches/" + id + "/boards");
+    if (stepper.match === id) { stepper.boards = b.boards; stepper.k = b.boards.length - 1; }
+  } catch (e) { /* a game that does not replay: the final board only */ }
+}
+function stepTo(k) {
+  if (!stepper.boards) return;
+  stepper.k = Math.max(0, Math.min(stepper.boards.length - 1, k));
+  refreshMatch();
+}
+document.getElementById("step-first").addEventListener("click", () => stepTo(0));
+document.getElementById("step-prev").addEventListener("click", () => stepTo(stepper.k - 1));
+document.getElementById("step-next").addEventListener("click", () => stepTo(stepper.k + 1));
+document.getElementById("step-last").addEventListener("click", () => stepTo(Infinity));
+document.addEventListener("keydown", e => {
+  if (!stepper.boards || e.target.tagName === "SELECT") return;
+  if (e.key === "ArrowLeft") stepTo(stepper.k - 1);
+  else if (e.key === "ArrowRight") stepTo(stepper.k + 1);
+});
+
 // The timer and a click can both refresh the match; an older answer that arrives last must not
 // overwrite a newer one (the board would step back a move).
 let matchRequests = 0;
@@ -274,6 +312,22 @@ async function refreshMatch() {
   let m;
   try { m = await getJSON("/api/matches/" + selected); } catch (e) { return; }
   if (mine !== matchRequests) return;
+  if (m.status === "ended") {
+    await loadBoards(m.match_id);
+    if (mine !== matchRequests) return;
+  } else if (stepper.match !== null) {
+    stepper = { match: null, boards: null, k: 0 };
+  }
+  const stepping = m.status === "ended" && stepper.match === m.match_id && stepper.boards !== null;
+  const k = stepping ? stepper.k : m.steps.length;
+  document.getElementById("stepper").hidden = !stepping;
+  if (stepping) {
+    document.getElementById("step-label").textContent = "move " + k + " of " + m.steps.length;
+    m = Object.assign({}, m, {
+      observation: stepper.boards[k], steps: m.steps.slice(0, k), allSteps: m.steps,
+      last: k > 0 ? m.steps[k - 1] : null,
+    });
+  }
   document.getElementById("match-title").textContent = m.game + ": " + m.seats.join(" vs ");
   document.getElementById("match-meta").textContent = m.match_id + " · " +
     (m.status === "playing" ? "in progress" : "ended: " + m.outcome +
@@ -293,14 +347,21 @@ async function refreshMatch() {
        (f.detail ? " (" + f.detail + ")" : ""), "fault")));
   const box = document.getElementById("moves-box");
   const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
-  fill(document.querySelector("#moves tbody"), m.steps.map(s => row([
-    [s.turn, "num"],
-    [s.player >= 0 ? s.player + " " + (s.agent || m.seats[s.player]) : "chance"],
-    [s.text + (s.forced ? " (forced)" : ""), s.hidden ? "hidden" : (s.forced ? "forced" : "")],
-    [s.latency_ms !== null ? s.latency_ms.toFixed(1) : "", "num"],
-    [s.tokens !== null ? s.tokens : "", "num"],
-  ], "move" + (s.hidden ? " hidden" : ""))));
-  if (atBottom) box.scrollTop = box.scrollHeight;
+  const rows = (m.allSteps || m.steps).map((s, i) => {
+    const tr = row([
+      [s.turn, "num"],
+      [s.player >= 0 ? s.player + " " + (s.agent || m.seats[s.player]) : "chance"],
+      [s.text + (s.forced ? " (forced)" : ""), s.hidden ? "hidden" : (s.forced ? "forced" : "")],
+      [s.latency_ms !== null ? s.latency_ms.toFixed(1) : "", "num"],
+      [s.tokens !== null ? s.tokens : "", "num"],
+    ], "move" + (s.hidden ? " hidden" : "") + (stepping && i === k - 1 ? " current" : ""));
+    if (stepping) tr.addEventListener("click", () => stepTo(i + 1));
+    return tr;
+  });
+  fill(document.querySelector("#moves tbody"), rows);
+  const current = box.querySelector("tr.current");
+  if (stepping && current) current.scrollIntoView({ block: "nearest" });
+  else if (atBottom && !stepping) box.scrollTop = box.scrollHeight;
 }
 
 async function refreshSeats() {
