@@ -345,3 +345,29 @@ def test_the_human_agent_loads_no_referee_code() -> None:
     root = Path(__file__).resolve().parents[1]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
     assert out.stdout.strip() == "[]"
+
+
+async def test_the_persons_clock_starts_when_their_page_first_loads() -> None:
+    """A turn sent before anyone opened the seat's page keeps waiting past `move_s` (only the
+    referee's deadline, the cap, runs); once the page loads, the person has `move_s` from then.
+    Before, the clock ran from the turn's arrival: a person who opened the page late had lost it."""
+    from agents.human.seat import start_seat
+
+    seat = Seat(token="t" * 24, agent="p")
+    server = await start_seat(seat, 0)
+    turn = _turn("tic_tac_toe", "...", [(0, "x(0,0)"), (1, "x(0,1)")])
+    cap = asyncio.get_running_loop().time() + 120.0  # monotonic, like the runtime's deadline
+    waiting = asyncio.ensure_future(seat.wait(turn, cap, move_s=0.3))
+    try:
+        await asyncio.sleep(1.0)  # three times move_s, nobody has looked
+        assert not waiting.done() and seat.waiting
+        async with aiohttp.ClientSession() as session:
+            browser = Browser(session, server.url, seat.token)
+            status, view = await browser.seat()  # the page loads: the clock starts
+            assert status == 200 and 0 < view["turns"][0]["left_ms"] <= 300
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(waiting, 60)  # ... and runs out, long before the cap
+        assert not seat.waiting
+    finally:
+        waiting.cancel()
+        await server.stop()

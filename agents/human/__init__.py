@@ -1,7 +1,9 @@
 """`human`: a person plays from a web page, as an ordinary agent on the bus.
 
 The referee treats this seat like any other agent: the same `turn` requests, the same clock,
-the same fault policy. Each turn waits on the seat's page (`agents.human.seat`) until the
+the same fault policy. With `move_s`, the person's own clock for a move starts when their page
+first shows the turn (not when the turn was sent: a person who opens the page late loses
+nothing), capped by the referee's deadline. Each turn waits on the seat's page (`agents.human.seat`) until the
 player chooses a legal move, by a button or by clicking the board; a player who does not move
 in time (the page closed, the person away) runs out the turn's clock, and the runtime refuses
 the turn at the end of it like any agent's strategy that overruns (the referee records an
@@ -32,6 +34,14 @@ class HumanOptions(StrategyOptions):
     seat_port: int = Field(default=0, ge=0, le=65535, description="port of the seat page (0: any free port)")
     seat_host: str = Field(
         default="127.0.0.1", description="address the seat page listens on (0.0.0.0: every interface)"
+    )
+    move_s: float | None = Field(
+        default=None,
+        gt=0,
+        allow_inf_nan=False,
+        description="the person's time per move, counted from when their page first shows the turn "
+        "(a turn sent before the page was first opened waits for it); the tournament's deadline_ms "
+        "caps it. None: the referee's deadline alone, counted from when the turn was sent",
     )
 
 
@@ -67,7 +77,7 @@ class HumanStrategy(Strategy):
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         try:
-            action = await self.seat.wait(turn, ctx.deadline)
+            action = await self.seat.wait(turn, ctx.deadline, self.opts.move_s)
         except TimeoutError:
             raise TurnExpired("the player did not move before the deadline") from None
         return Decision(action=action)

@@ -80,9 +80,21 @@ class MoveBody(BaseModel):
 @dataclass
 class Waiting:
     turn: Turn
-    deadline: float  # time.monotonic()
+    deadline: float  # time.monotonic(): the referee's deadline, the cap
     answer: asyncio.Future[int]
     cells: dict[int, list[str]]
+    arrived: float = 0.0  # time.monotonic()
+    move_s: float | None = None  # the person's clock for this move (HumanOptions.move_s)
+
+    def end(self, opened_at: float | None) -> float:
+        """When the person's time for this turn is up: `move_s` from when the page first showed
+        it (its arrival, or the page's first load if later), never after the referee's deadline;
+        without `move_s`, the referee's deadline."""
+        if self.move_s is None:
+            return self.deadline
+        if opened_at is None:  # nobody has seen it yet: only the cap runs
+            return self.deadline
+        return min(self.deadline, max(self.arrived, opened_at) + self.move_s)
 
 
 @dataclass
@@ -94,6 +106,14 @@ class Seat:
     waiting: dict[str, Waiting] = field(default_factory=dict)
     playing: dict[str, MatchStarted] = field(default_factory=dict)
     results: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=MAX_RESULTS))
+    # When the person's page first loaded (its first authorised poll): the clocks start there.
+    opened_at: float | None = None
+    opened: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def page_seen(self) -> None:
+        if self.opened_at is None:
+            self.opened_at = time.monotonic()
+            self.opened.set()
 
     def __post_init__(self) -> None:
         if not TOKEN_RE.match(self.token):
@@ -102,10 +122,11 @@ class Seat:
     def authorized(self, given: str | None) -> bool:
         return given is not None and hmac.compare_digest(given.encode(), self.token.encode())
 
-    async def wait(self, turn: Turn, deadline: float | None) -> int:
-        """The action id the player chose for `turn`; TimeoutError when `deadline` passes first
-        (without one: the turn's whole `deadline_ms` from now). Cancellation (the runtime's own
-        clock) drops the turn from the page too."""
+    async def wait(self, turn: Turn, deadline: float | None, move_s: float | None = None) -> int:
+        """The action id the player chose for `turn`; TimeoutError when the person's time is up
+        (`Waiting.end`: `move_s` from when the page first showed the turn, capped by `deadline`;
+        without `deadline`, the turn's whole `deadline_ms` from now). Cancellation (the runtime's
+        own clock) drops the turn from the page too."""
         end = deadline if deadline is not None else time.monotonic() + turn.deadline_ms / 1000
         key = f"{turn.match_id}/{turn.turn}"
         try:
@@ -114,9 +135,27 @@ class Seat:
             log.warning("no board clicks for %s", turn.game.label(), exc_info=True)
             cells = {}
         answer: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-        self.waiting[key] = Waiting(turn=turn, deadline=end, answer=answer, cells=cells)
+        arrived = time.monotonic()
+        w = Waiting(turn=turn, deadline=end, answer=answer, cells=cells, arrived=arrived, move_s=move_s)
+        self.waiting[key] = w
         try:
-            return await asyncio.wait_for(answer, max(0.0, end - time.monotonic()))
+            while True:
+                left = w.end(self.opened_at) - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError
+                # Until the page first loads, its loading starts the clock: wake up then too.
+                waits: set[asyncio.Future[Any]] = {answer}
+                opened = None
+                if move_s is not None and self.opened_at is None:
+                    opened = asyncio.ensure_future(self.opened.wait())
+                    waits.add(opened)
+                try:
+                    await asyncio.wait(waits, timeout=left, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if opened is not None:
+                        opened.cancel()
+                if answer.done():
+                    return answer.result()
         finally:
             self.waiting.pop(key, None)
 
@@ -153,7 +192,7 @@ class Seat:
         """What the page shows: this seat's own view of each waiting turn, nothing more."""
         now = time.monotonic()
         turns = []
-        for key, w in sorted(self.waiting.items(), key=lambda kv: kv[1].deadline):
+        for key, w in sorted(self.waiting.items(), key=lambda kv: kv[1].end(self.opened_at)):
             t = w.turn
             turns.append(
                 {
@@ -169,7 +208,7 @@ class Seat:
                     ],
                     "history": [h.model_dump() for h in t.history],
                     "retry": t.retry,
-                    "left_ms": max(0, round((w.deadline - now) * 1000)),
+                    "left_ms": max(0, round((w.end(self.opened_at) - now) * 1000)),
                 }
             )
         return {
@@ -210,7 +249,9 @@ async def _index(request: web.Request) -> web.Response:
 
 
 async def _state(request: web.Request) -> web.Response:
-    return web.json_response(_seat(request).view(), headers={"Cache-Control": "no-store"})
+    seat = _seat(request)
+    seat.page_seen()  # the person's page is open: from now on, their clocks run
+    return web.json_response(seat.view(), headers={"Cache-Control": "no-store"})
 
 
 async def _move(request: web.Request) -> web.Response:
