@@ -42,7 +42,9 @@ wheel, and its selection function could express the polynomial bonus):
   values here reach 10 (a chess win), and its final move breaks ties by total reward,
   not at random as the paper's baseline does.
 So the search is ours; it borrows async_mcts's idea (virtual loss, a batch of leaves
-evaluated together).
+evaluated together). Its parts are the agents' search core's (`agents.tree_search`): the pruner
+and the critic are one `AsyncEvaluator` (`PrunerCritic`: the prior and the value of OpenSpiel's
+`Evaluator`), the nodes are `Node`s and the selection is `polynomial_select`.
 
 Limits: two-player zero-sum perfect-information games (`turn.state`); chance
 nodes are sampled; the paper's exact constants for N, the depth and the UCB
@@ -56,7 +58,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-from dataclasses import dataclass, field
 from typing import Literal
 
 import pyspiel
@@ -69,10 +70,10 @@ from agents.llm.prompts import ANSWER_FORMAT
 from agents.llm.strategy import Budget, LLMStrategy, LLMStrategyOptions
 from agents.llm.usage import UsageMeter
 from agents.search import rebuild
+from agents.tree_search import AsyncEvaluator, Node, polynomial_select
 from bus.protocol import MoveStats, Turn
 
 PIECE_CENTIPAWNS = {"p": 100, "n": 325, "b": 325, "r": 500, "q": 900}
-
 
 
 def pruner_prompt(state: pyspiel.State, texts: list[str]) -> str:
@@ -83,6 +84,7 @@ def pruner_prompt(state: pyspiel.State, texts: list[str]) -> str:
         f"State:\n{state}\n\nLegal moves: {', '.join(texts)}.\n"
         f"What is the best move? {ANSWER_FORMAT}"
     )
+
 
 class LlmMctsOptions(LLMStrategyOptions):
     simulations: int = Field(default=50, ge=1)
@@ -118,12 +120,86 @@ def chess_material(state: pyspiel.State, player: int) -> float:
     return (own - other) / 1000
 
 
-@dataclass
-class Node:
-    actions: list[int]
-    n: dict[int, int] = field(default_factory=dict)
-    w: dict[int, float] = field(default_factory=dict)
-    visits: int = 0
+class PrunerCritic:
+    """The LLM as the search's evaluator (`agents.tree_search.AsyncEvaluator`): the prior is the
+    pruner (uniform over the distinct legal answers of `k` samples; every legal action when none is
+    legal, the LLM fails or the time is spent), the value the critic of `critic` (rule, llm or
+    both, summed) for the searching player, its negation for the other (two-player zero-sum)."""
+
+    def __init__(self, strategy: LlmMctsStrategy, root: int, budget: Budget, meter: UsageMeter) -> None:
+        self.s, self.o, self.root, self.budget, self.meter = strategy, strategy.o, root, budget, meter
+
+    async def prior(self, state: pyspiel.State) -> list[tuple[int, float]]:
+        actions = await self._prune(state)
+        return [(a, 1 / len(actions)) for a in actions]
+
+    async def evaluate(self, state: pyspiel.State) -> list[float]:
+        value = await self._value(state)
+        return [value if p == self.root else -value for p in range(state.num_players())]
+
+    async def _prune(self, state: pyspiel.State) -> list[int]:
+        budget, o = self.budget, self.o
+        player = state.current_player()
+        by_text = {state.action_to_string(player, a): a for a in state.legal_actions()}
+        if budget.spent(0.05):
+            return list(by_text.values())
+        texts = list(by_text)
+        try:
+            result = await self.s.llm.chat(
+                [("user", pruner_prompt(state, texts))],
+                choices=texts,
+                constrain=o.constrain,
+                n=o.k,
+                temperature=o.temperature,
+                max_tokens=o.max_tokens,
+                deadline=budget.deadline,
+            )
+        except LLMError:
+            return list(by_text.values())
+        self.meter.bad_outputs += sum(1 for c in result.choices if c is None)
+        kept = [by_text[c] for c in dict.fromkeys(c for c in result.choices if c is not None)]
+        return kept or list(by_text.values())
+
+    async def _value(self, state: pyspiel.State) -> float:
+        root = self.root
+        chess = state.get_game().get_type().short_name == "chess"
+        if state.is_terminal():
+            return float(state.returns()[root]) * (10.0 if chess else 1.0)
+        value = 0.0
+        if self.o.critic in ("rule", "both") and chess:
+            value += chess_material(state, root)
+        if self.o.critic in ("llm", "both") and not self.budget.spent(0.05):
+            value += await self._llm_critic(state)
+        return value
+
+    async def _llm_critic(self, state: pyspiel.State) -> float:
+        prompt = (
+            f"Game: {state.get_game().get_type().long_name}.\nState:\n{state}\n\n"
+            f"Evaluate the position for player {self.root} in centipawns, from -1000 (certain loss) to "
+            '1000 (certain win). Answer with JSON of the form {"score": <your integer>}.'
+        )
+        schema = {
+            "type": "object",
+            "properties": {"score": {"type": "integer", "minimum": -1000, "maximum": 1000}},
+            "required": ["score"],
+        }
+        try:
+            result = await self.s.llm.chat(
+                [("user", prompt)],
+                schema=schema if self.o.constrain else None,
+                temperature=self.o.critic_temperature,
+                max_tokens=self.o.max_tokens,
+                deadline=self.budget.deadline,
+            )
+        except LLMError:
+            return 0.0
+        m = re.search(r"-?\d+(?:\.\d+)?", result.text)
+        if not m:
+            return 0.0
+        return max(-1000.0, min(1000.0, float(m.group()))) / 1000
+
+
+Tree = dict[tuple[int, ...], Node[int]]
 
 
 class LlmMctsStrategy(LLMStrategy):
@@ -137,38 +213,38 @@ class LlmMctsStrategy(LLMStrategy):
     async def think(self, turn: Turn, ctx: MatchContext, budget: Budget, meter: UsageMeter) -> Decision:
         state = rebuild(turn)
         root = state.current_player()
-        tree: dict[tuple[int, ...], Node] = {}
-        pruning: dict[tuple[int, ...], asyncio.Task[list[int]]] = {}
+        evaluator = PrunerCritic(self, root, budget, meter)
+        tree: Tree = {}
+        pruning: dict[tuple[int, ...], asyncio.Task[list[tuple[int, float]]]] = {}
         sims = 0
         while sims < self.o.simulations:
             if budget.spent(0.05) and tree:
                 break
             batch = min(self.o.parallel, self.o.simulations - sims)
             await asyncio.gather(
-                *(self._simulate(state, root, tree, pruning, budget, meter) for _ in range(batch))
+                *(self._simulate(state, root, tree, pruning, evaluator) for _ in range(batch))
             )
             sims += batch
         top = tree.get(())
-        if top is None or not top.n:
+        if top is None or not top.visits:
             raise LLMError("no simulation finished in time")
-        best = max(top.n.values())
-        action = self.rng.choice([a for a, c in top.n.items() if c == best])
+        best = max(top.visits.values())
+        action = self.rng.choice([a for a, c in top.visits.items() if c == best])
         stats = MoveStats(
-            nodes=len(tree), depth=self.o.depth, simulations=sims, pruned_actions=len(top.actions)
+            nodes=len(tree), depth=self.o.depth, simulations=sims, pruned_actions=len(top.actions or [])
         )
-        note = "visits " + ", ".join(f"{state.action_to_string(root, a)}={c}" for a, c in top.n.items())
+        note = "visits " + ", ".join(f"{state.action_to_string(root, a)}={c}" for a, c in top.visits.items())
         return Decision(action=action, stats=stats, note=note[:300])
 
     async def _simulate(
         self,
         state: pyspiel.State,
         root: int,
-        tree: dict[tuple[int, ...], Node],
-        pruning: dict[tuple[int, ...], asyncio.Task[list[int]]],
-        budget: Budget,
-        meter: UsageMeter,
+        tree: Tree,
+        pruning: dict[tuple[int, ...], asyncio.Task[list[tuple[int, float]]]],
+        evaluator: AsyncEvaluator[pyspiel.State],
     ) -> None:
-        path: list[tuple[Node, int, float]] = []  # (node, action, virtual loss charged)
+        path: list[tuple[Node[int], int, float]] = []  # (node, action, virtual loss charged)
         key: tuple[int, ...] = ()
         s = state
         for _ in range(self.o.depth):
@@ -179,110 +255,39 @@ class LlmMctsStrategy(LLMStrategy):
                 key = (*key, a)
             if s.is_terminal():
                 break
-            node = await self._node(s, key, tree, pruning, budget, meter)
+            node = await self._node(s, key, tree, pruning, evaluator)
             maximizing = s.current_player() == root
-            a = self._select(node, maximizing)
+            sign = 1.0 if maximizing else -1.0
+            a = polynomial_select(node, sign, self.o.beta, self.o.alpha_over_xi, self.o.eta)
             loss = -self.o.virtual_loss if maximizing else self.o.virtual_loss  # against the mover
-            node.visits += 1
-            node.n[a] = node.n.get(a, 0) + 1
-            node.w[a] = node.w.get(a, 0.0) + loss
+            node.total += 1
+            node.visits[a] = node.visits.get(a, 0) + 1
+            node.value[a] = node.value.get(a, 0.0) + loss
             path.append((node, a, loss))
             s = s.child(a)
             key = (*key, a)
-        value = await self._value(s, root, budget)
+        value = (await evaluator.evaluate(s))[root]
         for node, a, loss in path:
-            node.w[a] += value - loss
+            node.value[a] += value - loss
 
     async def _node(
         self,
         state: pyspiel.State,
         key: tuple[int, ...],
-        tree: dict[tuple[int, ...], Node],
-        pruning: dict[tuple[int, ...], asyncio.Task[list[int]]],
-        budget: Budget,
-        meter: UsageMeter,
-    ) -> Node:
-        """The tree node of `key`, made on first visit from the pruner's actions; simulations that
+        tree: Tree,
+        pruning: dict[tuple[int, ...], asyncio.Task[list[tuple[int, float]]]],
+        evaluator: AsyncEvaluator[pyspiel.State],
+    ) -> Node[int]:
+        """The tree node of `key`, made on first visit from the prior's actions; simulations that
         reach it while the pruner is asked wait for that one answer."""
         node = tree.get(key)
         if node is not None:
             return node
         task = pruning.get(key)
         if task is None:
-            task = pruning[key] = asyncio.ensure_future(self._prune(state, budget, meter))
-        actions = await task
-        return tree.setdefault(key, Node(actions))
-
-    def _select(self, node: Node, maximizing: bool) -> int:
-        unvisited = [a for a in node.actions if a not in node.n]
-        if unvisited:
-            return unvisited[0]
-        sign = 1.0 if maximizing else -1.0
-        scale = self.o.beta * max(1, node.visits) ** self.o.alpha_over_xi
-
-        def score(a: int) -> float:
-            return sign * node.w[a] / node.n[a] + scale / node.n[a] ** (1 - self.o.eta)
-
-        return max(node.actions, key=score)
-
-    async def _prune(self, state: pyspiel.State, budget: Budget, meter: UsageMeter) -> list[int]:
-        player = state.current_player()
-        by_text = {state.action_to_string(player, a): a for a in state.legal_actions()}
-        if budget.spent(0.05):
-            return list(by_text.values())
-        texts = list(by_text)
-        try:
-            result = await self.llm.chat(
-                [("user", pruner_prompt(state, texts))],
-                choices=texts,
-                constrain=self.o.constrain,
-                n=self.o.k,
-                temperature=self.o.temperature,
-                max_tokens=self.o.max_tokens,
-                deadline=budget.deadline,
-            )
-        except LLMError:
-            return list(by_text.values())
-        meter.bad_outputs += sum(1 for c in result.choices if c is None)
-        kept = [by_text[c] for c in dict.fromkeys(c for c in result.choices if c is not None)]
-        return kept or list(by_text.values())
-
-    async def _value(self, state: pyspiel.State, root: int, budget: Budget) -> float:
-        chess = state.get_game().get_type().short_name == "chess"
-        if state.is_terminal():
-            return float(state.returns()[root]) * (10.0 if chess else 1.0)
-        value = 0.0
-        if self.o.critic in ("rule", "both") and chess:
-            value += chess_material(state, root)
-        if self.o.critic in ("llm", "both") and not budget.spent(0.05):
-            value += await self._llm_critic(state, root, budget)
-        return value
-
-    async def _llm_critic(self, state: pyspiel.State, root: int, budget: Budget) -> float:
-        prompt = (
-            f"Game: {state.get_game().get_type().long_name}.\nState:\n{state}\n\n"
-            f"Evaluate the position for player {root} in centipawns, from -1000 (certain loss) to "
-            '1000 (certain win). Answer with JSON of the form {"score": <your integer>}.'
-        )
-        schema = {
-            "type": "object",
-            "properties": {"score": {"type": "integer", "minimum": -1000, "maximum": 1000}},
-            "required": ["score"],
-        }
-        try:
-            result = await self.llm.chat(
-                [("user", prompt)],
-                schema=schema if self.o.constrain else None,
-                temperature=self.o.critic_temperature,
-                max_tokens=self.o.max_tokens,
-                deadline=budget.deadline,
-            )
-        except LLMError:
-            return 0.0
-        m = re.search(r"-?\d+(?:\.\d+)?", result.text)
-        if not m:
-            return 0.0
-        return max(-1000.0, min(1000.0, float(m.group()))) / 1000
+            task = pruning[key] = asyncio.ensure_future(evaluator.prior(state))
+        prior = await task
+        return tree.setdefault(key, Node([a for a, _ in prior]))
 
 
-__all__ = ["LlmMctsOptions", "LlmMctsStrategy", "chess_material"]
+__all__ = ["LlmMctsOptions", "LlmMctsStrategy", "PrunerCritic", "chess_material"]

@@ -4,9 +4,10 @@
   turn's action list, random-rollout evaluator, UCT. Python games (our word games)
   use OpenSpiel's Python `MCTSBot` instead: the C++ bot crashes the process on
   Python games in open_spiel 2.0.2 (even on its own `python_tic_tac_toe`).
-- Imperfect information: single-observer information-set MCTS (ISMCTS) written
-  here, because OpenSpiel's C++ ISMCTS needs `ResampleFromInfostate`, which most
-  games (liars_dice among them) lack. Each simulation plays on a fresh
+- Imperfect information: single-observer information-set MCTS (ISMCTS) on the
+  agents' search core (`agents.tree_search.search`, with `SpielRules` and a random
+  rollout evaluator), because OpenSpiel's C++ ISMCTS needs `ResampleFromInfostate`,
+  which most games (liars_dice among them) lack. Each simulation plays on a fresh
   determinization: the seat's history is replayed with hidden steps sampled, and
   kept only when it reproduces the seat's information state.
 - Limits: simultaneous-move nodes are played uniformly at random (noted in the
@@ -20,9 +21,7 @@
 from __future__ import annotations
 
 import random
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import numpy as np
 import pyspiel
@@ -30,7 +29,7 @@ from open_spiel.python.algorithms import mcts as py_mcts
 from pydantic import Field
 
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng, run_cpu
-from agents.uct import uct_select
+from agents.tree_search import SIMULTANEOUS, search
 from bus.protocol import HistoryItem, MoveStats, Turn
 from games.loader import load_game_async, replay
 from games.view import is_perfect_information, seat_info
@@ -104,13 +103,6 @@ def _sample(game: pyspiel.Game, history: list[HistoryItem], rng: random.Random) 
     return state
 
 
-@dataclass
-class _Node:
-    visits: dict[int, int] = field(default_factory=dict)
-    value: dict[int, float] = field(default_factory=dict)
-    avail: dict[int, int] = field(default_factory=dict)
-
-
 def _rollout(state: pyspiel.State, rng: random.Random) -> list[float]:
     while not state.is_terminal():
         if state.is_chance_node():
@@ -123,57 +115,72 @@ def _rollout(state: pyspiel.State, rng: random.Random) -> list[float]:
     return list(state.returns())
 
 
+class SpielRules:
+    """OpenSpiel states as the search core's `Rules`, for SO-ISMCTS: nodes keyed by the acting
+    player's information state, chance outcomes sampled by their probabilities, simultaneous nodes
+    played uniformly at random. States are changed in place (each simulation has its own)."""
+
+    info_sets = True
+    intermediate_rewards = False  # the rollout's returns are whole-game returns
+
+    def __init__(self, num_players: int) -> None:
+        self.num_players = num_players
+
+    def player(self, state: pyspiel.State) -> int:
+        return int(state.current_player())  # OpenSpiel's ids: -1 chance, -2 simultaneous, -4 terminal
+
+    def legal(self, state: pyspiel.State) -> list[int]:
+        return list(state.legal_actions())
+
+    def apply(self, state: pyspiel.State, action: int) -> pyspiel.State:
+        state.apply_action(action)
+        return state
+
+    def sample(self, state: pyspiel.State, player: int, rng: random.Random) -> tuple[pyspiel.State, object]:
+        if player == SIMULTANEOUS:
+            joint = [rng.choice(state.legal_actions(p)) for p in range(state.num_players())]
+            state.apply_actions(joint)
+            return state, tuple(joint)
+        outcomes, probs = zip(*state.chance_outcomes(), strict=True)
+        action = rng.choices(outcomes, weights=probs)[0]
+        state.apply_action(action)
+        return state, action
+
+    def infoset(self, state: pyspiel.State, player: int) -> str:
+        return f"{player}|{seat_info(state, player)}"
+
+    def rewards(self, state: pyspiel.State) -> list[float]:
+        return list(state.rewards())
+
+
+class RandomRolloutEvaluator:
+    """OpenSpiel's `RandomRolloutEvaluator` with one rollout on our rng: the returns of random play
+    to the end (the state is played out in place). No prior (uniform)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def prior(self, state: pyspiel.State) -> list[tuple[int, float]]:
+        return []
+
+    def evaluate(self, state: pyspiel.State) -> list[float]:
+        return _rollout(state, self.rng)
+
+
 def ismcts_search(
+    game: pyspiel.Game,
     sample: Callable[[], pyspiel.State],
-    seat: int,
     simulations: int,
     uct_c: float,
     rng: random.Random,
     time_limit: float,
 ) -> tuple[dict[int, int], int]:
-    """SO-ISMCTS: nodes keyed by the acting player's information state. Returns root visit counts."""
-
-    tree: dict[str, _Node] = {}
-    root_key: str | None = None
-    end = time.monotonic() + time_limit
-    done = 0
-    for _ in range(simulations):
-        if time.monotonic() > end:
-            break
-        state = sample()
-        path: list[tuple[_Node, int, int]] = []
-        expanded = False
-        while not state.is_terminal():
-            if state.is_chance_node():
-                outcomes, probs = zip(*state.chance_outcomes(), strict=True)
-                state.apply_action(rng.choices(outcomes, weights=probs)[0])
-                continue
-            if state.is_simultaneous_node():
-                state.apply_actions([rng.choice(state.legal_actions(p)) for p in range(state.num_players())])
-                continue
-            player = state.current_player()
-            key = f"{player}|{seat_info(state, player)}"
-            if root_key is None:
-                root_key = key
-            node = tree.get(key)
-            if node is None:
-                if expanded:
-                    break
-                node = tree[key] = _Node()
-                expanded = True
-            legal = state.legal_actions()
-            for a in legal:
-                node.avail[a] = node.avail.get(a, 0) + 1
-            action = uct_select(legal, node.visits, node.value, node.avail, uct_c, rng)
-            path.append((node, action, player))
-            state.apply_action(action)
-        returns = _rollout(state, rng)
-        for node, action, player in path:
-            node.visits[action] = node.visits.get(action, 0) + 1
-            node.value[action] = node.value.get(action, 0.0) + returns[player]
-        done += 1
-    root = tree.get(root_key) if root_key else None
-    return (dict(root.visits) if root else {}), done
+    """SO-ISMCTS on the search core, each simulation on a fresh determinization from `sample`
+    (the root is the first decision node: the seat's). Returns its visit counts and the
+    simulations run."""
+    rules = SpielRules(game.num_players())
+    out = search(rules, sample, RandomRolloutEvaluator(rng), simulations, uct_c, rng, time_limit)
+    return out.root_visits(), out.simulations
 
 
 class MctsStrategy(Strategy):
@@ -242,7 +249,7 @@ class MctsStrategy(Strategy):
             consistent += ok
             return state
 
-        visits, done = ismcts_search(sample, turn.seat, self.opts.simulations, self.opts.uct_c, rng, budget)
+        visits, done = ismcts_search(game, sample, self.opts.simulations, self.opts.uct_c, rng, budget)
         legal = {la.id for la in turn.legal_actions}
         visits = {a: n for a, n in visits.items() if a in legal}
         if not visits:

@@ -1,7 +1,7 @@
 """What runs next to a code world model inside the sandbox: loading, (IS)MCTS, inference.
 
-Pure Python on purpose (no pyspiel, no pydantic): the worker imports only this (and its UCT
-selection step, `agents.uct`, shared with `agents.mcts_agent`), and the
+Pure Python on purpose (no pyspiel, no pydantic): the worker imports only this (and the search
+core, `agents.tree_search`, shared with `agents.mcts_agent` and `agents.llm_mcts`), and the
 benchmark runs the very same functions without the sandbox for its baseline. Nothing here
 judges a model: the unit tests (expected answers, pass counting) are `research.cwm.judge`,
 which runs outside the sandbox and calls the model's functions through the worker.
@@ -21,11 +21,11 @@ import copy
 import io
 import json
 import random
-import time
 import types
+from collections.abc import Callable
 from typing import Any
 
-from agents.uct import uct_select
+from agents.tree_search import search
 
 API = ("apply_action", "get_current_player", "get_rewards", "get_legal_actions", "get_observations")
 CHANCE = -1
@@ -80,34 +80,77 @@ def missing_api(mod: types.ModuleType, imperfect: bool) -> list[str]:
     return [n for n in names if not callable(getattr(mod, n, None))]
 
 
-# ---- search ---------------------------------------------------------------------------
-class Node:
-    __slots__ = ("avail", "children", "value", "visits")
+# ---- search ----------------------------------------------------------------------------
+class ModelRules:
+    """The model API as the search core's `Rules`: actions are texts, chance outcomes uniform over
+    the legal chance actions, rewards gathered step by step, nodes keyed by the action history or
+    (information sets) by the acting player's observation."""
 
-    def __init__(self) -> None:
-        self.visits: dict[str, int] = {}
-        self.value: dict[str, float] = {}
-        self.avail: dict[str, int] = {}
+    intermediate_rewards = True
+
+    def __init__(self, m: Any, nplayers: int, information_sets: bool) -> None:
+        self.m = m
+        self.num_players = nplayers
+        self.info_sets = information_sets
+        # The model's own functions, not wrappers: a call less per step of the hot loop.
+        self.player: Callable[[Any], int] = m.get_current_player
+        self.apply: Callable[[Any, str], Any] = m.apply_action
+        self.rewards: Callable[[Any], Any] = m.get_rewards
+
+    def legal(self, state: Any) -> list[str]:
+        return [str(a) for a in self.m.get_legal_actions(state)]
+
+    def sample(self, state: Any, player: int, rng: random.Random) -> tuple[Any, str]:
+        action = rng.choice(self.legal(state))
+        return self.m.apply_action(state, action), action
+
+    def infoset(self, state: Any, player: int) -> tuple[int, str]:
+        return (player, json.dumps(self.m.get_observations(state)[player], sort_keys=True, default=str))
 
 
-def _evaluate(
-    m: Any, state: Any, nplayers: int, rollouts: int, value_fn: Any, rng: random.Random
-) -> list[float]:
-    if value_fn is not None and m.get_current_player(state) != TERMINAL:
-        return [float(value_fn(copy.deepcopy(state), p)) for p in range(nplayers)]
-    total = [0.0] * nplayers
-    for _ in range(rollouts):
-        s = copy.deepcopy(state) if rollouts > 1 else state
-        acc = [float(r) for r in m.get_rewards(s)]
-        for _step in range(2000):
-            if m.get_current_player(s) == TERMINAL:
-                break
-            s = m.apply_action(s, rng.choice(list(m.get_legal_actions(s))))
-            for i, r in enumerate(m.get_rewards(s)):
-                acc[i] += float(r)
-        for i in range(nplayers):
-            total[i] += acc[i]
-    return [x / rollouts for x in total]
+class RolloutEvaluator:
+    """Random play to the end (at most 2000 steps), `rollouts` times: per player the mean of the
+    leaf's rewards plus every reward after it. No prior (uniform)."""
+
+    def __init__(self, m: Any, nplayers: int, rollouts: int, rng: random.Random) -> None:
+        self.m, self.nplayers, self.rollouts, self.rng = m, nplayers, rollouts, rng
+
+    def prior(self, state: Any) -> list[tuple[Any, float]]:
+        return []
+
+    def evaluate(self, state: Any) -> list[float]:
+        m, rng, rollouts = self.m, self.rng, self.rollouts
+        total = [0.0] * self.nplayers
+        for _ in range(rollouts):
+            s = copy.deepcopy(state) if rollouts > 1 else state
+            acc = [float(r) for r in m.get_rewards(s)]
+            for _step in range(2000):
+                if m.get_current_player(s) == TERMINAL:
+                    break
+                s = m.apply_action(s, rng.choice(list(m.get_legal_actions(s))))
+                for i, r in enumerate(m.get_rewards(s)):
+                    acc[i] += float(r)
+            for i in range(self.nplayers):
+                total[i] += acc[i]
+        return [x / rollouts for x in total]
+
+
+class ValueFunctionEvaluator:
+    """A synthesized `value_function(state, player_id)` (appendix H.7) at a non-terminal leaf;
+    a terminal leaf is scored by `terminal` (its rewards). No prior (uniform)."""
+
+    def __init__(
+        self, m: Any, nplayers: int, value_fn: Callable[[Any, int], float], terminal: RolloutEvaluator
+    ) -> None:
+        self.m, self.nplayers, self.value_fn, self.terminal = m, nplayers, value_fn, terminal
+
+    def prior(self, state: Any) -> list[tuple[Any, float]]:
+        return []
+
+    def evaluate(self, state: Any) -> list[float]:
+        if self.m.get_current_player(state) == TERMINAL:
+            return self.terminal.evaluate(state)
+        return [float(self.value_fn(copy.deepcopy(state), p)) for p in range(self.nplayers)]
 
 
 def mcts(
@@ -119,72 +162,34 @@ def mcts(
     rollouts: int,
     uct_c: float,
     rng: random.Random,
-    value_fn: Any = None,
+    value_fn: Callable[[Any, int], float] | None = None,
     time_limit: float = 1e9,
     information_sets: bool = False,
 ) -> dict[str, Any]:
     """UCT on the model from `roots` (one state: MCTS; several determinizations: SO-ISMCTS with
-    nodes keyed by the acting player's observation). Returns root visit counts."""
-    tree: dict[Any, Node] = {}
-    end = time.monotonic() + time_limit
-    done = failures = 0
-    for _ in range(simulations):
-        if time.monotonic() > end:
-            break
-        state = copy.deepcopy(rng.choice(roots))
-        path: list[tuple[Node, str, int]] = []
-        key: Any = ()
-        expanded = False
-        returns = [0.0] * nplayers
-        try:
-            while True:
-                player = m.get_current_player(state)
-                if player == TERMINAL:
-                    break
-                legal = [str(a) for a in m.get_legal_actions(state)]
-                if player == CHANCE:
-                    action = rng.choice(legal)
-                    key = (*key, action) if not information_sets else key
-                    state = m.apply_action(state, action)
-                    _add(returns, m.get_rewards(state))
-                    continue
-                if information_sets:
-                    key = (player, json.dumps(m.get_observations(state)[player], sort_keys=True, default=str))
-                node = tree.get(key)
-                if node is None:
-                    if expanded:
-                        break
-                    node = tree[key] = Node()
-                    expanded = True
-                for a in legal:
-                    node.avail[a] = node.avail.get(a, 0) + 1
-                action = uct_select(legal, node.visits, node.value, node.avail, uct_c, rng)
-                path.append((node, action, player))
-                if not information_sets:
-                    key = (*key, action)
-                state = m.apply_action(state, action)
-                _add(returns, m.get_rewards(state))
-            leaf = _evaluate(m, state, nplayers, rollouts, value_fn, rng)
-        except Exception:
-            failures += 1
-            if failures > max(10, simulations // 2):
-                break
-            continue
-        for node, action, player in path:
-            node.visits[action] = node.visits.get(action, 0) + 1
-            node.value[action] = node.value.get(action, 0.0) + returns[player] + leaf[player]
-        done += 1
-    root_key: Any = ()
-    if information_sets:
-        root_key = (seat, json.dumps(m.get_observations(roots[0])[seat], sort_keys=True, default=str))
-    root = tree.get(root_key)
-    visits = dict(root.visits) if root else {}
-    return {"visits": visits, "simulations": done, "failures": failures, "nodes": len(tree)}
-
-
-def _add(acc: list[float], rewards: Any) -> None:
-    for i, r in enumerate(list(rewards)[: len(acc)]):
-        acc[i] += float(r)
+    nodes keyed by the acting player's observation), the search core's loop with the model's
+    rules; leaves valued by `value_fn` if given, else by random rollouts. A simulation the model
+    breaks (any exception) is a failure. Returns root visit counts."""
+    rules = ModelRules(m, nplayers, information_sets)
+    rollout = RolloutEvaluator(m, nplayers, rollouts, rng)
+    evaluator = rollout if value_fn is None else ValueFunctionEvaluator(m, nplayers, value_fn, rollout)
+    out = search(
+        rules,
+        lambda: copy.deepcopy(rng.choice(roots)),
+        evaluator,
+        simulations,
+        uct_c,
+        rng,
+        time_limit,
+        catch=(Exception,),
+    )
+    root_key = rules.infoset(roots[0], seat) if information_sets else ()
+    return {
+        "visits": out.root_visits(root_key),
+        "simulations": out.simulations,
+        "failures": out.failures,
+        "nodes": len(out.tree),
+    }
 
 
 def replay_texts(m: Any, initial: Any, actions: list[str]) -> Any:
