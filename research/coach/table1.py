@@ -118,12 +118,13 @@ def tournament_toml(
 
 
 def solve_table(game_label: str, out: Path, iterations: int) -> None:
-    from research.coach.cli import main as selfplay
-
     if out.exists():
         return
     tmp = out.with_name(out.name + ".partial")
-    code = selfplay(["solve", game_label, "--iterations", str(iterations), "--out", str(tmp)])
+    # `selfplay solve` as its own command: the CLI imports this module, so this one does not
+    # import the CLI back (tests/test_import_cycles.py).
+    solve = ["solve", game_label, "--iterations", str(iterations), "--out", str(tmp)]
+    code = subprocess.run([sys.executable, "-m", "research.coach", *solve], check=False).returncode
     if code != 0:
         raise RuntimeError(f"solve {game_label} failed ({code})")
     tmp.replace(out)
