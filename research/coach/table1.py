@@ -82,6 +82,7 @@ def tournament_toml(
         'kind = "random"',
         "",
         "[ratings]",
+        'elo_k = "llm_coaching"',  # the paper's K = 0.2 (appendix B.2); the default is arena-scale
         f"stack = {stack}",
         "",
         "[[games]]",
