@@ -1,20 +1,26 @@
-"""Standings and ratings from match records.
+"""Standings and ratings from match records: the one place every view of a run gets them.
 
-- Standings: wins, losses, draws per agent (a win is a sole first place).
+- Standings: wins, losses, draws per agent (a win is a sole first place); faults per 100
+  moves asked for; fallbacks, LLM calls and tokens per move.
+- One order: every rating reads the records in `record_key` order (the schedule's), whatever
+  order they arrived or were stored in, so the report, `ratings.json`, `spielbus standings`,
+  `replay --rescore`, the live page and the metrics agree (Elo and Plackett-Luce are
+  order-dependent).
 - Elo as in the LLM Coaching paper appendix B.2: E = 1 / (1 + 10^(-D/400)), R += K (S - E),
-  K = 0.2 by default, records in the order played. For payoff games (poker) S
-  is the Brownian win probability of eq. 19, 1 - 1/(1 + exp(2 L mu / max(sigma^2, 100))),
-  from the mean and variance of the pair's payoffs over the whole tournament.
-  A forfeit for an invalid action (illegal or malformed) counts as `f` of a loss
-  and the rest as a draw, with f from the LLM Coaching paper table 3 per game (1.0 elsewhere).
-- Bradley-Terry by maximum likelihood (Hunter's MM iterations, a draw is half a
-  win each way, a small symmetric prior keeps unbeaten agents finite), on the Elo
-  scale (1500 + 400 log10 strength, mean strength 1), with 95% intervals from a
-  bootstrap over matches.
-- Rule compliance: faults per 100 moves the agent was asked for, apart from skill.
+  K from the tournament's `[ratings] elo_k` (arena-scale 16 by default; the paper's 0.2 as
+  "llm_coaching"). For payoff games (poker) S is the Brownian win probability of eq. 19,
+  1 - 1/(1 + exp(2 L mu / max(sigma^2, 100))), from the mean and variance of the pair's payoffs
+  over the whole tournament. A forfeit for an invalid action (illegal or malformed) counts as
+  `f` of a loss and the rest as a draw, with f from the LLM Coaching paper table 3 per game.
+- Bradley-Terry by maximum likelihood with 0.1 pseudo-wins per ordered pair (a draw is half a
+  win each way; Hunter's MM iterations finished by Newton's method), on the Elo scale (1500 +
+  400 log10 strength, mean log-strength 0), with 95% profile-likelihood intervals, defined for
+  perfect scores too (docs/referee.md). Checked against `choix` (tests/test_rating_views.py).
+- Plackett-Luce (openskill) from each match's whole ranking, beside Bradley-Terry.
 
-N-player matches enter Elo and Bradley-Terry as every pair of seats, ordered by
-finishing place.
+Limits: Elo and Bradley-Terry enter an N-player match as every pair of seats ordered by
+finishing place (Plackett-Luce does not split it). The profile intervals cost a few hundred
+small Newton solves per agent: fine for tens of agents, not thousands.
 """
 
 from __future__ import annotations
