@@ -16,6 +16,12 @@ prompt; temperature 0; answers constrained to the legal moves unless `--no-const
 `chance` is the mean of 1/(number of legal moves): the rate of a model that ignores the
 example. A copy rate far above it means the row measures the prompt, not the model.
 
+Measured (defaults: 50 positions, seed 1, constrained, SmolLM2-135M, 2 shared cores, 0 unusable
+answers of 200): chance 17.1%; the answer equals the example 92% (46/50) with the first legal
+move as the example, 100% (50/50) with the last, 98% (49/50) with a random one; with today's
+placeholder the answer equals that random move 14% (7/50), chance level, but is the first legal
+move 68% of the time: without an example to copy, the small model still leans on the list order.
+
 Limits: starts the embedded llama.cpp server (SmolLM2-135M) unless `--base-url` is given; 4 requests
 a position, sequential (about 200 requests at the defaults: minutes on 2 shared cores). Counted,
 not timed. A model's bias toward the first listed move shows in `placeholder`'s first-move rate.
