@@ -1,9 +1,12 @@
 """`stockfish`: Debian's Stockfish over UCI (python-chess's async engine module) playing OpenSpiel chess.
 
-The position is rebuilt with python-chess from the game's start (its `fen`
-parameter, else the standard position) and the turn's full action list, so the
-engine sees the whole move stack (repetitions, fifty-move counter). Its best
-move is mapped back to OpenSpiel's action id exactly (games/chess/uci.py).
+The position is the game's start (its `fen` parameter, else the standard position)
+plus the turn's full action list, so the engine sees the whole move stack
+(repetitions, fifty-move counter). The board is kept per match (keyed by match id,
+dropped when the match ends, at most `_MAX_BOARDS` kept) and only the new actions
+are applied each turn: rebuilding it from the start every turn costs O(n^2) per
+game. A turn whose history does not extend the kept one rebuilds it. Its best move
+is mapped back to OpenSpiel's action id exactly (games/chess/uci.py).
 
 Options: `skill_level` (0..20, Stockfish's "Skill Level"; 20 is full strength),
 `nodes`, `depth` and `movetime_ms` (the search stops at the first limit reached; none
@@ -32,7 +35,7 @@ from pydantic import Field, model_validator
 
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions
 from bus.protocol import MatchEnded, MoveStats, Turn
-from games.chess.uci import board_from_history, move_to_action
+from games.chess.uci import action_to_move, board_from_history, move_to_action
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,8 @@ INSTALL_HINT = (
 # The default limit: fixed work (about 0.1 s of one core of a 2020s desktop, the time limit it replaces),
 # so a skill level means the same strength on any machine and under any load.
 DEFAULT_NODES = 100_000
+# Boards kept for matches in flight; a match that never sends `ended` is evicted oldest first.
+_MAX_BOARDS = 256
 # Debian installs games to /usr/games, which is often not on PATH.
 _CANDIDATES = ("stockfish", "/usr/games/stockfish")
 
@@ -94,6 +99,8 @@ class StockfishStrategy(Strategy):
         self._transport: asyncio.SubprocessTransport | None = None
         self._lock = asyncio.Lock()
         self.restarts = 0
+        # match id -> (start fen, actions applied, board after them)
+        self._boards: dict[str, tuple[str | None, list[int], chess.Board]] = {}
 
     @property
     def engine_pid(self) -> int | None:
@@ -138,8 +145,8 @@ class StockfishStrategy(Strategy):
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         if turn.game.name != "chess" or turn.state is None:
             raise ValueError(f"stockfish plays chess only, not {turn.game.label()}")
-        fen = turn.game.params.get("fen")
-        board = board_from_history(fen if isinstance(fen, str) else None, turn.state)
+        fen_param = turn.game.params.get("fen")
+        board = self._board(turn.match_id, fen_param if isinstance(fen_param, str) else None, turn.state)
         async with self._lock:
             engine = await self._ensure_engine()
             try:
@@ -165,7 +172,22 @@ class StockfishStrategy(Strategy):
             note=f"uci {result.move.uci()}" + (f" score {info['score'].white()}" if "score" in info else ""),
         )
 
+    def _board(self, match_id: str, fen: str | None, actions: list[int]) -> chess.Board:
+        """The board after `actions`, from the kept one when `actions` extends its history."""
+        kept = self._boards.pop(match_id, None)
+        if kept is not None and kept[0] == fen and actions[: len(kept[1])] == kept[1]:
+            board = kept[2]
+            for a in actions[len(kept[1]) :]:
+                board.push(action_to_move(board, a))
+        else:
+            board = board_from_history(fen, actions)
+        self._boards[match_id] = (fen, list(actions), board)
+        while len(self._boards) > _MAX_BOARDS:
+            del self._boards[next(iter(self._boards))]
+        return board
+
     async def match_ended(self, msg: MatchEnded, ctx: MatchContext) -> None:
+        self._boards.pop(msg.match_id, None)
         # A dead engine is replaced now, so the next match does not pay for it on its first move.
         if self._transport is not None and self._transport.is_closing() and not self._lock.locked():
             await self._drop_engine()

@@ -8,6 +8,7 @@ import asyncio
 import os
 import signal
 
+import chess
 import chess.engine
 import pytest
 
@@ -99,3 +100,23 @@ def test_limits_combine_and_movetime_is_opt_in() -> None:
     assert (both.nodes, both.depth, both.time) == (5000, 7, 5.0)
     default = StockfishStrategy(StockfishOptions())._limit(10_000)
     assert (default.nodes, default.depth, default.time) == (100_000, None, 5.0)
+
+
+def test_board_is_kept_per_match_and_extended_not_rebuilt() -> None:
+    """Issue 32: the board is not rebuilt from the whole history each turn (O(n^2) per game)."""
+    from games.chess.uci import board_from_history, move_to_action
+
+    sf = _sf()
+    board = chess.Board()
+    actions: list[int] = []
+    for uci in ("e2e4", "e7e5", "g1f3", "b8c6"):
+        actions.append(move_to_action(board, chess.Move.from_uci(uci)))
+        board.push_uci(uci)
+    first = sf._board("m1", None, actions[:2])
+    later = sf._board("m1", None, actions)
+    assert later is first  # extended in place
+    assert later.move_stack == board_from_history(None, actions).move_stack
+    # A history that does not extend the kept one (another start) is rebuilt, not extended.
+    other = sf._board("m1", None, actions[:1])
+    assert other is not first and other.move_stack == board.move_stack[:1]
+    assert sf._board("m2", None, []).fen() == chess.STARTING_FEN

@@ -1,0 +1,232 @@
+"""Stockfish against Stockfish through the arena against a tight python-chess loop, same run (issue 32).
+
+For each setting (nodes per move x concurrency) and each round, alternating:
+
+(a) arena: `spielbus.run.run_tournament`, exactly as `spielbus run` (embedded nats-server, the two
+    `stockfish` agents as processes, one referee worker in this process): a round robin of two
+    identical Stockfish agents (fixed nodes, one thread, 16 MB hash) over `--openings` openings in
+    both colours (8 games by default);
+(b) loop: the same games driven by python-chess directly: two Stockfish processes (one per side, as
+    the arena has one per agent, each searching one position at a time), the same `Limit`, the same
+    openings and colours, the same concurrency.
+
+Plies per second: (a) counts the plies of the match records over the span from the first match's
+start to the last match's end; (b) from before its engines start to its last ply (each side starts
+its engines once inside the timed span, as the arena's agents do on their first move). Prints the
+median over rounds of each, the ratio (a)/(b), and per ply the CPU time of each process of the
+arena (this process: referee, runner and collector; the agent processes; the Stockfish engines;
+nats-server) over the same span, sampled from /proc every 50 ms (so within 50 ms at each edge).
+
+Limits: Linux only (/proc); the setup of a run (starting nats-server and the agent processes,
+about 5-10 s) is outside both spans. A loaded machine widens the gap (the arena has more
+processes to schedule); compare ratios of the same run, not numbers across runs.
+
+    .venv/bin/python benchmarks/engine_match.py [--nodes 230 3000] [--concurrency 1 2] [--rounds 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import chess
+import chess.engine
+from rich.console import Console
+
+from agents.stockfish_agent import find_stockfish
+from games.chess.openings import opening_fen
+from referee.config import TournamentConfig
+from spielbus.run import RunOptions, run_tournament
+
+OPENINGS = ["e4 e5 Nf3 Nc6", "d4 d5 c4 e6", "e4 c5 Nf3 d6", "d4 Nf6 c4 g6"]
+MAX_TURNS = 400
+DEADLINE_MS = 60_000
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+class CpuSampler:
+    """CPU seconds of this process and its descendants, by kind, read from /proc every `period` s."""
+
+    def __init__(self, period: float = 0.05) -> None:
+        self.period = period
+        self.seen: dict[int, tuple[str, float]] = {}
+        # (wall time, CPU seconds by pid) per sample, to count only a span of the run.
+        self.history: list[tuple[float, dict[int, float]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    @staticmethod
+    def _stat(pid: int) -> tuple[int, float, str] | None:
+        try:
+            raw = Path(f"/proc/{pid}/stat").read_text()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            return None
+        fields = raw[raw.rindex(")") + 2 :].split()
+        return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICKS, cmd
+
+    def _kind(self, pid: int, cmd: str) -> str:
+        if pid == os.getpid():
+            return "this process (referee, runner)"
+        if "stockfish" in cmd:
+            return "stockfish engines"
+        if "nats-server" in cmd:
+            return "nats-server"
+        return "agent processes"
+
+    def sample(self) -> None:
+        stats = {}
+        for name in os.listdir("/proc"):
+            if name.isdigit() and (s := self._stat(int(name))) is not None:
+                stats[int(name)] = s
+        me = os.getpid()
+        for pid, (_ppid, cpu, cmd) in stats.items():
+            p, depth = pid, 0
+            while p in stats and p != me and depth < 20:
+                p, depth = stats[p][0], depth + 1
+            if p == me:
+                self.seen[pid] = (self._kind(pid, cmd), cpu)
+        self.history.append((time.time(), {pid: cpu for pid, (_, cpu) in self.seen.items()}))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            self.sample()
+
+    def __enter__(self) -> CpuSampler:
+        self.sample()
+        self.start = dict(self.seen)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def by_kind(self, t0: float, t1: float) -> dict[str, float]:
+        """CPU seconds by kind between the samples nearest wall times `t0` and `t1`."""
+        first = min(self.history, key=lambda h: abs(h[0] - t0))[1]
+        last = min(self.history, key=lambda h: abs(h[0] - t1))[1]
+        out: dict[str, float] = defaultdict(float)
+        for pid, cpu in last.items():
+            out[self.seen[pid][0]] += cpu - first.get(pid, 0.0)
+        return dict(out)
+
+
+@dataclass
+class Result:
+    rates: list[float] = field(default_factory=list)
+    plies: list[int] = field(default_factory=list)
+    cpu_us: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, plies: int, seconds: float, cpu: dict[str, float]) -> None:
+        self.rates.append(plies / seconds)
+        self.plies.append(plies)
+        for kind, s in cpu.items():
+            self.cpu_us[kind].append(s / plies * 1e6)
+
+
+def _config(nodes: int, concurrency: int, openings: list[str]) -> TournamentConfig:
+    sf = {"kind": "stockfish", "options": {"nodes": nodes, "threads": 1, "hash_mb": 16}}
+    return TournamentConfig.model_validate(
+        {
+            "name": "engine_match",
+            "format": "round_robin",
+            "games_per_pairing": 1,
+            "concurrency": concurrency,
+            "deadline_ms": DEADLINE_MS,
+            "max_turns": MAX_TURNS,
+            "seed": 1,
+            "openings": openings,
+            "games": [{"name": "chess"}],
+            "agents": {"sf_a": sf, "sf_b": dict(sf)},
+        }
+    )
+
+
+async def arena(nodes: int, concurrency: int, openings: list[str], out: Result) -> None:
+    config = _config(nodes, concurrency, openings)
+    with tempfile.TemporaryDirectory(prefix="engine_match-") as tmp, CpuSampler() as cpu:
+        result = await run_tournament(config, RunOptions(run_dir=tmp, quiet=True), Console(quiet=True))
+        records = [json.loads(line) for line in (result.path / "matches.jsonl").read_text().splitlines()]
+    t0, t1 = min(r["started_at"] for r in records), max(r["ended_at"] for r in records)
+    out.add(sum(len(r["moves"]) for r in records), t1 - t0, cpu.by_kind(t0, t1))
+
+
+async def loop(nodes: int, concurrency: int, openings: list[str], out: Result) -> None:
+    path = find_stockfish()
+    assert path is not None
+    limit = chess.engine.Limit(nodes=nodes, time=DEADLINE_MS / 1000 * 0.5)  # as agents/stockfish_agent.py
+    games = [(opening_fen(o), flip) for o in openings for flip in (False, True)]
+    plies = 0
+    with CpuSampler() as cpu:
+        t0, w0 = time.perf_counter(), time.time()
+        engines = []
+        for _ in range(2):
+            transport, engine = await chess.engine.popen_uci(path)
+            await engine.configure({"Threads": 1, "Hash": 16, "Skill Level": 20})
+            engines.append((transport, engine, asyncio.Lock()))
+        queue = list(enumerate(games))
+
+        async def worker() -> None:
+            nonlocal plies
+            while queue:
+                gid, (fen, flip) = queue.pop(0)
+                board = chess.Board(fen)
+                while not board.is_game_over(claim_draw=True) and len(board.move_stack) < MAX_TURNS:
+                    _, engine, lock = engines[(board.turn == chess.WHITE) ^ flip]
+                    async with lock:
+                        played = await engine.play(board, limit, game=gid)
+                    assert played.move is not None
+                    board.push(played.move)
+                    plies += 1
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        seconds = time.perf_counter() - t0
+        for transport, engine, _ in engines:
+            await engine.quit()
+            transport.close()
+    out.add(plies, seconds, cpu.by_kind(w0, w0 + seconds))
+
+
+async def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--nodes", type=int, nargs="+", default=[230, 3000])
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 2])
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--openings", type=int, default=4, help=f"how many of {OPENINGS} (games = 2 x this)")
+    args = p.parse_args()
+    if find_stockfish() is None:
+        sys.exit("stockfish not found (apt-get install stockfish)")
+    openings = OPENINGS[: args.openings]
+    for nodes in args.nodes:
+        for conc in args.concurrency:
+            a, b = Result(), Result()
+            for _ in range(args.rounds):
+                await arena(nodes, conc, openings, a)
+                await loop(nodes, conc, openings, b)
+            ra, rb = statistics.median(a.rates), statistics.median(b.rates)
+            print(f"nodes {nodes}, concurrency {conc}, {2 * len(openings)} games, {args.rounds} rounds:")
+            print(f"  arena {ra:7.0f} plies/s  (plies per round {a.plies})")
+            print(f"  loop  {rb:7.0f} plies/s  (plies per round {b.plies})   arena/loop = {ra / rb:.2f}")
+            wa, wb = 1e3 / ra, 1e3 / rb
+            print(f"  wall per ply: arena {wa:.2f} ms, loop {wb:.2f} ms, overhead {wa - wb:.2f} ms")
+            for label, res in (("arena", a), ("loop", b)):
+                parts = ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in sorted(res.cpu_us.items()))
+                print(f"  CPU us per ply, {label}: {parts}")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
