@@ -75,15 +75,18 @@ def record_to_pgn(record: MatchRecord) -> chess.pgn.Game | None:
         faults_by_turn.setdefault(f.turn, []).append(f"{f.agent}: {f.reason} ({f.detail})")
     pending: list[str] = []
     broken = None
+    # One board carried along: `node.board()` replays from the root on every call (O(n^2) per game).
+    board = node.board()
     for m in record.moves:
         for t in sorted(k for k in faults_by_turn if k <= m.turn):
             pending += [f"fault {x}" for x in faults_by_turn.pop(t)]
         try:
-            move = action_to_move(node.board(), m.action)
+            move = action_to_move(board, m.action)
         except ActionError as exc:
             broken = f"record move {m.turn} ({m.text}) does not replay: {exc}"
             break
         node = node.add_variation(move)
+        board.push(move)
         parts = [_emt(m.latency_ms)] if m.latency_ms is not None else []
         if m.usage and (m.usage.llm_calls or m.usage.prompt_tokens or m.usage.completion_tokens):
             parts.append(
@@ -93,8 +96,7 @@ def record_to_pgn(record: MatchRecord) -> chess.pgn.Game | None:
             parts.append(f"played by the referee: {m.note or 'fault policy'}")
         node.comment = " ".join(pending + parts)
         pending = []
-    end = node.board()
-    why, termination = _termination(record, end, broken)
+    why, termination = _termination(record, board, broken)
     leftover = [f"fault {x}" for t in sorted(faults_by_turn) for x in faults_by_turn[t]]
     node.comment = " ".join(x for x in (node.comment, *leftover, why) if x)
     h["Result"] = _result(record)
