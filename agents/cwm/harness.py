@@ -109,8 +109,10 @@ class ModelRules:
 
 
 class RolloutEvaluator:
-    """Random play to the end (at most 2000 steps), `rollouts` times: per player the mean of the
-    leaf's rewards plus every reward after it. No prior (uniform)."""
+    """Random play to the end (at most 2000 steps), `rollouts` times: per player the mean of every
+    reward after the leaf. Not the leaf's own: the search gathered those on its way in, and counting
+    them again valued a win reached inside the tree twice as high as one a rollout found. No prior
+    (uniform)."""
 
     def __init__(self, m: Any, nplayers: int, rollouts: int, rng: random.Random) -> None:
         self.m, self.nplayers, self.rollouts, self.rng = m, nplayers, rollouts, rng
@@ -123,7 +125,7 @@ class RolloutEvaluator:
         total = [0.0] * self.nplayers
         for _ in range(rollouts):
             s = copy.deepcopy(state) if rollouts > 1 else state
-            acc = [float(r) for r in m.get_rewards(s)]
+            acc = [0.0] * self.nplayers
             for _step in range(2000):
                 if m.get_current_player(s) == TERMINAL:
                     break
