@@ -34,3 +34,20 @@ def test_keys_and_validation() -> None:
         LadderResult(match_id="x", first="a", second="b", score=math.nan)
     with pytest.raises(ValidationError):
         LadderResult(match_id="x", first="a", second="b", score=2.0)
+
+
+async def test_ladder_standings_reads_the_bucket(nats_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from spielbus.cli import main
+
+    bucket = f"LADDER_{uuid.uuid4().hex[:8]}"
+    nc = await connect(nats_url, name="ladder-standings")
+    store = await LadderStore.open(nc.jetstream(), bucket)
+    for i in range(3):
+        await store.record(LadderResult(match_id=f"m{i}", first="strong", second="weak", score=1.0))
+    await nc.drain()
+    code = await asyncio.to_thread(main, ["ladder", "standings", "--nats", nats_url, "--bucket", bucket])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.index("strong") < out.index("weak") and " 3 " in out
