@@ -3,13 +3,19 @@ a result delivered twice counts once, and a new connection (a restarted ladder) 
 
 from __future__ import annotations
 
+import asyncio
 import math
+import socket
+import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
 from bus.connect import connect
+from bus.process import die_with_parent, free_port, stop_process
+from bus.server import find_binary
 from referee.ladder_store import LadderResult, LadderStore, result_key
 
 
@@ -37,8 +43,6 @@ def test_keys_and_validation() -> None:
 
 
 async def test_ladder_standings_reads_the_bucket(nats_url: str, capsys: pytest.CaptureFixture[str]) -> None:
-    import asyncio
-
     from spielbus.cli import main
 
     bucket = f"LADDER_{uuid.uuid4().hex[:8]}"
@@ -51,3 +55,43 @@ async def test_ladder_standings_reads_the_bucket(nats_url: str, capsys: pytest.C
     out = capsys.readouterr().out
     assert code == 0
     assert out.index("strong") < out.index("weak") and " 3 " in out
+
+
+async def _listening(port: int) -> None:
+    for _ in range(600):  # a loaded machine: wait on the port, up to a minute
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            await asyncio.sleep(0.1)
+    raise AssertionError(f"nats-server did not listen on {port}")
+
+
+async def test_results_survive_a_nats_restart(tmp_path: Path) -> None:
+    """The same store folder, nats-server stopped and started again: nothing lost, no double count."""
+    port = free_port()
+    cmd = [find_binary(), "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(tmp_path)]
+    url = f"nats://127.0.0.1:{port}"
+    r = LadderResult(match_id="ladder-1", first="a", second="b", score=1.0)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent
+    )
+    try:
+        await _listening(port)
+        nc = await connect(url, name="ladder-before")
+        assert await (await LadderStore.open(nc.jetstream())).record(r)
+        await nc.close()
+    finally:
+        stop_process(proc, grace_s=10)
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent
+    )
+    try:
+        await _listening(port)
+        nc = await connect(url, name="ladder-after")
+        store = await LadderStore.open(nc.jetstream())
+        assert not await store.record(r)  # the redelivered result after the restart: counted once
+        assert await store.wins() == {("a", "b"): 1.0, ("b", "a"): 0.0}
+        await nc.close()
+    finally:
+        stop_process(proc, grace_s=10)
