@@ -5,8 +5,9 @@ exists: a result delivered twice (a referee redelivery, a ladder restarted mid-w
 once. The win counts the matchmaker and the ratings need are rebuilt from the bucket, so a
 restart of the ladder, a referee or NATS (file storage) loses nothing and counts nothing twice.
 
-Limits: part of issue 31's ladder; the long-running `spielbus ladder` service that writes here is
-not built yet. Two-player results only (score of `first` against `second`: 1, 0.5 or 0).
+Limits: part of issue 31's ladder; the long-running `spielbus ladder` service that feeds
+`from_record` here is not built yet. Two-player results only (score of `first` against `second`
+between 0 and 1, as referee/ratings.py scores the record).
 Reading rebuilds from every key: fine for thousands of matches, not millions.
 """
 
@@ -20,6 +21,10 @@ from nats.js.client import JetStreamContext
 from nats.js.errors import KeyWrongLastSequenceError, NoKeysError
 from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from bus.protocol import MatchRecord
+from referee.config import RatingsConfig
+from referee.ratings import record_pairs
 
 BUCKET = "SPIELBUS_LADDER"
 _KEY_SAFE = re.compile(r"[^-=a-zA-Z0-9]")
@@ -41,6 +46,16 @@ class LadderResult(BaseModel):
         if not math.isfinite(v):
             raise ValueError("score must be finite")
         return v
+
+
+def from_record(rec: MatchRecord, cfg: RatingsConfig | None = None) -> LadderResult | None:
+    """A two-player record's result, scored as the ratings score it (a forfeit for an invalid
+    action as a fraction of a loss); None for an unrated record (error, pending) or more seats."""
+    pairs = record_pairs(rec, cfg or RatingsConfig())
+    if len(rec.seats) != 2 or len(pairs) != 1:
+        return None
+    p = pairs[0]
+    return LadderResult(match_id=rec.match_id, first=p.a, second=p.b, score=p.score)
 
 
 def result_key(match_id: str) -> str:

@@ -16,7 +16,8 @@ from pydantic import ValidationError
 from bus.connect import connect
 from bus.process import die_with_parent, free_port, stop_process
 from bus.server import find_binary
-from referee.ladder_store import LadderResult, LadderStore, result_key
+from referee.ladder_store import LadderResult, LadderStore, from_record, result_key
+from tests.fixed_records import fixed_records
 
 
 async def test_dedupe_and_restart(nats_url: str) -> None:
@@ -95,3 +96,15 @@ async def test_results_survive_a_nats_restart(tmp_path: Path) -> None:
         await nc.close()
     finally:
         stop_process(proc, grace_s=10)
+
+
+def test_from_record_scores_as_the_ratings_do() -> None:
+    recs = fixed_records(40)
+    two = [r for r in recs if len(r.seats) == 2 and r.outcome in ("decisive", "draw")]
+    assert two
+    for rec in two:
+        res = from_record(rec)
+        assert res is not None and res.match_id == rec.match_id
+        assert {res.first, res.second} == set(rec.seats)
+    many = [r for r in recs if len(r.seats) > 2]
+    assert all(from_record(r) is None for r in many)
