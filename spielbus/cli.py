@@ -6,6 +6,7 @@
     spielbus agent KIND --name N    an agent service (`spielbus agent KIND --help` for its options)
     spielbus llm serve              the embedded LLM server (llama.cpp on SmolLM2-135M)
     spielbus selfplay COMMAND       self-play datasets, CFVFP, the LLM Coach, RL export
+    spielbus paper NAME             a paper's headline table beside ours, with plots
     spielbus games                  the games that can be played
     spielbus protocol schema        the JSON Schema of every protocol v1 message (one bundle)
     spielbus protocol asyncapi      the AsyncAPI 3 document of protocol v1
@@ -258,6 +259,10 @@ def _parser() -> argparse.ArgumentParser:
         "selfplay",
         help="self-play datasets, CFVFP and the LLM Coach (spielbus selfplay --help)",
         add_help=False,
+    )
+
+    sub.add_parser(
+        "paper", help="a paper's headline table beside ours (spielbus paper --help)", add_help=False
     )
 
     for name, (_, what) in _MODULE_COMMANDS.items():
@@ -701,6 +706,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return _hand_over(rest, "research.cwm")
         if command == "selfplay":
             return _hand_over(rest, "research.coach")
+        if command == "paper":
+            return _hand_over(rest, "research.papers")
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if getattr(args, "stream_replicas", None) is not None:

@@ -1,0 +1,127 @@
+"""A report's cells: each one tournament run through `spielbus.run.run_tournament` (the real referee),
+its run folder kept under the report folder, its result in `cells.json` so that `--resume` skips it.
+
+Limits: a cell's number is the first agent's score share (wins + draws / 2) with a 95% Wilson interval;
+a cell that cannot be measured is stored with `why` and no number, never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+from rich.console import Console
+
+from bus.protocol import MatchRecord
+from referee.config import TournamentConfig
+from referee.ratings import standings
+from spielbus.run import RunOptions, run_tournament
+
+
+class Cell(BaseModel):
+    """One measured (or unmeasurable) cell of a paper's table."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+    name: str
+    title: str
+    agent: str = ""
+    opponent: str = ""
+    score: float | None = Field(default=None, allow_inf_nan=False)
+    low: float | None = Field(default=None, allow_inf_nan=False)
+    high: float | None = Field(default=None, allow_inf_nan=False)
+    games: int = 0
+    wins: int = 0
+    draws: int = 0
+    run: str = ""  # the run folder behind the number, relative to the report folder
+    model: str = ""
+    seed: int = 0
+    policy: str = ""
+    # Share of the agent's moves that were fallbacks for a failed LLM answer: a high share means the
+    # number says little about the method.
+    fallback_rate: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    why: str = ""  # why the cell has no number
+
+
+def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion (draws count half)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def score_of(records: list[MatchRecord], agent: str) -> tuple[int, int, int]:
+    """Games, wins and draws of `agent` in two-player records (a win: the better rank)."""
+    games = wins = draws = 0
+    for rec in records:
+        if agent not in rec.seats or len(rec.returns) != len(rec.seats):
+            continue
+        me = rec.seats.index(agent)
+        other = rec.returns[1 - me]
+        games += 1
+        if rec.returns[me] > other:
+            wins += 1
+        elif rec.returns[me] == other:
+            draws += 1
+    return games, wins, draws
+
+
+def read_cells(out: Path) -> dict[str, Cell]:
+    path = out / "cells.json"
+    if not path.exists():
+        return {}
+    return {c["name"]: Cell.model_validate(c) for c in json.loads(path.read_text())}
+
+
+def write_cells(out: Path, cells: dict[str, Cell]) -> None:
+    (out / "cells.json").write_text(json.dumps([c.model_dump() for c in cells.values()], indent=2) + "\n")
+
+
+def _unfinished_run(runs: Path) -> Path | None:
+    """The run folder an interrupted earlier attempt left (the newest), to resume."""
+    folders = sorted((p for p in runs.iterdir() if (p / "schedule.jsonl").exists()), key=lambda p: p.name)
+    return folders[-1] if folders else None
+
+
+async def measure(
+    out: Path,
+    name: str,
+    title: str,
+    config: TournamentConfig,
+    agent: str,
+    opponent: str,
+    model: str,
+    resume: bool,
+    console: Console,
+) -> Cell:
+    """Run one cell's tournament into `out/runs/<name>/` (continuing an interrupted one on `resume`)."""
+    runs = out / "runs" / name
+    runs.mkdir(parents=True, exist_ok=True)
+    earlier = _unfinished_run(runs) if resume else None
+    opts = RunOptions(run_dir=str(runs), quiet=True, resume=str(earlier) if earlier else None)
+    result = await run_tournament(config, opts, console)
+    games, wins, draws = score_of(result.records, agent)
+    low, high = wilson(wins + draws / 2, games)
+    rates = {s.agent: s.fallback_rate for s in standings(result.records)}
+    return Cell(
+        name=name,
+        title=title,
+        agent=agent,
+        opponent=opponent,
+        score=(wins + draws / 2) / games if games else None,
+        low=low,
+        high=high,
+        games=games,
+        wins=wins,
+        draws=draws,
+        run=str(result.path.relative_to(out)),
+        model=model,
+        seed=config.seed,
+        policy=config.policy.kind,
+        fallback_rate=rates.get(agent, 0.0),
+        why="" if games else "no match finished (see the run folder's failures)",
+    )

@@ -1,0 +1,93 @@
+"""A paper report's Markdown (the paper's numbers beside ours, the run folder behind each cell) and
+its plot (win rates with 95% intervals, the paper's value marked), PNG and SVG by matplotlib.
+
+Limits: one bar chart per report; a cell without a number is listed with its reason, not plotted.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from research.papers.cells import Cell
+from research.papers.numbers import PaperNumber
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def table_rows(cells: list[Cell], numbers: dict[str, PaperNumber]) -> list[tuple[str, str, str, str]]:
+    """(cell, paper, ours, source run) per cell; an unmeasured cell's `ours` is its reason."""
+    rows = []
+    for c in cells:
+        paper = _pct(numbers[c.name].value) if c.name in numbers else "not reported"
+        if c.score is None:
+            ours = f"not measured: {c.why}"
+        else:
+            ours = f"{_pct(c.score)} [{_pct(c.low)}, {_pct(c.high)}] of {c.games} games"
+        rows.append((c.title, paper, ours, c.run or "-"))
+    return rows
+
+
+def write_markdown(
+    out: Path, paper: str, cells: list[Cell], numbers: dict[str, PaperNumber], scale: str
+) -> Path:
+    lines = [
+        f"# {paper}: the paper's numbers beside ours ({scale} scale)",
+        "",
+        "| cell | paper | ours (95% Wilson interval) | run folder |",
+        "|---|---|---|---|",
+    ]
+    lines += [f"| {a} | {b} | {c} | `{d}` |" for a, b, c, d in table_rows(cells, numbers)]
+    lines += ["", "## Sources and settings", ""]
+    for c in cells:
+        if c.name in numbers:
+            lines.append(f"- {c.title}: paper's number from {numbers[c.name].source}.")
+        if c.score is not None:
+            lines.append(
+                f"- {c.title}: ours is {c.agent} against {c.opponent}, {c.wins} wins and {c.draws} draws in "
+                f"{c.games} games (a draw counts half); model `{c.model}`, tournament seed {c.seed}, "
+                f"fault policy `{c.policy}`; {_pct(c.fallback_rate)} of {c.agent}'s moves were fallbacks "
+                "for a failed LLM answer."
+            )
+    if any(c.score is not None for c in cells):
+        lines += ["", "![win rates](win_rates.png)"]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def plot_win_rates(out: Path, cells: list[Cell], numbers: dict[str, PaperNumber]) -> list[Path]:
+    """Bars of our score share with 95% intervals; the paper's number as a marker."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display here
+    import matplotlib.pyplot as plt
+
+    measured = [c for c in cells if c.score is not None]
+    if not measured:
+        return []
+    fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(measured), 3.2))
+    xs = range(len(measured))
+    scores = [c.score or 0.0 for c in measured]
+    errs = [
+        [s - (c.low or 0.0) for s, c in zip(scores, measured, strict=True)],
+        [(c.high or 0.0) - s for s, c in zip(scores, measured, strict=True)],
+    ]
+    ax.bar(xs, scores, yerr=errs, capsize=4, color="#4878a8", label="ours (95% interval)")
+    paper = [(i, numbers[c.name].value) for i, c in enumerate(measured) if c.name in numbers]
+    if paper:
+        ax.scatter(
+            [i for i, _ in paper], [v for _, v in paper], color="#c44e52", marker="D", zorder=3, label="paper"
+        )
+    ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+    ax.set_xticks(list(xs), [c.name for c in measured])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel(f"{measured[0].agent} score share")
+    ax.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    paths = [out / "win_rates.png", out / "win_rates.svg"]
+    for p in paths:
+        fig.savefig(p)
+    plt.close(fig)
+    return paths
