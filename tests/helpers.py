@@ -21,6 +21,18 @@ from games.loader import parse_spec
 from referee.match import MatchRunner
 
 
+def ended_event(rec: MatchRecord) -> MatchEvent:
+    """The `ended` event the referee publishes for `rec`, for feeding views a finished match."""
+    return MatchEvent(
+        type="ended",
+        match_id=rec.match_id,
+        tournament=rec.tournament,
+        game=rec.game,
+        seats=rec.seats,
+        record=rec,
+    )
+
+
 def uid(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 

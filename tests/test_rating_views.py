@@ -14,7 +14,7 @@ import pytest
 from prometheus_client import generate_latest
 from rich.console import Console
 
-from bus.protocol import GameSpec, MatchEvent, MatchRecord, MoveRecord, MoveStats, Usage
+from bus.protocol import GameSpec, MatchRecord, MoveRecord, MoveStats, Usage
 from observability.metrics import RefereeMetrics
 from observability.web.feed import MatchFeed
 from referee.config import RatingsConfig, TournamentConfig
@@ -33,6 +33,7 @@ from referee.tournament import summarize
 from spielbus.report import print_report
 from spielbus.standings import main as standings_main
 from tests.fixed_records import fixed_records
+from tests.helpers import ended_event
 
 
 def _rec(i: int, seats: list[str], returns: list[float], tournament: str = "t") -> MatchRecord:
@@ -45,17 +46,6 @@ def _rec(i: int, seats: list[str], returns: list[float], tournament: str = "t") 
         returns=returns,
         ranks=ranks_from_returns(returns),
         outcome="decisive",
-    )
-
-
-def _ended(rec: MatchRecord) -> MatchEvent:
-    return MatchEvent(
-        type="ended",
-        match_id=rec.match_id,
-        tournament=rec.tournament,
-        game=rec.game,
-        seats=rec.seats,
-        record=rec,
     )
 
 
@@ -93,7 +83,7 @@ def test_every_view_shows_the_same_ratings_when_records_arrive_out_of_order(tmp_
     metrics = RefereeMetrics()
     feed = MatchFeed(on_ratings=lambda _t, rates: metrics.set_ratings(rates), ratings_every=0)
     for rec in arrived:
-        feed.apply(_ended(rec))
+        feed.apply(ended_event(rec))
     live = feed.compute_ratings("fixed", force=True)
     text = generate_latest(metrics.registry).decode()
 
@@ -214,7 +204,7 @@ def test_fallbacks_calls_and_tokens_per_move_are_shown_with_a_threshold(tmp_path
     print_report(console, [rec], [row], [], "runs/x", fallback_threshold=0.2)
     assert "warning:" not in console.export_text()
     metrics = RefereeMetrics()
-    metrics.on_event(_ended(rec))
+    metrics.on_event(ended_event(rec))
     text = generate_latest(metrics.registry).decode()
     assert 'spielbus_fallback_moves_total{agent="llm",game="tic_tac_toe"} 1.0' in text
     assert 'spielbus_move_tokens_total{agent="llm",game="tic_tac_toe"} 1100.0' in text

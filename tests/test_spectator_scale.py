@@ -19,7 +19,7 @@ from referee import ratings as ratings_mod
 from referee.config import RatingsConfig
 from referee.ratings import _pairs, bradley_terry, elo, ratings, standings
 from tests.fixed_records import fixed_records
-from tests.helpers import until
+from tests.helpers import ended_event, until
 
 # The pure-Python implementation (MM loop, 200-sample bootstrap with random.Random(0), Elo at the
 # LLM Coaching paper's K = 0.2) gave these on `fixed_records()`; point estimates must agree to
@@ -75,17 +75,6 @@ def test_standings_fold_equals_the_old_totals() -> None:
         assert s.faults_per_100_moves == rate and s.mean_place == place
 
 
-def _ended(rec: MatchRecord) -> MatchEvent:
-    return MatchEvent(
-        type="ended",
-        match_id=rec.match_id,
-        tournament=rec.tournament,
-        game=rec.game,
-        seats=rec.seats,
-        record=rec,
-    )
-
-
 async def test_feed_folds_each_record_once_and_rates_only_on_demand(monkeypatch: pytest.MonkeyPatch) -> None:
     folded: list[str] = []
     rated: list[int] = []
@@ -104,7 +93,7 @@ async def test_feed_folds_each_record_once_and_rates_only_on_demand(monkeypatch:
     feed = MatchFeed(ratings_every=3600)
     recs = fixed_records(300)
     for rec in recs:
-        feed.apply(_ended(rec))
+        feed.apply(ended_event(rec))
     # Each record is folded exactly once (no rescan of the earlier ones), nothing is rated yet.
     assert folded == [r.match_id for r in recs]
     assert rated == []
@@ -123,7 +112,7 @@ async def test_feed_folds_each_record_once_and_rates_only_on_demand(monkeypatch:
     assert {r.agent for r in now.ratings} == set(OLD_BT)
     # Rate-limited: no new records, or asked again within `ratings_every`, computes nothing more.
     await until(lambda: not feed._pending, "the first computation finished")
-    feed.apply(_ended(recs[0].model_copy(update={"match_id": "extra"})))
+    feed.apply(ended_event(recs[0].model_copy(update={"match_id": "extra"})))
     feed.table("fixed")
     # A computation would be started by that very call: none is pending, so none can follow.
     assert not feed._pending
@@ -157,7 +146,7 @@ def test_metrics_scrape_computes_the_live_ratings() -> None:
     feed = MatchFeed(on_ratings=lambda _t, rates: metrics.set_ratings(rates), ratings_every=3600)
     metrics.before_scrape = feed.refresh_latest
     for rec in fixed_records(100):
-        feed.apply(_ended(rec))
+        feed.apply(ended_event(rec))
     text = generate_latest(metrics.registry).decode()
     assert 'spielbus_rating_bt{agent="ace"}' in text
     assert 'spielbus_rating_elo{agent="dan"}' in text
