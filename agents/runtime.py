@@ -54,7 +54,7 @@ from agents.base import MatchContext, Strategy, TurnExpired
 from bus.connect import connect, flush
 from bus.micro import ConcurrentEndpoint, add_concurrent_endpoint, request_arrival
 from bus.protocol import MatchEnded, MatchStarted, Move, Turn
-from bus.subjects import Subjects, check_token
+from bus.subjects import Subjects, check_agent_name
 from games.loader import GameSpecError, load_game_async
 from games.rules import rules_text
 
@@ -125,7 +125,7 @@ class AgentService:
             raise ValueError("max_concurrency must be at least 1 and max_backlog at least 0")
         self.nc = nc
         self.strategy = strategy
-        self.name = check_token(name, "agent name")
+        self.name = check_agent_name(name)
         self.subjects = subjects or Subjects()
         self.max_concurrency = max_concurrency
         self.max_backlog = max_backlog

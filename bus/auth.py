@@ -60,7 +60,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from bus.subjects import REFEREE_SERVICE, Subjects, check_token
+from bus.subjects import REFEREE_SERVICE, Subjects, check_agent_name
 
 Role = Literal["agent", "referee", "spectator", "botcheck"]
 
@@ -130,15 +130,15 @@ class AuthBundle(BaseModel):
 
 def agent_user(name: str) -> str:
     """Agent users are prefixed so that no agent name can collide with `referee` or `spectator`."""
-    return f"agent-{check_token(name, 'agent name')}"
+    return f"agent-{check_agent_name(name)}"
 
 
 def botcheck_user(name: str) -> str:
-    return f"botcheck-{check_token(name, 'agent name')}"
+    return f"botcheck-{check_agent_name(name)}"
 
 
 def botcheck_inbox(name: str) -> str:
-    return f"_INBOX_botcheck_{check_token(name, 'agent name')}"
+    return f"_INBOX_botcheck_{check_agent_name(name)}"
 
 
 def _streams(subjects: Subjects) -> tuple[str, str]:
@@ -162,7 +162,7 @@ def _read_stream_api(stream: str) -> list[str]:
 
 
 def agent_permissions(name: str, subjects: Subjects) -> dict[str, Any]:
-    check_token(name, "agent name")
+    check_agent_name(name)
     return {
         "publish": {"deny": [">"]},
         "subscribe": {
@@ -184,7 +184,7 @@ def agent_permissions(name: str, subjects: Subjects) -> dict[str, Any]:
 
 def botcheck_permissions(name: str, subjects: Subjects) -> dict[str, Any]:
     """`spielbus bot-check N` as a bot author runs it: ask `N` and nobody else, publish nothing else."""
-    check_token(name, "agent name")
+    check_agent_name(name)
     return {
         "publish": {
             "allow": [
@@ -275,11 +275,11 @@ PUBLIC_EVENTS = ("started", "moved", "forfeit", "ended")
 
 
 def agent_account(name: str) -> str:
-    return f"agent-{check_token(name, 'agent name')}"
+    return f"agent-{check_agent_name(name)}"
 
 
 def botcheck_account(name: str) -> str:
-    return f"botcheck-{check_token(name, 'agent name')}"
+    return f"botcheck-{check_agent_name(name)}"
 
 
 def agent_services(name: str, subjects: Subjects) -> list[tuple[str, str]]:
@@ -412,7 +412,7 @@ def write_private(path: Path, text: str) -> None:
 
 
 def make_bundle(agents: list[str], prefix: str = "spielbus") -> AuthBundle:
-    names = list(dict.fromkeys(check_token(a, "agent name") for a in agents))
+    names = list(dict.fromkeys(check_agent_name(a) for a in agents))
     if not names:
         raise AuthError("no agents given")
 

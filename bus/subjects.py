@@ -28,6 +28,20 @@ def check_token(value: str, what: str = "name", max_len: int = MAX_TOKEN) -> str
     return value
 
 
+# Service names that belong to Spielbus's own processes. An agent registers a `nats.micro` service
+# under its own name, and under accounts may answer `$SRV.*.<its name>`: an agent with one of these
+# names could answer discovery for every referee worker (and be taken for one in provenance lookups).
+RESERVED_AGENT_NAMES = frozenset({REFEREE_SERVICE})
+
+
+def check_agent_name(value: str, max_len: int = MAX_TOKEN) -> str:
+    """An agent name: a subject token that is not the name of one of Spielbus's own services."""
+    check_token(value, "agent name", max_len=max_len)
+    if value in RESERVED_AGENT_NAMES:
+        raise ValueError(f"agent name {value!r} is reserved for Spielbus's own service; choose another")
+    return value
+
+
 @dataclass(frozen=True)
 class Subjects:
     prefix: str = "spielbus"

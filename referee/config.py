@@ -69,7 +69,7 @@ from pydantic import (
 )
 
 from bus.protocol import Budget, FaultPolicy, GameSpec
-from bus.subjects import check_token
+from bus.subjects import check_agent_name, check_token
 from referee.sprt import SprtConfig
 
 
@@ -210,7 +210,7 @@ class TournamentConfig(BaseModel):
     @classmethod
     def _agent_names(cls, v: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
         for name in v:
-            check_token(name, "agent name", max_len=64)
+            check_agent_name(name, max_len=64)
         return v
 
     @model_validator(mode="after")

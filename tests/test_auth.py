@@ -23,7 +23,9 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import RawStreamMsg
 
+from agents.base import StrategyOptions
 from agents.random_agent import RandomStrategy
+from agents.runtime import AgentService
 from bus.auth import (
     SPECTATOR_INBOX,
     AuthBundle,
@@ -39,7 +41,8 @@ from bus.follow import follow_stream
 from bus.protocol import Move
 from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
-from bus.subjects import Subjects
+from bus.subjects import REFEREE_SERVICE, Subjects
+from referee.config import ConfigError, parse_config
 from tests.helpers import serving, spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -443,3 +446,19 @@ def test_if_missing_rewrites_a_shared_account_config_as_accounts_keeping_passwor
     text = config_path(tmp_path).read_text()
     assert text == render_config(before) and '"accounts"' in text and "authorization" not in text
     assert ensure_auth(["alice"], tmp_path) == (before, False)
+
+
+async def test_no_agent_may_take_the_referee_service_name(tmp_path: Path, nc: NATS) -> None:
+    """An agent named `spielbus-referee` would be allowed `$SRV.*.spielbus-referee` under accounts
+    and so answer discovery for every referee worker; each door that names an agent refuses it."""
+    with pytest.raises(ValueError, match="reserved"):
+        write_auth(["honest", REFEREE_SERVICE], tmp_path / "auth")
+    assert not (tmp_path / "auth").exists()
+    toml = (
+        f'[[games]]\nname = "tic_tac_toe"\n[agents.{REFEREE_SERVICE}]\nkind = "random"\n'
+        '[agents.b]\nkind = "random"\n'
+    )
+    with pytest.raises(ConfigError, match="reserved"):
+        parse_config(toml)
+    with pytest.raises(ValueError, match="reserved"):
+        AgentService(nc, RandomStrategy(StrategyOptions(seed=1)), name=REFEREE_SERVICE)
