@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from research.papers.cells import Cell, score_of, wilson
-from research.papers.cli import NOT_YET, llm_section
+from research.papers.llm_spec import llm_section
 from research.papers.minimax_tot import config
+from research.papers.registry import NOT_YET
 from tests.llm_standins import OllamaStandIn
 
 REPO = Path(__file__).resolve().parents[1]

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
 from bus.protocol import MatchRecord
-from referee.config import TournamentConfig
+from referee.config import ConfigError, TournamentConfig
 from referee.ratings import standings
 from spielbus.run import RunOptions, run_tournament
 
@@ -125,3 +127,37 @@ async def measure(
         fallback_rate=rates.get(agent, 0.0),
         why="" if games else "no match finished (see the run folder's failures)",
     )
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    """One cell to measure: its tournament and whose score it reports."""
+
+    name: str
+    title: str
+    config: TournamentConfig
+    agent: str
+    opponent: str
+    model: str
+
+
+async def measure_cells(out: Path, plans: list[CellPlan], resume: bool, console: Console) -> list[Cell]:
+    """Measure each planned cell in order, skipping finished ones on `resume`; cells.json after each."""
+    done = read_cells(out) if resume else {}
+    for plan in plans:
+        if plan.name in done and done[plan.name].score is not None:
+            continue
+        done[plan.name] = await measure(
+            out, plan.name, plan.title, plan.config, plan.agent, plan.opponent, plan.model, resume, console
+        )
+        write_cells(out, done)  # after every cell, so that --resume keeps it
+    return [done[p.name] for p in plans]
+
+
+def cells_of(paper: str, tables: Mapping[str, Sequence[str]], table: str | None) -> list[str]:
+    """The cell names of one table, or of every table (in order, once each) when `table` is None."""
+    if table is None:
+        return list(dict.fromkeys(n for names in tables.values() for n in names))
+    if table not in tables:
+        raise ConfigError(f"{paper} has tables {sorted(tables)}, not {table!r}")
+    return list(tables[table])

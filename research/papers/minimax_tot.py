@@ -9,10 +9,17 @@ D = 3, 3 rollouts per leaf, temperature 0.5, a 120 s clock. `quick` is minutes o
 
 from __future__ import annotations
 
+import argparse
 import string
+from pathlib import Path
 from typing import Any
 
+from rich.console import Console
+
 from referee.config import TournamentConfig
+from research.papers.cells import Cell, CellPlan, cells_of, measure_cells
+from research.papers.llm_spec import llm_section
+from research.papers.numbers import paper_numbers
 
 TABLES = {"table1": ["ghost", "word_chain"]}
 
@@ -74,3 +81,15 @@ def config(cell: str, scale: str, llm: dict[str, Any], games: int | None = None)
             "agents": _agents(scale),
         }
     )
+
+
+async def run(args: argparse.Namespace, out: Path, console: Console) -> list[Cell]:
+    """Measure the cells of `args.table` (default: every table) into the report folder `out`."""
+    llm = llm_section(args.llm, args.model)
+    numbers = paper_numbers("minimax_tot")
+    plans = [
+        CellPlan(name, numbers[name].title, config(name, args.scale, llm, args.games), "minimax_tot", "tot",
+                 llm["model"])
+        for name in cells_of("minimax_tot", TABLES, args.table)
+    ]  # fmt: skip
+    return await measure_cells(out, plans, args.resume, console)

@@ -30,8 +30,14 @@ def table_rows(cells: list[Cell], numbers: dict[str, PaperNumber]) -> list[tuple
 
 
 def write_markdown(
-    out: Path, paper: str, cells: list[Cell], numbers: dict[str, PaperNumber], scale: str
+    out: Path,
+    paper: str,
+    cells: list[Cell],
+    numbers: dict[str, PaperNumber],
+    scale: str,
+    extra: list[str] | None = None,
 ) -> Path:
+    """report.md: the side-by-side table, each cell's sources and settings, then the paper's `extra`."""
     lines = [
         f"# {paper}: the paper's numbers beside ours ({scale} scale)",
         "",
@@ -52,6 +58,8 @@ def write_markdown(
             )
     if any(c.score is not None for c in cells):
         lines += ["", "![win rates](win_rates.png)"]
+    if extra:
+        lines += ["", *extra]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
