@@ -115,6 +115,25 @@ def test_dockerfile_pins_the_llama_cpp_of_pyproject() -> None:
     assert pin.group(1) in extra
 
 
+def test_image_installs_every_engine_an_agent_needs() -> None:
+    """The one image runs the referee and every agent: each Debian package an agent's install hint
+    names (`apt-get install stockfish`, `gnugo`: the gnugo agent and the report's dead-stone-aware
+    Go score) is installed in the Dockerfile's runtime stage, not only on the test machine."""
+    runtime = (ROOT / "deploy" / "Dockerfile").read_text().rsplit("\nFROM ", 1)[1]
+    installed = {
+        pkg
+        for m in re.finditer(r"apt-get install -y --no-install-recommends ([^&\\]+)", runtime)
+        for pkg in m.group(1).split()
+    }
+    hints = {
+        m.group(1)
+        for src in (ROOT / "agents").glob("*.py")
+        for m in re.finditer(r"`apt-get install ([a-z0-9.+-]+)`", src.read_text())
+    }
+    assert {"stockfish", "gnugo"} <= hints
+    assert hints <= installed, f"the runtime stage lacks {sorted(hints - installed)}"
+
+
 def _arg(cmd: list[str], flag: str) -> str:
     return cmd[cmd.index(flag) + 1]
 
