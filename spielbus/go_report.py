@@ -112,7 +112,7 @@ def print_go_scores(console: Console, records: list[MatchRecord], use_gnugo: boo
     rows = go_rows(records, scored[0] if scored else None)
     if not rows:
         return
-    t = Table(title="Go: black's area minus white's, no komi (Table 3's score), two ways")
+    t = Table(title="Go (Table 3): black's area minus white's, no komi, scored two ways")
     cols = (
         "agent",
         "games",
@@ -138,12 +138,20 @@ def print_go_scores(console: Console, records: list[MatchRecord], use_gnugo: boo
         "own: the mean from the agent's side; black: its games as black; draws count 1/2 in the win rate. "
         "Tromp-Taylor: the final position as it stands, dead stones counted (OpenSpiel's scoring). "
     )
+    # Which columns stand for the paper's "territory" is said on the table itself, not only in docs.
+    table3 = "Table 3's territory is the GNU Go columns (dead stones removed). "
     if scored is None:
-        t.caption = common + "GNU Go is not installed (apt-get install gnugo): no dead-stone-aware score."
+        t.caption = (
+            common
+            + table3
+            + "GNU Go is not installed (apt-get install gnugo): no dead-stone-aware score, and "
+            "Tromp-Taylor alone is not Table 3's territory."
+        )
     else:
         missing = f"; {scored[1]} game(s) it could not score" if scored[1] else ""
         t.caption = (
             common
+            + table3
             + f"GNU Go: its final_score with dead stones removed, Chinese rules, komi added back{missing}."
         )
     console.print(t)

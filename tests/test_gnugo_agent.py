@@ -160,3 +160,5 @@ def test_dead_stones_scored_two_ways() -> None:
         and "+5.0" in text
         and "-6.0" in text
     )
+    # Table 3's report says which of the two is the paper's territory.
+    assert "Table 3's territory is the GNU Go columns" in " ".join(text.split())

@@ -61,3 +61,13 @@ def test_score_sign_agrees_with_openspiel() -> None:
     console = Console(record=True, width=120)
     print_go_scores(console, records, use_gnugo=False)
     assert "Tromp-Taylor" in console.export_text()
+
+
+def test_report_says_which_score_is_table_3s() -> None:
+    """Without GNU Go the report must not let Tromp-Taylor pass for Table 3's territory."""
+    rec, _ = _random_record(random.Random(3), 0.5)
+    console = Console(record=True, width=300)
+    print_go_scores(console, [rec], use_gnugo=False)
+    text = " ".join(console.export_text().split())
+    assert "Table 3's territory is the GNU Go columns" in text
+    assert "not Table 3's territory" in text
