@@ -24,6 +24,9 @@ enums; never a match id):
 - `spielbus_rating_elo{agent}`, `spielbus_rating_bt{agent}`: the current ratings
   of the most recently updated tournament (set by whoever holds the records:
   `spielbus run`, or the live feed of `spielbus referee`).
+- `spielbus_ladder_rating_bt{game,entry}` with `_low` / `_high` (its 95% interval) and
+  `spielbus_ladder_games{game,entry}`: the ladder's leaderboard (`spielbus ladder FILE.toml`),
+  one series per entry (name@provenance), set as results are counted.
 
 Limits: hidden steps of imperfect-information matches carry no latency in their
 public `moved` event, so their latency and move counts are observed when the
@@ -55,6 +58,7 @@ from prometheus_client.core import Metric
 
 from bus.observability import LATENCY_BUCKETS
 from bus.protocol import FAULT_REASONS, FaultRecord, MatchEvent, MatchRecord, MoveRecord
+from referee.ladder_board import BoardRow
 from referee.ratings import Rating
 
 log = logging.getLogger(__name__)
@@ -76,6 +80,10 @@ REFEREE_METRICS: tuple[str, ...] = (
     "spielbus_matches_in_flight",
     "spielbus_rating_elo",
     "spielbus_rating_bt",
+    "spielbus_ladder_rating_bt",
+    "spielbus_ladder_rating_bt_low",
+    "spielbus_ladder_rating_bt_high",
+    "spielbus_ladder_games",
 )
 
 
@@ -161,6 +169,17 @@ class RefereeMetrics:
         self.bt = Gauge(
             "spielbus_rating_bt", "Current Bradley-Terry rating on the Elo scale.", ["agent"], registry=r
         )
+        ladder = ["game", "entry"]
+        self.ladder_bt = Gauge(
+            "spielbus_ladder_rating_bt", "Ladder Bradley-Terry rating (Elo scale).", ladder, registry=r
+        )
+        self.ladder_low = Gauge(
+            "spielbus_ladder_rating_bt_low", "Lower end of its 95% interval.", ladder, registry=r
+        )
+        self.ladder_high = Gauge(
+            "spielbus_ladder_rating_bt_high", "Upper end of its 95% interval.", ladder, registry=r
+        )
+        self.ladder_games = Gauge("spielbus_ladder_games", "Ladder games counted.", ladder, registry=r)
         self._live: dict[str, _Live] = {}
         self._lock = threading.Lock()
 
@@ -253,6 +272,13 @@ class RefereeMetrics:
         for r in rates:
             self.elo.labels(r.agent).set(r.elo)
             self.bt.labels(r.agent).set(r.bt)
+
+    def set_ladder(self, rows: Iterable[BoardRow]) -> None:
+        for row in rows:
+            self.ladder_bt.labels(row.game, row.entry).set(row.bt)
+            self.ladder_low.labels(row.game, row.entry).set(row.bt_low)
+            self.ladder_high.labels(row.game, row.entry).set(row.bt_high)
+            self.ladder_games.labels(row.game, row.entry).set(row.games)
 
 
 # -- serving ----------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ import math
 import re
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AfterValidator,
@@ -328,14 +328,18 @@ def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
     return start + 1 if start else None
 
 
-def parse_config(text: str, source: str = "<tournament>") -> TournamentConfig:
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def parse_toml(text: str, source: str, model: type[_M], what: str) -> _M:
+    """TOML text validated strictly as `model`; a ConfigError naming each bad key and its line."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: not valid TOML: {exc}") from exc
     try:
         # strict=True reaches the nested tables of other modules' models too ([sprt]).
-        return TournamentConfig.model_validate(raw, strict=True)
+        return model.model_validate(raw, strict=True)
     except ValidationError as exc:
         problems = []
         for err in exc.errors():
@@ -347,7 +351,11 @@ def parse_config(text: str, source: str = "<tournament>") -> TournamentConfig:
             if err.get("type") == "extra_forbidden":
                 msg = "unknown key"
             problems.append(f"{where}: {key}: {msg}")
-        raise ConfigError("invalid tournament file:\n  " + "\n  ".join(problems)) from exc
+        raise ConfigError(f"invalid {what}:\n  " + "\n  ".join(problems)) from exc
+
+
+def parse_config(text: str, source: str = "<tournament>") -> TournamentConfig:
+    return parse_toml(text, source, TournamentConfig, "tournament file")
 
 
 def load_config(path: str | Path) -> TournamentConfig:

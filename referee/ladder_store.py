@@ -5,24 +5,28 @@ exists: a result delivered twice (a referee redelivery, a ladder restarted mid-w
 once. The win counts the matchmaker and the ratings need are rebuilt from the bucket, so a
 restart of the ladder, a referee or NATS (file storage) loses nothing and counts nothing twice.
 
-Limits: part of issue 31's ladder; the long-running `spielbus ladder` service that feeds
-`from_record` here is not built yet. Two-player results only (score of `first` against `second`
-between 0 and 1, as referee/ratings.py scores the record).
-Reading rebuilds from every key: fine for thousands of matches, not millions.
+The ladder service (referee/ladder_service.py) also keeps each match it scheduled and has not yet
+counted as `pending.<match id>`: a restarted ladder waits for those records (or sends the spec
+again, deduplicated by match id) instead of forgetting them.
+
+Limits: two-player results only (score of `first` against `second` between 0 and 1, as
+referee/ratings.py scores the record). Reading rebuilds from every key: fine for thousands of
+matches, not millions.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections import defaultdict
 
 from nats.js.client import JetStreamContext
-from nats.js.errors import KeyWrongLastSequenceError, NoKeysError
+from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
 from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from bus.protocol import MatchRecord
+from bus.protocol import MatchRecord, MatchSpec
 from referee.config import RatingsConfig
 from referee.ratings import record_pairs
 
@@ -39,6 +43,8 @@ class LadderResult(BaseModel):
     first: str = Field(min_length=1)
     second: str = Field(min_length=1)
     score: float = Field(ge=0.0, le=1.0, description="first's score against second")
+    game: str = Field(default="", description="the game's label; ratings are kept per game")
+    faults: dict[str, str] = Field(default_factory=dict, description="entry -> fault reason, if any")
 
     @field_validator("score")
     @classmethod
@@ -48,20 +54,51 @@ class LadderResult(BaseModel):
         return v
 
 
-def from_record(rec: MatchRecord, cfg: RatingsConfig | None = None) -> LadderResult | None:
+def from_record(
+    rec: MatchRecord, cfg: RatingsConfig | None = None, entries: dict[str, str] | None = None
+) -> LadderResult | None:
     """A two-player record's result, scored as the ratings score it (a forfeit for an invalid
-    action as a fraction of a loss); None for an unrated record (error, pending) or more seats."""
+    action as a fraction of a loss); None for an unrated record (error, pending) or more seats.
+    `entries` maps seat names to ladder entries (name@provenance) the match was scheduled for."""
     pairs = record_pairs(rec, cfg or RatingsConfig())
     if len(rec.seats) != 2 or len(pairs) != 1:
         return None
     p = pairs[0]
-    return LadderResult(match_id=rec.match_id, first=p.a, second=p.b, score=p.score)
+    names = entries or {}
+    faults: dict[str, str] = {names.get(f.agent, f.agent): f.reason for f in rec.faults}
+    return LadderResult(
+        match_id=rec.match_id,
+        first=names.get(p.a, p.a),
+        second=names.get(p.b, p.b),
+        score=p.score,
+        game=rec.game.label(),
+        faults=faults,
+    )
+
+
+class Pending(BaseModel):
+    """A match the ladder has scheduled and not yet counted: kept in the bucket so a restarted
+    ladder knows it, waits for its record and never schedules it twice."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    spec: MatchSpec
+    entries: dict[str, str] = Field(description="seat name -> entry it was scheduled as")
+    scheduled_at: float
+
+
+def _safe(match_id: str) -> str:
+    # KV keys allow a narrow alphabet; any other character (the escape mark "_" too) as _hex_
+    # keeps distinct ids distinct.
+    return _KEY_SAFE.sub(lambda m: f"_{ord(m.group()):x}_", match_id)
 
 
 def result_key(match_id: str) -> str:
-    # KV keys allow a narrow alphabet; any other character (the escape mark "_" too) as _hex_
-    # keeps distinct ids distinct.
-    return "result." + _KEY_SAFE.sub(lambda m: f"_{ord(m.group()):x}_", match_id)
+    return "result." + _safe(match_id)
+
+
+def pending_key(match_id: str) -> str:
+    return "pending." + _safe(match_id)
 
 
 class LadderStore:
@@ -84,22 +121,48 @@ class LadderStore:
             return False
         return True
 
-    async def results(self) -> list[LadderResult]:
+    async def _values(self, prefix: str) -> list[bytes]:
         try:
             keys = await self.kv.keys()
         except NoKeysError:
             return []
         out = []
         for key in keys:
-            entry = await self.kv.get(key)
+            if not key.startswith(prefix):
+                continue
+            try:
+                entry = await self.kv.get(key)
+            except KeyNotFoundError:  # deleted between listing and reading (a pending match ended)
+                continue
             if entry.value:
-                out.append(LadderResult.model_validate_json(entry.value))
+                out.append(entry.value)
+        return out
+
+    async def results(self) -> list[LadderResult]:
+        out = [LadderResult.model_validate_json(v) for v in await self._values("result.")]
         return sorted(out, key=lambda r: r.match_id)
 
-    async def wins(self) -> dict[tuple[str, str], float]:
-        """Win counts of ordered pairs (a draw is half a win each way), as referee/matchmaking takes."""
-        wins: dict[tuple[str, str], float] = defaultdict(float)
-        for r in await self.results():
+    async def add_pending(self, pending: Pending) -> None:
+        await self.kv.put(pending_key(pending.spec.match_id), pending.model_dump_json().encode())
+
+    async def drop_pending(self, match_id: str) -> None:
+        with contextlib.suppress(KeyNotFoundError):
+            await self.kv.purge(pending_key(match_id))
+
+    async def pending(self) -> list[Pending]:
+        out = [Pending.model_validate_json(v) for v in await self._values("pending.")]
+        return sorted(out, key=lambda p: p.spec.match_id)
+
+    async def wins(self, game: str | None = None) -> dict[tuple[str, str], float]:
+        """Win counts of ordered pairs (of one game's results when `game` is given)."""
+        return win_counts(await self.results(), game)
+
+
+def win_counts(results: list[LadderResult], game: str | None = None) -> dict[tuple[str, str], float]:
+    """Win counts of ordered pairs (a draw is half a win each way), as referee/matchmaking takes."""
+    wins: dict[tuple[str, str], float] = defaultdict(float)
+    for r in results:
+        if game is None or r.game == game:
             wins[(r.first, r.second)] += r.score
             wins[(r.second, r.first)] += 1.0 - r.score
-        return dict(wins)
+    return dict(wins)

@@ -1,43 +1,41 @@
-"""`spielbus ladder standings`: the ladder's table from the results stored in JetStream.
+"""`spielbus ladder FILE.toml` (the ladder service) and `spielbus ladder standings` (its table offline).
 
-Reads every result of the ladder's key-value bucket (referee/ladder_store.py; no ladder process
-needed, only NATS), rates them with Bradley-Terry and its 95% profile-likelihood intervals
-(referee/ratings.py) and prints entry, games played, rating and interval. Exit 2 when NATS cannot
-be reached.
+`spielbus ladder FILE.toml [--nats URL] [--auth DIR] [--web-port N] [--metrics-port N]` runs the
+ladder of the file (referee/ladder_service.py) until SIGINT/SIGTERM: it logs in as the referee
+(`--auth DIR`), schedules matches for the referees already on the bus (`spielbus referee`), and
+serves the live page with the leaderboard (`/api/ladder`) and the Prometheus series per entry.
+Stopping it leaves the matches in flight to the referees; a restart counts them once.
+Exit 2 for a bad file, a busy port or a missing login; 1 when the bus cannot be reached.
 
-Limits: part of issue 31's ladder; `spielbus ladder FILE.toml` (the long-running service) is not
-built yet, so this reads what was recorded into the bucket by other means (tests, tools).
+`spielbus ladder standings` reads every result of the ladder's key-value bucket
+(referee/ladder_store.py; no ladder process needed, only NATS), rates them with Bradley-Terry
+and its 95% profile-likelihood intervals (referee/ladder_board.py) and prints game, entry, games
+played, rating and interval. Exit 2 when NATS cannot be reached.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-from collections import Counter
+import contextlib
+import logging
+import signal
+import sys
 from collections.abc import Sequence
 
 from rich.console import Console
 from rich.table import Table
 
-from bus.auth import load_auth
+from bus.auth import AuthError, load_auth
 from bus.connect import connect
-from referee.config import RatingsConfig
-from referee.ladder_store import BUCKET, LadderResult, LadderStore
-from referee.ratings import Rating, _Pair, ratings_from_pairs
+from observability.web import port_arg
+from referee.ladder_board import BoardRow, board
+from referee.ladder_store import BUCKET, LadderStore
+
+HOST_HELP = "address the live page and metrics listen on (default 127.0.0.1; 0.0.0.0: every interface)"
 
 
-def table(results: list[LadderResult]) -> list[tuple[Rating, int]]:
-    """Each entry's rating and games played, best first."""
-    games: Counter[str] = Counter()
-    pairs = []
-    for i, r in enumerate(results):
-        games.update((r.first, r.second))
-        pairs.append(_Pair(r.first, r.second, r.score, game="", match=i))
-    rated = ratings_from_pairs(pairs, sorted(games), RatingsConfig())
-    return sorted(((x, games[x.agent]) for x in rated), key=lambda t: -t[0].bt)
-
-
-async def _read(url: str | None, auth: str | None, bucket: str) -> list[LadderResult]:
+async def _read(url: str | None, auth: str | None, bucket: str) -> list[BoardRow]:
     login = load_auth(auth).referee() if auth else None
     nc = await connect(
         url,
@@ -46,26 +44,126 @@ async def _read(url: str | None, auth: str | None, bucket: str) -> list[LadderRe
         password=login.password if login else None,
     )
     try:
-        return await (await LadderStore.open(nc.jetstream(), bucket)).results()
+        results = await (await LadderStore.open(nc.jetstream(), bucket)).results()
     finally:
         await nc.close()
+    return board(results)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="spielbus ladder", description=__doc__.splitlines()[0])
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    st = sub.add_parser("standings", help="the ladder's table from the results stored in JetStream")
-    st.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL)")
-    st.add_argument("--auth", default=None, metavar="DIR", help="log in as the referee of this auth folder")
-    st.add_argument("--bucket", default=BUCKET, help=f"key-value bucket (default {BUCKET})")
+def _standings(argv: Sequence[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="spielbus ladder standings",
+        description="the ladder's table from the results stored in JetStream",
+    )
+    p.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL)")
+    p.add_argument("--auth", default=None, metavar="DIR", help="log in as the referee of this auth folder")
+    p.add_argument("--bucket", default=BUCKET, help=f"key-value bucket (default {BUCKET})")
     args = p.parse_args(argv)
     try:
-        results = asyncio.run(_read(args.nats, args.auth, args.bucket))
+        rows = asyncio.run(_read(args.nats, args.auth, args.bucket))
     except (ConnectionError, OSError) as exc:
         print(f"spielbus ladder: {exc}")
         return 2
-    out = Table("entry", "games", "Bradley-Terry", "95% interval")
-    for rating, n in table(results):
-        out.add_row(rating.agent, str(n), f"{rating.bt:.0f}", f"{rating.bt_low:.0f} .. {rating.bt_high:.0f}")
+    out = Table("game", "entry", "games", "Bradley-Terry", "95% interval")
+    for r in rows:
+        out.add_row(r.game, r.entry, str(r.games), f"{r.bt:.0f}", f"{r.bt_low:.0f} .. {r.bt_high:.0f}")
     Console().print(out)
+    return 0
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="spielbus ladder",
+        description="Run a ladder until SIGINT/SIGTERM (docs/ladder.md); `spielbus ladder standings "
+        "--help` prints its table offline.",
+    )
+    p.add_argument("file", metavar="FILE.toml", help="the ladder file (examples/ladder.toml)")
+    p.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL)")
+    p.add_argument("--auth", default=None, metavar="DIR", help="log in as the referee of this auth folder")
+    p.add_argument("--web-port", type=port_arg, default=None, help="live page with the leaderboard (off)")
+    p.add_argument("--metrics-port", type=port_arg, default=None, help="Prometheus metrics (off)")
+    p.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return p
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    from bus.connect import nats_url, redact
+    from bus.subjects import Subjects
+    from observability.web.serve import start_observability
+    from referee.ladder_config import load_ladder
+    from referee.ladder_service import Ladder, check_ladder_games
+
+    config = load_ladder(args.file)
+    check_ladder_games(config)
+    login = load_auth(args.auth).referee() if args.auth else None
+    nc = await connect(
+        nats_url(args.nats),
+        name="spielbus-ladder",
+        service=True,
+        user=login.user if login else None,
+        password=login.password if login else None,
+    )
+    ladder = Ladder(nc, config, subjects=Subjects())
+    try:
+        obs = await start_observability(
+            nc,
+            ladder.subjects,
+            metrics_port=args.metrics_port,
+            web_port=args.web_port,
+            host=args.host,
+            ladder=ladder.leaderboard,
+        )
+    except OSError:
+        await nc.close()
+        raise
+    if obs.metrics is not None:
+        ladder.on_board.append(obs.metrics.set_ladder)
+    for line in obs.where():
+        print(line, flush=True)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, ladder.stop)
+    print(
+        f"ladder {config.name} on {redact(nats_url(args.nats))}: {len(config.agents)} agents allowed, "
+        f"{', '.join(g.label() for g in config.games)}",
+        flush=True,
+    )
+    try:
+        await ladder.run()
+    finally:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(obs.stop(), 10)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(nc.drain(), 10)
+        with contextlib.suppress(Exception):
+            await nc.close()
+    print(f"ladder {config.name} stopped: {ladder.scheduled} scheduled, {ladder.counted} counted", flush=True)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["standings"]:
+        return _standings(argv[1:])
+    args = _run_parser().parse_args(argv)
+    # `spielbus` set up logging already (at its --log-level); this service logs at its own.
+    logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.getLogger().setLevel(args.log_level.upper())
+    from bus.streams import StreamError
+    from referee.config import ConfigError
+
+    try:
+        asyncio.run(_serve(args))
+    except (ConfigError, AuthError) as exc:
+        print(f"spielbus ladder: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if isinstance(exc, ConnectionError):
+            print(f"spielbus ladder: {exc}", file=sys.stderr)
+            return 1
+        print(f"spielbus ladder: cannot serve: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except StreamError as exc:
+        print(f"spielbus ladder: {exc}", file=sys.stderr)
+        return 1
     return 0

@@ -1,5 +1,6 @@
-"""Every shipped tournament file loads under the strict config rules (a renamed table or a mistyped
-key in an example is a user's first error message, so it must never ship)."""
+"""Every shipped tournament (and ladder: `examples/ladder*.toml`) file loads under the strict config
+rules (a renamed table or a mistyped key in an example is a user's first error message, so it must
+never ship)."""
 
 from __future__ import annotations
 
@@ -18,5 +19,13 @@ def test_there_are_examples() -> None:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_loads(path: Path) -> None:
+    if path.name.startswith("ladder"):
+        from referee.ladder_config import load_ladder
+        from referee.ladder_service import check_ladder_games
+
+        ladder = load_ladder(path)
+        check_ladder_games(ladder)
+        assert len(ladder.agents) >= 2
+        return
     config = load_config(path)
     assert config.agents, f"{path.name} names no agents"

@@ -9,6 +9,8 @@ Routes (all read-only, no authentication: bind it to a trusted network):
                                 the page's step-through; 409 while it is playing, 422 for a game
                                 it cannot replay (simultaneous moves)
     GET /api/standings          standings and live ratings of a tournament (default: the latest)
+    GET /api/ladder             the ladder's leaderboard when this process runs a ladder
+                                (`spielbus ladder FILE.toml`; else {"ladder": null})
     GET /api/seats              the human seats of this run: agent and seat page address, never
                                 the seat's token (docs/human.md)
     GET /healthz                "ok"
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -36,6 +39,17 @@ log = logging.getLogger(__name__)
 
 FEED_KEY = web.AppKey("feed", MatchFeed)
 SEATS_KEY = web.AppKey("seats", list[dict[str, str]])
+LadderBoard = Callable[[], dict[str, object]]
+
+
+@dataclass(frozen=True)
+class _Ladder:
+    """The ladder's leaderboard (referee/ladder_service.Ladder.leaderboard), when this process runs one."""
+
+    board: LadderBoard | None
+
+
+LADDER_KEY = web.AppKey("ladder", _Ladder)
 
 
 async def _index(request: web.Request) -> web.Response:
@@ -98,13 +112,23 @@ async def _seats(request: web.Request) -> web.Response:
     return web.json_response({"seats": request.app[SEATS_KEY]})
 
 
+async def _ladder(request: web.Request) -> web.Response:
+    board = request.app[LADDER_KEY].board
+    return web.json_response(board() if board is not None else {"ladder": None})
+
+
 async def _health(request: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
-def make_app(feed: MatchFeed, seats: list[dict[str, str]] | None = None) -> web.Application:
+def make_app(
+    feed: MatchFeed,
+    seats: list[dict[str, str]] | None = None,
+    ladder: LadderBoard | None = None,
+) -> web.Application:
     app = web.Application()
     app[FEED_KEY] = feed
+    app[LADDER_KEY] = _Ladder(ladder)
     app[SEATS_KEY] = seats if seats is not None else []
     app.router.add_get("/", _index)
     app.router.add_get("/api/matches", _matches)
@@ -112,6 +136,7 @@ def make_app(feed: MatchFeed, seats: list[dict[str, str]] | None = None) -> web.
     app.router.add_get("/api/matches/{match_id}/boards", _boards)
     app.router.add_get("/api/standings", _standings)
     app.router.add_get("/api/seats", _seats)
+    app.router.add_get("/api/ladder", _ladder)
     app.router.add_get("/healthz", _health)
     return app
 
@@ -135,7 +160,12 @@ class WebServer:
 
 
 async def start_web(
-    feed: MatchFeed, port: int, *, host: str = "127.0.0.1", fallback: bool = False
+    feed: MatchFeed,
+    port: int,
+    *,
+    host: str = "127.0.0.1",
+    fallback: bool = False,
+    ladder: LadderBoard | None = None,
 ) -> WebServer:
     """Serve the page on `port` in the running event loop (0: any free port; with `fallback`, a
     busy port falls back to a free one)."""
@@ -144,5 +174,5 @@ async def start_web(
         log.info("web port %s is busy; using a free one", port)
         busy, port = port, 0
     seats: list[dict[str, str]] = []
-    runner, actual = await serve_app(make_app(feed, seats), host, port)
+    runner, actual = await serve_app(make_app(feed, seats, ladder), host, port)
     return WebServer(runner=runner, port=actual, host=host, seats=seats, busy=busy)

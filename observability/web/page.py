@@ -9,6 +9,8 @@ shows only the text view (which stays under a picture, collapsible). The head-to
 matrix is computed in the page from the finished two-seat matches of the list; the
 rating chart draws the tournament's own Elo as the feed computed it over time (the
 same numbers as the standings and the run report).
+A ladder process (`spielbus ladder FILE.toml`) adds its leaderboard (`/api/ladder`): game,
+entry, games, rating with its interval, budget class and status (benched with the reason).
 The selected match is kept in the URL fragment (`#match=<id>`), so a link to a
 match can be shared. The board pictures are `games.pictures`, shared with the
 human seat's page.
@@ -73,6 +75,12 @@ _HEAD = r"""<!doctype html>
         <th class="num">calls/move</th><th class="num">tokens/move</th><th class="num">BT</th>
         <th class="num">Elo</th></tr></thead><tbody></tbody></table>
       <div id="fallback-warning" class="fault"></div>
+    </section>
+    <section id="ladder-box" hidden>
+      <h2>Ladder <span id="ladder-note" class="muted"></span></h2>
+      <table id="ladder"><thead><tr><th>game</th><th>entry</th><th class="num">games</th>
+        <th class="num">BT</th><th class="num" title="95% profile-likelihood interval">interval</th>
+        <th>budget</th><th>status</th></tr></thead><tbody></tbody></table>
     </section>
     <section id="seats-box" hidden>
       <h2>Seats for a person</h2>
@@ -364,6 +372,27 @@ async function refreshMatch() {
   else if (atBottom && !stepping) box.scrollTop = box.scrollHeight;
 }
 
+// The ladder's leaderboard (`spielbus ladder FILE.toml` only; other processes answer {ladder: null}).
+async function refreshLadder() {
+  const l = await getJSON("/api/ladder");
+  document.getElementById("ladder-box").hidden = !l.ladder;
+  if (!l.ladder) return;
+  const status = r => r.benched ? "benched: " + r.benched
+    : r.playing ? "playing" : r.present ? "in the pool" : "away";
+  const rated = l.rows.map(r => row([
+    [r.game], [r.entry], [r.games, "num"], [r.bt.toFixed(0), "num"],
+    [r.bt_low.toFixed(0) + " .. " + r.bt_high.toFixed(0), "num"], [r.budget],
+    [status(r), r.benched ? "fault" : ""],
+  ], "ladder-entry"));
+  const waiting = l.unrated.map(r => row([
+    [""], [r.entry], [0, "num"], [""], [""], [r.budget],
+    [r.benched ? "benched: " + r.benched : "in the pool, no result yet", r.benched ? "fault" : ""],
+  ], "ladder-entry"));
+  fill(document.querySelector("#ladder tbody"), [...rated, ...waiting]);
+  document.getElementById("ladder-note").textContent =
+    "(" + l.ladder + ": " + l.results + " results, " + l.pending + " in flight)";
+}
+
 async function refreshSeats() {
   const s = await getJSON("/api/seats");
   document.getElementById("seats-box").hidden = !s.seats.length;
@@ -377,7 +406,7 @@ async function refreshSeats() {
 
 async function tick() {
   try {
-    await Promise.all([refreshList(), refreshStandings(), refreshMatch(), refreshSeats()]);
+    await Promise.all([refreshList(), refreshStandings(), refreshMatch(), refreshSeats(), refreshLadder()]);
   } catch (e) {
     document.getElementById("status").textContent = "disconnected: " + e.message;
   }

@@ -64,6 +64,7 @@ async def start_observability(
     ratings_config: RatingsConfig | None = None,
     fallback_threshold: float = 0.05,
     child_metrics: Callable[[], list[str]] | None = None,
+    ladder: Callable[[], dict[str, object]] | None = None,
 ) -> Observability:
     obs = Observability()
     if metrics_port is None and web_port is None:
@@ -84,5 +85,5 @@ async def start_observability(
         metrics.before_scrape = obs.feed.refresh_latest  # live ratings on demand, in the scrape thread
     await obs.feed.follow(nc)
     if web_port is not None:
-        obs.web = await start_web(obs.feed, web_port, host=host, fallback=fallback)
+        obs.web = await start_web(obs.feed, web_port, host=host, fallback=fallback, ladder=ladder)
     return obs

@@ -1,0 +1,169 @@
+"""The ladder service (referee/ladder_service.py) against a real nats-server and a real referee
+worker: agents join and leave mid-run, a stopped ladder's pending matches are counted by the next
+one exactly once, the rate limit and concurrency hold, and a faulting entry is benched with its
+reason on the leaderboard."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+from nats.aio.client import Client as NATS
+from nats.micro import add_service
+from nats.micro.service import ServiceConfig
+
+from agents.random_agent import RandomStrategy
+from bus.connect import connect
+from bus.protocol import GameSpec
+from referee.ladder_config import LadderAgent, LadderConfig, QuarantineConfig, parse_ladder
+from referee.ladder_service import Ladder
+from referee.ladder_store import LadderStore
+from referee.worker import RefereeWorker
+from tests.helpers import raw_responder, serving, uid, until
+
+
+def _config(agents: list[str], **kw: object) -> LadderConfig:
+    return LadderConfig.model_validate(
+        {
+            "name": uid("lad"),
+            "games": [GameSpec(name="tic_tac_toe")],
+            "agents": {a: LadderAgent() for a in agents},
+            "probe_s": 0.3,
+            "concurrency": 2,
+            "rate_per_minute": 6000.0,
+            "deadline_ms": 3000,
+            "bucket": uid("LADDER").replace("-", "_"),
+            **kw,
+        }
+    )
+
+
+@contextlib.asynccontextmanager
+async def running(nc: NATS, ladder: Ladder) -> AsyncIterator[Ladder]:
+    task = asyncio.create_task(ladder.run())
+    try:
+        await until(lambda: ladder.ready.is_set() or task.done(), "the ladder started")
+        yield ladder
+    finally:
+        ladder.stop()
+        await asyncio.wait_for(task, 60)
+
+
+@contextlib.asynccontextmanager
+async def referee(nc: NATS) -> AsyncIterator[RefereeWorker]:
+    # An agent that left mid-match is forfeited after 2 s, not the default minute.
+    worker = RefereeWorker(nc, concurrency=4, drain_grace_s=30, absent_limit_s=2.0)
+    task = asyncio.create_task(worker.run())
+    try:
+        yield worker
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 60)
+
+
+def _rows(ladder: Ladder) -> list[dict[str, Any]]:
+    return cast(list[dict[str, Any]], ladder.leaderboard()["rows"])
+
+
+def _names(ladder: Ladder) -> set[str]:
+    return {e.split("@")[0] for r in ladder.results for e in (r.first, r.second)}
+
+
+async def test_join_leave_and_restart_count_once(nats_url: str) -> None:
+    a, b, c = uid("la"), uid("lb"), uid("lc")
+    cfg = _config([a, b, c])
+    nc = await connect(nats_url, name="ladder-test")
+    try:
+        async with referee(nc), serving(nc, RandomStrategy.from_options({"seed": 1}), a):
+            async with serving(nc, RandomStrategy.from_options({"seed": 2}), b):
+                async with running(nc, Ladder(nc, cfg)) as ladder:
+                    await until(lambda: len(ladder.results) >= 3, "three results", 120)
+                    assert _names(ladder) == {a, b}  # c is not on the bus
+                    assert len(ladder.pending) <= cfg.concurrency
+                    async with serving(nc, RandomStrategy.from_options({"seed": 3}), c):
+                        await until(lambda: c in _names(ladder), "c joined and played", 120)
+                    # c left: once the pool has seen it go, nothing new is scheduled for it.
+                    await until(lambda: c not in ladder.pool.members, "c left the pool", 60)
+                    await until(
+                        lambda: all(c not in p.spec.seats for p in ladder.pending.values()), "c done", 60
+                    )
+                    before = ladder.scheduled
+                    await until(lambda: ladder.scheduled >= before + 3, "more matches", 120)
+                    assert all(c not in p.spec.seats for p in ladder.pending.values())
+                    await until(lambda: bool(ladder.pending), "a match in flight at the stop", 60)
+                    in_flight = set(ladder.pending)
+                    counted_first = {r.match_id for r in ladder.results}
+                # A new ladder on the same bucket: it has every result, and counts the matches
+                # that were in flight at the stop once their records arrive.
+                async with running(nc, Ladder(nc, cfg)) as again:
+                    assert {r.match_id for r in again.results} >= counted_first
+                    await until(
+                        lambda: in_flight <= {r.match_id for r in again.results},
+                        "the matches in flight at the stop are counted",
+                        120,
+                    )
+        store = await LadderStore.open(nc.jetstream(), cfg.bucket)
+        ids = [r.match_id for r in await store.results()]
+        assert len(ids) == len(set(ids))
+        # Every counted result is a record of the referee's: its ended event is in the stream.
+        js = nc.jetstream()
+        for mid in ids[:5]:
+            msg = await js.get_last_msg("SPIELBUS_MATCHES", f"spielbus.match.{mid}.ended")
+            assert cfg.name.encode() in (msg.data or b"")
+    finally:
+        await nc.drain()
+
+
+async def test_faulting_entry_is_benched_with_its_reason(nats_url: str) -> None:
+    good, other, bad = uid("lg"), uid("lo"), uid("lx")
+    cfg = _config(
+        [good, other, bad],
+        deadline_ms=300,
+        quarantine=QuarantineConfig(limit=2, backoff_s=600, max_backoff_s=600),
+    )
+    nc = await connect(nats_url, name="ladder-faults")
+
+    async def garbage(turn: object, msg: object) -> bytes:
+        return b"{not json"
+
+    try:
+        async with referee(nc), serving(nc, RandomStrategy.from_options({"seed": 1}), good):
+            async with serving(nc, RandomStrategy.from_options({"seed": 2}), other):
+                # A hand-written bot that answers every turn with garbage, announced as a nats.micro
+                # service (what the pool asks) with no endpoints of its own.
+                svc = await add_service(
+                    nc, ServiceConfig(name=bad, version="1.0.0", metadata={"kind": "bad"})
+                )
+                try:
+                    async with raw_responder(nc, bad, garbage):
+                        async with running(nc, Ladder(nc, cfg)) as ladder:
+
+                            def benched() -> bool:
+                                return any(r["name"] == bad and r["benched"] for r in _rows(ladder))
+
+                            await until(benched, "the faulting entry is benched", 120)
+                            reason = next(r["benched"] for r in _rows(ladder) if r["name"] == bad)
+                            assert "faulted matches in a row" in reason
+                            await until(lambda: not ladder.pending, "in-flight matches ended", 60)
+                            n = ladder.scheduled
+                            await until(lambda: ladder.scheduled >= n + 2, "more matches", 60)
+                            assert all(bad not in p.spec.seats for p in ladder.pending.values())
+                finally:
+                    await svc.stop()
+    finally:
+        await nc.drain()
+
+
+def test_ladder_file_errors_name_the_line() -> None:
+    import pytest
+
+    from referee.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"<ladder>:2: concurrency"):
+        parse_ladder(
+            'name = "x"\nconcurrency = "4"\n[[games]]\nname = "tic_tac_toe"\n[agents.a]\n[agents.b]\n'
+        )
+    with pytest.raises(ConfigError, match="unknown key"):
+        parse_ladder('bogus = 1\n[[games]]\nname = "tic_tac_toe"\n[agents.a]\n[agents.b]\n')
