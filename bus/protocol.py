@@ -234,6 +234,19 @@ class MatchEnded(Message):
     seat: int
     returns: list[float]
     outcome: str
+    # v1 additions, sent only when the game reached its end (`decisive` or `draw`) and absent
+    # otherwise: the seat's last view, so that a bot learns how the game ended (the step after
+    # its last turn), e.g. to check its own model of the game on the final state.
+    history: list[HistoryItem] | None = Field(
+        default=None,
+        description="Only when the game reached its end (v1 addition): the whole history as this "
+        "seat may know it, as a turn would show it (steps hidden from the seat without action and text).",
+    )
+    observation: str | None = Field(
+        default=None,
+        description="Only when the game reached its end (v1 addition): the seat's observation of the "
+        "final state, the text a turn's `observation` would hold.",
+    )
 
 
 class MoveRecord(BaseModel):

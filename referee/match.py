@@ -64,6 +64,7 @@ from games.view import (
     encode_turn,
     legal_actions,
     match_action,
+    observation_text,
     public_observation,
     turn_prefix,
 )
@@ -119,6 +120,8 @@ class MatchRunner:
         self.secret = spec.secret or secrets.token_hex(16)
         self.rng = chance_rng(self.secret, attempt)
         self.turn_no = 0
+        # Each seat's observation of the final state, once the game reached its end (`match_ended`).
+        self._final_views: list[str] | None = None
         self.record = MatchRecord(
             match_id=spec.match_id,
             tournament=spec.tournament,
@@ -192,7 +195,10 @@ class MatchRunner:
 
     async def _notify(self, msg: MatchStarted | MatchEnded, agent: str) -> None:
         try:
-            await self.nc.publish(self.subjects.notify(agent), msg.model_dump_json().encode())
+            # exclude_none for `match_ended`: without its optional additions it keeps its old bytes,
+            # and hidden history steps are written as in a turn (no action, no text).
+            data = msg.model_dump_json(exclude_none=isinstance(msg, MatchEnded))
+            await self.nc.publish(self.subjects.notify(agent), data.encode())
         except Exception:
             log.warning("match %s: could not notify %s", self.spec.match_id, agent, exc_info=True)
 
@@ -343,12 +349,15 @@ class MatchRunner:
             except Exception as exc:
                 raise MatchAborted(f"the ended event was not stored: {exc!r}") from exc
         for seat, agent in enumerate(self.spec.seats):
+            final = self._final_views is not None and self.record.outcome in ("decisive", "draw")
             await self._notify(
                 MatchEnded(
                     match_id=self.spec.match_id,
                     seat=seat,
                     returns=self.record.returns,
                     outcome=self.record.outcome,
+                    history=self._history.items[seat] if final else None,
+                    observation=self._final_views[seat] if final and self._final_views else None,
                 ),
                 agent,
             )
@@ -406,6 +415,7 @@ class MatchRunner:
             self._forfeit(game, f.seat)
             return
         self.record.returns = [float(r) for r in state.returns()]
+        self._final_views = [observation_text(state, seat, self._facts) for seat in range(n)]
         self.record.ranks = ranks_from_returns(self.record.returns)
         self.record.outcome = "draw" if len(set(self.record.ranks)) == 1 else "decisive"
 

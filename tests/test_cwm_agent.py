@@ -16,8 +16,9 @@ from agents.cwm.agent import CwmStrategy
 from agents.cwm.sandbox import SandboxUnavailable, check_available
 from agents.random_agent import RandomStrategy
 from bus.protocol import MatchRecord, MoveRecord
+from games.loader import load_game
 from research.cwm.model_files import write_reference_dir
-from tests.helpers import play, serving, spec, uid
+from tests.helpers import play, serving, spec, uid, until
 
 try:
     check_available()
@@ -49,6 +50,9 @@ async def test_cwm_beats_or_draws_random_and_reports_online_accuracy(nc, ttt_dir
         async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 3}), rnd):
             records = [await play(nc, spec("tic_tac_toe", [me, rnd] if i % 2 == 0 else [rnd, me], seed=i))
                        for i in range(4)]  # fmt: skip
+            # Every match's final step comes with `match_ended` and is checked too: turns + 4 steps.
+            turns = sum(len(_mine(rec, me)[0]) for rec in records)
+            await until(lambda: cwm.online["steps"] == turns + 4, f"the final steps checked {cwm.online}", 120)
     finally:
         await cwm.close()
     for i, rec in enumerate(records):
@@ -58,6 +62,78 @@ async def test_cwm_beats_or_draws_random_and_reports_online_accuracy(nc, ttt_dir
         assert all(m.stats is not None for m in mine)
         assert last["online_transition_accuracy"] == 1.0 and last["model_failures"] == 0
         assert last["simulations"] > 0
+    assert cwm.online_accuracy()["online_transition_accuracy"] == 1.0
+
+
+# The reference tic-tac-toe without its two diagonal lines: right at every turn, wrong only where
+# a diagonal ends the game, the step after the last turn (issue 27).
+NO_DIAGONALS = "\nLINES = LINES[:6]\n"
+
+
+def _diagonal_end(rec: MatchRecord) -> bool:
+    """The match ended with three in a row on a diagonal (replayed on the true game)."""
+    state = load_game("tic_tac_toe").new_initial_state()
+    for m in rec.moves:
+        state.apply_action(m.action)
+    cells = str(state).split()
+    board = "".join(cells)
+    return state.is_terminal() and any(
+        board[a] != "." and board[a] == board[b] == board[c] for a, b, c in ((0, 4, 8), (2, 4, 6))
+    )
+
+
+async def test_online_accuracy_catches_a_model_without_diagonal_wins(nc, tmp_path):
+    """Online accuracy covers the final step, which the agent learns from `match_ended`: the model
+    without diagonals agrees at every turn, so only that step can catch it."""
+    write_reference_dir(tmp_path, "tic_tac_toe")
+    model = tmp_path / "model.py"
+    model.write_text(model.read_text() + NO_DIAGONALS)
+    cwm = CwmStrategy.from_options({"model": str(tmp_path), "simulations": 30, "rollouts": 1, "seed": 1})
+    me, rnd = uid("cwm"), uid("rnd")
+    try:
+        async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 3}), rnd):
+            records = [await play(nc, spec("tic_tac_toe", [rnd, me], seed=i, deadline_ms=20000))
+                       for i in range(6)]  # fmt: skip
+            turns = sum(len(_mine(rec, me)[0]) for rec in records)
+            await until(lambda: cwm.online["steps"] == turns + len(records), "the final steps checked", 120)
+    finally:
+        await cwm.close()
+    diagonal = [i for i, rec in enumerate(records) if _diagonal_end(rec)]
+    # The case to catch happened, before the last match (seeded: the same matches every run).
+    assert diagonal and diagonal[0] < len(records) - 1
+    # Every turn agreed; every diagonal end did not.
+    assert cwm.online["agree"] == cwm.online["steps"] - len(diagonal)
+    assert cwm.online_accuracy()["online_transition_accuracy"] < 1.0
+    # And the agent says so in its moves: the last match's stats count the earlier final steps.
+    assert _mine(records[-1], me)[1]["online_transition_accuracy"] < 1.0
+
+
+async def test_final_step_check_without_a_referee(tmp_path):
+    """The check itself on a hand-made `match_ended`: x wins on the diagonal; the right model agrees,
+    the model without diagonals does not (it says the game goes on)."""
+    from agents.base import MatchContext
+    from bus.protocol import HistoryItem, MatchEnded
+
+    moves = ["x(0,0)", "o(0,1)", "x(1,1)", "o(0,2)", "x(2,2)"]
+    ended = MatchEnded(
+        match_id="m", seat=1, returns=[1.0, -1.0], outcome="decisive",
+        history=[HistoryItem(player=i % 2, action=0, text=t) for i, t in enumerate(moves)],
+        observation="xoo\n.x.\n..x",
+    )  # fmt: skip
+    for wrong in (False, True):
+        write_reference_dir(tmp_path, "tic_tac_toe")
+        if wrong:
+            (tmp_path / "model.py").write_text((tmp_path / "model.py").read_text() + NO_DIAGONALS)
+        cwm = CwmStrategy.from_options({"model": str(tmp_path), "simulations": 5, "rollouts": 1})
+        try:
+            await cwm.match_ended(ended, MatchContext("m"))
+        finally:
+            await cwm.close()
+        assert cwm.online == {"steps": 1, "agree": 0 if wrong else 1, "inferred": 0}
+        # An end that is not the game's (a forfeit) carries no final view and is not a step.
+        forfeit = MatchEnded(match_id="f", seat=0, returns=[-1.0, 1.0], outcome="forfeit")
+        await cwm.match_ended(forfeit, MatchContext("f"))
+        assert cwm.online["steps"] == 1
 
 
 @pytest.mark.parametrize("game", ["kuhn_poker", "leduc_poker"])

@@ -31,7 +31,7 @@ from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from games.loader import load_game
-from games.view import CHANCE, SeatHistory, build_turn
+from games.view import CHANCE, SeatHistory, build_turn, observation_text
 from referee.worker import RefereeWorker
 from tests.helpers import spec
 
@@ -106,6 +106,22 @@ class CapturingBot:
         action = self.rng.choice(turn["legal_actions"])["id"]
         move = {"v": 1, "type": "move", "match_id": turn["match_id"], "turn": turn["turn"], "action": action}
         await msg.respond(json.dumps(move).encode())
+
+
+def _final_view(record: MatchRecord, seat: int) -> dict[str, Any]:
+    """A finished match's last view of `seat` (`match_ended`'s `history` and `observation`), rebuilt
+    with the seat's own visibility, as its turns are."""
+    game = load_game(record.game)
+    state = game.new_initial_state()
+    hist = SeatHistory(game.num_players())
+    for m in record.moves:
+        hist.record(state, m.player, m.action)
+        state.apply_action(m.action)
+    assert state.is_terminal()
+    return {
+        "history": [json.loads(item.model_dump_json(exclude_none=True)) for item in hist.items[seat]],
+        "observation": observation_text(state, seat),
+    }
 
 
 def _replay_turn(record: MatchRecord, upto: int, seat: int, received: Turn, swap: dict[int, int]) -> Turn:
@@ -264,11 +280,22 @@ async def test_bots_and_spectator_see_no_private_information_before_the_end(
             assert subj in (S.turn(bot.name), S.notify(bot.name)) or (
                 subj.startswith("$SRV.") and data == b""
             ), subj
+        by_id = {rec.match_id: rec for rec in records}
         for subj, data in bot.received:
             if subj == S.notify(bot.name):
                 note = json.loads(data)
                 assert note["type"] in ("match_started", "match_ended")
-                assert set(note) <= {"v", "type", "match_id", "game", "seat", "seats", "returns", "outcome"}
+                assert set(note) <= {
+                    "v", "type", "match_id", "game", "seat", "seats", "returns", "outcome",
+                    "history", "observation",
+                }  # fmt: skip
+                if note["type"] == "match_ended":
+                    # The final view is the seat's own: its history and observation, nothing more.
+                    rec = by_id[note["match_id"]]
+                    assert rec.seats[note["seat"]] == bot.name
+                    assert {"history": note["history"], "observation": note["observation"]} == _final_view(
+                        rec, note["seat"]
+                    )
 
     _check_spectator(records, events)
 

@@ -14,9 +14,14 @@ Models for General Game Playing", Lehrach, Hennes, Lázaro-Gredilla et al.).
   turn is played and the failure counted; with `forfeit_on_model_error` it answers no action
   instead, and the referee's fault policy (forfeit by default) decides, as the paper's player
   forfeits when it gives no valid action. Each move's stats
-  carry `model_failures` and `online_transition_accuracy` (the share of this match's turns
-  where the model agreed with the referee on player, observation and legal actions), and
-  for imperfect-information games `online_inference_accuracy`.
+  carry `model_failures` (this match) and `online_transition_accuracy` over every step this
+  agent has observed so far, all its matches together: each turn (the model agreed with the
+  referee on player, observation and legal actions) and each match's final step, which the
+  agent learns from `match_ended` (its `history` and `observation`: the model must end the
+  game there, with the seat's observation and the returns the referee announced); a model
+  without diagonal wins at tic-tac-toe agrees at every turn and fails only there.
+  `online_steps` counts those steps; imperfect-information games add
+  `online_inference_accuracy` (steps where the inference function recreated the observation).
 
 Limits: a turn's search stops at `time_fraction` of its deadline; concurrent matches share
 the one sandbox (a lock), so they queue.
@@ -25,6 +30,7 @@ the one sandbox (a lock), so they queue.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -32,10 +38,13 @@ from typing import Any
 from pydantic import Field, field_validator
 
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng
-from agents.cwm.harness import norm
+from agents.cwm.harness import TERMINAL, norm
 from agents.cwm.model_dir import ModelDirError, load_meta
 from agents.cwm.sandbox import Limits, Sandbox, SandboxError, SandboxUnavailable, check_available
-from bus.protocol import MatchStarted, MoveStats, Turn
+from bus.protocol import MatchEnded, MatchStarted, MoveStats, Turn
+
+log = logging.getLogger(__name__)
+FINAL_CHECK_S = 20.0  # wall clock for the check of a match's final step (off any turn's clock)
 
 
 class CwmOptions(StrategyOptions):
@@ -78,6 +87,8 @@ class CwmStrategy(Strategy):
         self.games = (self.meta["game"],)
         self.sandbox: Sandbox | None = None
         self.lock = asyncio.Lock()
+        # Online accuracy over every step this agent observed (turns and final steps, all matches).
+        self.online = {"steps": 0, "agree": 0, "inferred": 0}
 
     # ---- sandbox -------------------------------------------------------------------------
     def _ensure(self, end: float | None = None) -> Sandbox:
@@ -118,7 +129,7 @@ class CwmStrategy(Strategy):
             raise ValueError(f"{name} (cwm) runs its model only in the sandbox: {exc}") from None
 
     async def match_started(self, msg: MatchStarted, ctx: MatchContext) -> None:
-        ctx.data.update(pairs=[], turns=0, agree=0, inferred=0, failures=0)
+        ctx.data.update(pairs=[], failures=0)
         # Start (or check) the sandbox before the first turn, off the clock.
         async with self.lock:
             try:
@@ -130,8 +141,8 @@ class CwmStrategy(Strategy):
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         d = ctx.data
-        for k, v in (("pairs", []), ("turns", 0), ("agree", 0), ("inferred", 0), ("failures", 0)):
-            d.setdefault(k, v)
+        d.setdefault("pairs", [])
+        d.setdefault("failures", 0)
         rng = decision_rng(self.o.seed, turn)
         budget = max(0.05, turn.deadline_ms / 1000 * self.o.time_fraction)
         end = time.monotonic() + max(0.1, turn.deadline_ms / 1000 * 0.8)
@@ -160,7 +171,6 @@ class CwmStrategy(Strategy):
             args["observation"] = turn.observation
         failure: str | None = None
         result: dict[str, Any] = {}
-        d["turns"] += 1
         async with self.lock:
             try:
                 if turn.game.name != self.meta["game"] or turn.game.params:
@@ -174,13 +184,13 @@ class CwmStrategy(Strategy):
                     failure = f"{reply.get('error')}: {str(reply.get('detail', ''))[-200:]}"
             except (SandboxError, SandboxUnavailable) as exc:
                 failure = f"sandbox {exc}"[:300]
+        agree = False
         if result:
-            if imperfect:
-                d["inferred"] += 1 if result.get("resampled") else 0
             try:
-                d["agree"] += int(_agrees(result, turn, imperfect))
+                agree = _agrees(result, turn, imperfect)
             except (TypeError, ValueError, RecursionError):  # an answer of no sensible shape
                 pass
+        self._observed(agree, bool(result.get("resampled")) if imperfect else None)
         action_text = result.get("action") if result else None
         if failure is None and action_text not in legal_texts:
             failure = f"the model chose {str(action_text)[:60]!r}, not a legal action of the turn"
@@ -197,13 +207,11 @@ class CwmStrategy(Strategy):
             action_id = legal_texts[str(action_text)]  # a legal text: failure is None
         d["pairs"].append([turn.observation, action_text])
         stats = MoveStats(nodes=result.get("nodes"))
-        extra = {
+        extra: dict[str, float | int] = {
             "simulations": result.get("simulations", 0),
             "model_failures": d["failures"],
-            "online_transition_accuracy": round(d["agree"] / d["turns"], 4),
+            **self.online_accuracy(),
         }
-        if imperfect:
-            extra["online_inference_accuracy"] = round(d["inferred"] / d["turns"], 4)
         for k, v in extra.items():
             setattr(stats, k, v)
         visits = result.get("visits") or {}
@@ -217,6 +225,61 @@ class CwmStrategy(Strategy):
             policy=policy or None,
             note=f"cwm: model failed ({failure}); played a random legal action" if failure else None,
         )
+
+    # ---- online accuracy -------------------------------------------------------------------
+    def _observed(self, agree: bool, inferred: bool | None) -> None:
+        self.online["steps"] += 1
+        self.online["agree"] += int(agree)
+        self.online["inferred"] += int(bool(inferred))
+
+    def online_accuracy(self) -> dict[str, float | int]:
+        """`online_transition_accuracy` (and, imperfect information, `online_inference_accuracy`)
+        over every step observed so far, and `online_steps`, their count."""
+        n = self.online["steps"]
+        out: dict[str, float | int] = {
+            "online_steps": n,
+            "online_transition_accuracy": round(self.online["agree"] / n, 4) if n else 0.0,
+        }
+        if self.meta["imperfect"]:
+            out["online_inference_accuracy"] = round(self.online["inferred"] / n, 4) if n else 0.0
+        return out
+
+    async def match_ended(self, msg: MatchEnded, ctx: MatchContext) -> None:
+        """The final step, which no turn shows: where the referee sent the seat's last view (the
+        game reached its end), the model must end the game there too, with the seat's observation
+        and the returns announced. Judged here, as the turns are; the model only answers."""
+        if msg.history is None or msg.observation is None or msg.seat >= len(msg.returns):
+            return  # the game did not reach its end (forfeit, max turns) or an older referee
+        imperfect = self.meta["imperfect"]
+        args: dict[str, Any] = {
+            "initial_state": self.meta["initial_state"],
+            "seat": msg.seat,
+            "num_players": self.meta["num_players"],
+        }
+        if imperfect:
+            args.update(
+                history=[*ctx.data.get("pairs", []), [msg.observation, None]],
+                closed_deck=self.meta["closed_deck"],
+            )
+        else:
+            args["actions"] = [h.text or "" for h in msg.history]
+        result: dict[str, Any] = {}
+        async with self.lock:
+            try:
+                end = time.monotonic() + FINAL_CHECK_S
+                reply = await asyncio.to_thread(self._call, "final", end, **args)
+                result = reply["result"] if reply.get("ok") and isinstance(reply.get("result"), dict) else {}
+            except (SandboxError, SandboxUnavailable) as exc:
+                log.info("cwm: the final step of %s could not be checked: %s", msg.match_id, exc)
+        agree = False
+        if result:
+            try:
+                agree = _final_agrees(result, msg)
+            except (TypeError, ValueError, RecursionError):  # an answer of no sensible shape
+                pass
+        self._observed(agree, bool(result.get("resampled")) if imperfect else None)
+        if not agree:
+            log.info("cwm: the model disagrees with the final step of %s", msg.match_id)
 
     async def close(self) -> None:
         if self.sandbox is not None:
@@ -236,3 +299,14 @@ def _agrees(result: dict[str, Any], turn: Turn, imperfect: bool) -> bool:
     return result.get("current_player") == turn.seat and norm(result.get("observation")) == norm(
         turn.observation
     )
+
+
+def _final_agrees(result: dict[str, Any], msg: MatchEnded) -> bool:
+    """The model's last state is terminal, shows the seat the referee's final observation and
+    gives every seat the announced return."""
+    returns = result.get("returns")
+    if result.get("current_player") != TERMINAL or not isinstance(returns, list):
+        return False
+    if len(returns) != len(msg.returns) or norm(result.get("observation")) != norm(msg.observation):
+        return False
+    return all(abs(float(a) - b) <= 1e-6 for a, b in zip(returns, msg.returns, strict=True))

@@ -201,20 +201,49 @@ def replay_texts(m: Any, initial: Any, actions: list[str]) -> Any:
     return state
 
 
-def resample(
-    m: Any, initial: Any, history: list[list[Any]], seat: int, tries: int, closed_deck: bool
-) -> Any | None:
+def replay_returns(m: Any, initial: Any, actions: list[str], nplayers: int) -> tuple[Any, list[float]]:
+    """The state after `actions` and each player's rewards summed along the way (the returns, as
+    OpenSpiel counts them)."""
+    state = copy.deepcopy(initial)
+    total = [0.0] * nplayers
+    for a in actions:
+        state = m.apply_action(state, a)
+        for i, r in enumerate(list(m.get_rewards(state))[:nplayers]):
+            total[i] += float(r)
+    return state, total
+
+
+def resample_actions(
+    m: Any,
+    initial: Any,
+    history: list[list[Any]],
+    seat: int,
+    tries: int,
+    closed_deck: bool,
+    terminal: bool = False,
+) -> tuple[Any, list[str]] | None:
     """Appendix H.6: up to `tries` calls of the inference function; the first history whose
-    replay recreates the seat's current observation gives the state."""
+    replay recreates the seat's last observation, at the seat's turn (or, with `terminal`, at the
+    end of the game), gives the state and the history's actions."""
     for _ in range(tries):
         try:
-            args = (copy.deepcopy(history), seat, False) if closed_deck else (copy.deepcopy(history), seat)
-            actions = m.resample_history(*args)
-            state = replay_texts(m, initial, [str(a) for a in actions])
-            if m.get_current_player(state) == seat and norm(m.get_observations(state)[seat]) == norm(
+            hist = copy.deepcopy(history)
+            args = (hist, seat, terminal) if closed_deck else (hist, seat)
+            actions = [str(a) for a in m.resample_history(*args)]
+            state = replay_texts(m, initial, actions)
+            want = TERMINAL if terminal else seat
+            if m.get_current_player(state) == want and norm(m.get_observations(state)[seat]) == norm(
                 history[-1][0]
             ):
-                return state
+                return state, actions
         except Exception:
             continue
     return None
+
+
+def resample(
+    m: Any, initial: Any, history: list[list[Any]], seat: int, tries: int, closed_deck: bool
+) -> Any | None:
+    """A state at the seat's turn from `resample_actions`, or None."""
+    found = resample_actions(m, initial, history, seat, tries, closed_deck)
+    return None if found is None else found[0]

@@ -5,7 +5,8 @@ stdout: the model's prints go to stdout, which the sandbox caps). Every answer i
 `{"ok": true, "result": ...}` or `{"ok": false, "error": KIND, "detail": TEXT}` where KIND
 is syntax, import, api, memory, output, runtime, inference or request; TEXT is at most
 `DETAIL_CAP` characters. Ops: ping, load, api (one call of a model function), values (a value
-function at given states), search (the `cwm` agent's (IS)MCTS, also the value tournament's).
+function at given states), search (the `cwm` agent's (IS)MCTS, also the value tournament's),
+final (the model's view of a finished match's last state, for the agent's online check).
 
 It answers; it never judges: the expected answers of the unit tests stay with the caller, who
 compares (`research.cwm.judge`). Before reading any request it lowers its own process limit
@@ -113,6 +114,40 @@ def _search(args: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "result": out}
 
 
+def _final(args: dict[str, Any]) -> dict[str, Any]:
+    """The model's view of a finished match's last state, for the `cwm` agent's online check of
+    the final step: the player to act (terminal: -4), the seat's observation and every player's
+    returns (rewards summed along the history). Perfect information: the history's action texts
+    replayed; imperfect: a history resampled to end in the seat's final observation."""
+    m = MODULES["model"]
+    seat = int(args["seat"])
+    initial = args["initial_state"]
+    if args.get("history") is not None:
+        found = harness.resample_actions(
+            m, initial, args["history"], seat, 10, bool(args.get("closed_deck")), terminal=True
+        )
+        if found is None:
+            return {
+                "ok": False,
+                "error": "inference",
+                "detail": "no resampled history ends in the final observation",
+            }
+        actions = found[1]
+    else:
+        actions = [str(a) for a in args["actions"]]
+    state, returns = harness.replay_returns(m, initial, actions, int(args["num_players"]))
+    player = m.get_current_player(state)
+    return {
+        "ok": True,
+        "result": {
+            "current_player": player,
+            "observation": harness.norm(m.get_observations(state)[seat]),
+            "returns": returns,
+            "resampled": args.get("history") is not None,
+        },
+    }
+
+
 _printed = harness.CappedOut()  # what the model printed since the caller's last `fresh` call
 
 
@@ -161,7 +196,7 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "result": "pong"}
     if op == "load":
         return _load(args)
-    ops = {"api": _api, "search": _search, "values": _values}
+    ops = {"api": _api, "search": _search, "values": _values, "final": _final}
     if op not in ops:
         return {"ok": False, "error": "request", "detail": f"unknown op {str(op)[:60]!r}"}
     if "model" not in MODULES:

@@ -3,7 +3,8 @@
 synthesize: trajectories (random players through the real referee, or `--from-run` a run
 folder's matches.jsonl), unit tests from them, LLM synthesis with refinement in the sandbox,
 value-function candidates ranked by a tournament; writes DIR (see docs/cwm.md).
-eval: held-out accuracy of DIR's model (transitions and inference) as a Table 1 row.
+eval: held-out accuracy of DIR's model (transitions and inference) as a Table 1 row; with
+--online RUN_DIR --agent NAME also the online columns (research.cwm.online).
 
 Exit codes: 0 done, 1 the LLM server or sandbox failed at run time, 2 bad input (names the
 flag, game or file) or no sandbox on this machine (one line: what to install or enable; the
@@ -82,6 +83,15 @@ def _parser() -> argparse.ArgumentParser:
     e.add_argument("--seed", type=int, default=12345)
     e.add_argument(
         "--mcts-share", type=float, default=0.5, help="chance that a held-out player is MCTS on the true game"
+    )
+    e.add_argument(
+        "--online",
+        default=None,
+        metavar="RUN_DIR",
+        help="also the online columns: every step of the matches --agent played in this run folder",
+    )
+    e.add_argument(
+        "--agent", default=None, help="the agent (its name in the run) whose matches --online reads"
     )
     e.add_argument("--json", action="store_true", help="print the row as JSON")
     return p
@@ -326,6 +336,14 @@ def _eval(args: argparse.Namespace, console: Console) -> int:
     if not 0.0 <= args.mcts_share <= 1.0:
         _err("spielbus cwm: --mcts-share must be between 0 and 1")
         return 2
+    if (args.online is None) != (args.agent is None):
+        _err("spielbus cwm: --online RUN_DIR and --agent NAME go together")
+        return 2
+    if args.online is not None and not (Path(args.online) / "matches.jsonl").is_file():
+        _err(
+            f"spielbus cwm: {Path(args.online) / 'matches.jsonl'}: no such file (--online names a run folder)"
+        )
+        return 2
     try:
         check_available()
     except SandboxUnavailable as exc:
@@ -335,29 +353,28 @@ def _eval(args: argparse.Namespace, console: Console) -> int:
         Path(args.dir), meta, games=args.games, transitions=args.transitions, seed=args.seed,
         mcts_share=args.mcts_share,
     )  # fmt: skip
+    if args.online is not None:
+        from research.cwm.online import online_accuracy
+
+        row.update(online_accuracy(Path(args.dir), meta, Path(args.online), args.agent, seed=args.seed))
     if args.json:
         print(json.dumps(row))
         return 0
     from rich.table import Table
 
     table = Table(title=f"Code world model of {meta['game']} ({row['deck']} deck)")
-    for col in (
-        "Game",
-        "transition train",
-        "transition test",
-        "inference train",
-        "inference test",
-        "# LLM calls",
-    ):
+    online = args.online is not None
+    cols = ["Game", "transition train", "transition test", "transition online"][: 4 if online else 3]
+    cols += ["inference train", "inference test", "inference online"][: 3 if online else 2]
+    for col in [*cols, "# LLM calls"]:
         table.add_column(col, no_wrap=col == "Game")
-    table.add_row(
-        meta["game"],
-        _fmt(row["train_transition_accuracy"]),
-        _fmt(row["test_transition_accuracy"]),
-        _fmt(row["train_inference_accuracy"]),
-        _fmt(row["test_inference_accuracy"]),
-        str(row["llm_calls"]),
-    )
+    cells = [meta["game"], _fmt(row["train_transition_accuracy"]), _fmt(row["test_transition_accuracy"])]
+    if online:
+        cells.append(_fmt(row["online_transition_accuracy"]))
+    cells += [_fmt(row["train_inference_accuracy"]), _fmt(row["test_inference_accuracy"])]
+    if online:
+        cells.append(_fmt(row["online_inference_accuracy"]))
+    table.add_row(*cells, str(row["llm_calls"]))
     console.print(table)
     console.print(
         f"held out: {row['test_transitions']} transitions from {row['test_games']} games "
@@ -366,6 +383,13 @@ def _eval(args: argparse.Namespace, console: Console) -> int:
         + (f"; failure: {row['failure']}" if row.get("failure") else ""),
         highlight=False,
     )
+    if online:
+        console.print(
+            f"online: {row['online_transitions']} transitions and {row['online_inference_cases']} inference "
+            f"cases from the {row['online_matches']} matches {args.agent} played in {args.online}"
+            + (f"; failure: {row['online_failure']}" if row.get("online_failure") else ""),
+            highlight=False,
+        )
     return 0
 
 
