@@ -35,6 +35,10 @@ def ttt_dir(tmp_path_factory) -> Path:
     return d
 
 
+def _cwm(opts: dict[str, Any]) -> CwmStrategy:
+    return CwmStrategy(CwmStrategy.Options.model_validate(opts))
+
+
 def _mine(rec: MatchRecord, me: str) -> tuple[list[MoveRecord], dict[str, Any]]:
     """The agent's moves in a finished, fault-free match, and the stats of its last move."""
     assert rec.outcome != "pending" and not rec.faults
@@ -44,7 +48,7 @@ def _mine(rec: MatchRecord, me: str) -> tuple[list[MoveRecord], dict[str, Any]]:
 
 
 async def test_cwm_beats_or_draws_random_and_reports_online_accuracy(nc, ttt_dir):
-    cwm = CwmStrategy.from_options({"model": str(ttt_dir), "simulations": 200, "rollouts": 2, "seed": 1})
+    cwm = _cwm({"model": str(ttt_dir), "simulations": 200, "rollouts": 2, "seed": 1})
     me, rnd = uid("cwm"), uid("rnd")
     try:
         async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 3}), rnd):
@@ -52,7 +56,7 @@ async def test_cwm_beats_or_draws_random_and_reports_online_accuracy(nc, ttt_dir
                        for i in range(4)]  # fmt: skip
             # Every match's final step comes with `match_ended` and is checked too: turns + 4 steps.
             turns = sum(len(_mine(rec, me)[0]) for rec in records)
-            await until(lambda: cwm.online["steps"] == turns + 4, f"the final steps checked {cwm.online}", 120)
+            await until(lambda: cwm.online["steps"] == turns + 4, "the final steps checked", 120)
     finally:
         await cwm.close()
     for i, rec in enumerate(records):
@@ -88,7 +92,7 @@ async def test_online_accuracy_catches_a_model_without_diagonal_wins(nc, tmp_pat
     write_reference_dir(tmp_path, "tic_tac_toe")
     model = tmp_path / "model.py"
     model.write_text(model.read_text() + NO_DIAGONALS)
-    cwm = CwmStrategy.from_options({"model": str(tmp_path), "simulations": 30, "rollouts": 1, "seed": 1})
+    cwm = _cwm({"model": str(tmp_path), "simulations": 30, "rollouts": 1, "seed": 1})
     me, rnd = uid("cwm"), uid("rnd")
     try:
         async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 3}), rnd):
@@ -124,7 +128,7 @@ async def test_final_step_check_without_a_referee(tmp_path):
         write_reference_dir(tmp_path, "tic_tac_toe")
         if wrong:
             (tmp_path / "model.py").write_text((tmp_path / "model.py").read_text() + NO_DIAGONALS)
-        cwm = CwmStrategy.from_options({"model": str(tmp_path), "simulations": 5, "rollouts": 1})
+        cwm = _cwm({"model": str(tmp_path), "simulations": 5, "rollouts": 1})
         try:
             await cwm.match_ended(ended, MatchContext("m"))
         finally:
