@@ -10,6 +10,7 @@ test creates (only a loopback), so the stack's fixed ports cannot meet anything 
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import signal
@@ -20,6 +21,23 @@ from pathlib import Path
 PACKAGES = ("docker.io", "docker-compose", "debootstrap", "busybox-static")
 NEEDED = {"dockerd": "docker.io", "docker-compose": "docker-compose", "debootstrap": "debootstrap"}
 CACHE = Path(os.environ.get("SPIELBUS_DOCKER_CACHE", "/var/lib/spielbus-docker"))
+# Two daemons on one data root corrupt it (two test runs on one machine, or a developer's own
+# build beside a test run): each process holds this lock from its first daemon until it exits,
+# so a second run waits (its daemon is stopped and restarted inside the namespace in between).
+_cache_lock: int | None = None
+
+
+def _lock_cache() -> None:
+    global _cache_lock
+    if _cache_lock is not None:
+        return
+    fd = os.open(str(CACHE.with_name(CACHE.name + ".lock")), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"waiting for another run's Docker daemon on {CACHE} to finish", flush=True)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+    _cache_lock = fd
 
 
 class Unavailable(RuntimeError):
@@ -60,6 +78,7 @@ class DockerDaemon:
 
     def start(self, timeout: float = 90.0) -> DockerDaemon:
         CACHE.mkdir(parents=True, exist_ok=True)
+        _lock_cache()
         self.workdir.mkdir(parents=True, exist_ok=True)
         cmd = [
             shutil.which("dockerd") or "/usr/sbin/dockerd",
