@@ -19,6 +19,7 @@ from rich.console import Console
 from bus.protocol import MatchRecord
 from referee.config import ConfigError, TournamentConfig
 from referee.ratings import standings
+from research.papers.numbers import Unit
 from spielbus.run import RunOptions, run_tournament
 
 
@@ -44,6 +45,10 @@ class Cell(BaseModel):
     # number says little about the method.
     fallback_rate: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
     why: str = ""  # why the cell has no number
+    # What `score` is: a score `share` (wins + draws / 2, Wilson interval), an `accuracy` over `games`
+    # test cases, a mean count of LLM `calls` over `games` syntheses, a mean `payoff`, an `elo` rating.
+    unit: Unit = "share"
+    note: str = ""  # where the number comes from beyond `run` (e.g. the model folders)
 
 
 def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from referee.config import ConfigError
@@ -27,7 +28,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("name", choices=list(PAPERS), help="the paper (docs/papers.md)")
     p.add_argument("table", nargs="?", default=None, help="one table (minimax_tot: table1); default all")
     p.add_argument(
-        "--llm", default=None, help="OpenAI-compatible URL or ollama:URL (default: the embedded model)"
+        "--llm",
+        default=None,
+        help="an OpenAI-compatible URL, ollama:URL, or NAME of an [llm.NAME] section of --llm-config "
+        "(default: the embedded model)",
+    )
+    p.add_argument(
+        "--llm-config", default=None, metavar="FILE", help="a tournament file whose [llm.NAME] --llm names"
     )
     p.add_argument("--model", default="smollm2", help="the model name to ask the server for")
     p.add_argument(
@@ -51,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cells = asyncio.run(paper.run(args, out, console))
     except ConfigError as exc:
-        console.print(f"[red]{exc}[/red]")
+        console.print(f"[red]{escape(str(exc))}[/red]")  # an error may name [llm.NAME]: not markup
         return 2
     numbers = paper_numbers(args.name)
     plot_win_rates(out, cells, numbers)

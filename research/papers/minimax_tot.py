@@ -18,7 +18,7 @@ from rich.console import Console
 
 from referee.config import TournamentConfig
 from research.papers.cells import Cell, CellPlan, cells_of, measure_cells
-from research.papers.llm_spec import llm_section
+from research.papers.llm_spec import llm_of
 from research.papers.numbers import paper_numbers
 
 TABLES = {"table1": ["ghost", "word_chain"]}
@@ -85,7 +85,7 @@ def config(cell: str, scale: str, llm: dict[str, Any], games: int | None = None)
 
 async def run(args: argparse.Namespace, out: Path, console: Console) -> list[Cell]:
     """Measure the cells of `args.table` (default: every table) into the report folder `out`."""
-    llm = llm_section(args.llm, args.model)
+    llm = llm_of(args)
     numbers = paper_numbers("minimax_tot")
     plans = [
         CellPlan(name, numbers[name].title, config(name, args.scale, llm, args.games), "minimax_tot", "tot",

@@ -1,16 +1,21 @@
 """The papers' own numbers (paper_numbers.toml beside this module), validated strictly.
 
-Limits: one number per cell (a win rate or an accuracy in [0, 1]); the source says where it is printed.
+Limits: one number per cell, in the cell's unit: a win rate (`share`) or an `accuracy` in [0, 1], a
+count of LLM `calls`, a mean `payoff`, or an `elo` rating (with the paper's +- in `plus_minus`); the
+source says where it is printed.
 """
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 NUMBERS_FILE = Path(__file__).with_name("paper_numbers.toml")
+
+Unit = Literal["share", "accuracy", "calls", "payoff", "elo"]
 
 
 class PaperNumber(BaseModel):
@@ -18,8 +23,18 @@ class PaperNumber(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid")
     title: str
-    value: float = Field(ge=0.0, le=1.0, allow_inf_nan=False)
+    value: float = Field(allow_inf_nan=False)
     source: str
+    unit: Unit = "share"
+    plus_minus: float | None = Field(default=None, ge=0.0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _in_range(self) -> PaperNumber:
+        if self.unit in ("share", "accuracy") and not 0.0 <= self.value <= 1.0:
+            raise ValueError(f"{self.title}: a {self.unit} must be in [0, 1], not {self.value}")
+        if self.unit == "calls" and self.value < 0:
+            raise ValueError(f"{self.title}: a count of LLM calls cannot be negative")
+        return self
 
 
 def paper_numbers(paper: str, path: Path = NUMBERS_FILE) -> dict[str, PaperNumber]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.console import Console
 
-from research.papers import minimax_tot
+from research.papers import coaching, cwm_paper, minimax_tot
 from research.papers.cells import Cell, write_cells
 
 Runner = Callable[[argparse.Namespace, Path, Console], Coroutine[Any, Any, list[Cell]]]
@@ -39,12 +39,7 @@ NOT_YET = {
     "llm_mcts": "not yet driven by `spielbus paper`; today: `spielbus puzzles` (Table 2), "
     "`spielbus run examples/minigo.toml` (Table 3), "
     "`spielbus run examples/chess_vs_stockfish.toml` (Table 5)",
-    "cwm": "not yet driven by `spielbus paper`; needs a model that writes code (the embedded 135M model "
-    "cannot); today: `spielbus cwm synthesize` then `spielbus cwm eval DIR` (Table 1), "
-    "`spielbus run examples/cwm.toml` (Figures 2-3)",
     "wordnt": "not yet driven by `spielbus paper`; today: `spielbus run examples/wordnt.toml`",
-    "coaching": "needs the train extra and research.coach's Table 1 command (docs/coach.md); "
-    "not yet driven by `spielbus paper`",
 }
 
 
@@ -59,5 +54,7 @@ def _not_yet(name: str) -> Paper:
 
 PAPERS: dict[str, Paper] = {
     "minimax_tot": Paper(tables=minimax_tot.TABLES, run=minimax_tot.run),
+    "cwm": Paper(tables=cwm_paper.TABLES, run=cwm_paper.run, extra=cwm_paper.extra),
+    "coaching": Paper(tables=coaching.TABLES, run=coaching.run),
     **{name: _not_yet(name) for name in NOT_YET},
 }

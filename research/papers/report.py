@@ -1,7 +1,9 @@
 """A paper report's Markdown (the paper's numbers beside ours, the run folder behind each cell) and
 its plot (win rates with 95% intervals, the paper's value marked), PNG and SVG by matplotlib.
 
-Limits: one bar chart per report; a cell without a number is listed with its reason, not plotted.
+Limits: one bar chart per report, of the score-share cells; a cell without a number is listed with
+its reason, not plotted. Numbers print in their unit (research/papers/numbers.py): shares and
+accuracies as percentages, LLM calls and payoffs as numbers, Elo as a rating with the paper's +-.
 """
 
 from __future__ import annotations
@@ -9,23 +11,49 @@ from __future__ import annotations
 from pathlib import Path
 
 from research.papers.cells import Cell
-from research.papers.numbers import PaperNumber
+from research.papers.numbers import PaperNumber, Unit
 
 
 def _pct(x: float | None) -> str:
     return "-" if x is None else f"{100 * x:.0f}%"
 
 
+def fmt(x: float | None, unit: Unit) -> str:
+    """One number in its unit."""
+    if x is None:
+        return "-"
+    if unit in ("share", "accuracy"):
+        return f"{100 * x:.1f}%" if unit == "accuracy" else _pct(x)
+    if unit == "elo":
+        return f"{x:.0f}"
+    return f"{x:.1f}" if unit == "calls" else f"{x:+.3f}"
+
+
+def paper_text(n: PaperNumber) -> str:
+    return fmt(n.value, n.unit) + (f" ± {n.plus_minus:g}" if n.plus_minus is not None else "")
+
+
+def ours_text(c: Cell) -> str:
+    """Our number with its interval and what it counts; an unmeasured cell's reason."""
+    if c.score is None:
+        return f"not measured: {c.why}"
+    interval = f" [{fmt(c.low, c.unit)}, {fmt(c.high, c.unit)}]" if c.low is not None else ""
+    of = {
+        "share": "games",
+        "payoff": "games",
+        "accuracy": "test cases",
+        "calls": "syntheses",
+        "elo": "matches in the run",
+    }[c.unit]
+    return f"{fmt(c.score, c.unit)}{interval} of {c.games} {of}"
+
+
 def table_rows(cells: list[Cell], numbers: dict[str, PaperNumber]) -> list[tuple[str, str, str, str]]:
     """(cell, paper, ours, source run) per cell; an unmeasured cell's `ours` is its reason."""
     rows = []
     for c in cells:
-        paper = _pct(numbers[c.name].value) if c.name in numbers else "not reported"
-        if c.score is None:
-            ours = f"not measured: {c.why}"
-        else:
-            ours = f"{_pct(c.score)} [{_pct(c.low)}, {_pct(c.high)}] of {c.games} games"
-        rows.append((c.title, paper, ours, c.run or "-"))
+        paper = paper_text(numbers[c.name]) if c.name in numbers else "not reported"
+        rows.append((c.title, paper, ours_text(c), c.run or "-"))
     return rows
 
 
@@ -41,7 +69,7 @@ def write_markdown(
     lines = [
         f"# {paper}: the paper's numbers beside ours ({scale} scale)",
         "",
-        "| cell | paper | ours (95% Wilson interval) | run folder |",
+        "| cell | paper | ours (95% interval) | run folder |",
         "|---|---|---|---|",
     ]
     lines += [f"| {a} | {b} | {c} | `{d}` |" for a, b, c, d in table_rows(cells, numbers)]
@@ -49,14 +77,16 @@ def write_markdown(
     for c in cells:
         if c.name in numbers:
             lines.append(f"- {c.title}: paper's number from {numbers[c.name].source}.")
-        if c.score is not None:
+        if c.note:
+            lines.append(f"- {c.title}: {c.note}.")
+        if c.score is not None and c.unit in ("share", "payoff"):
             lines.append(
                 f"- {c.title}: ours is {c.agent} against {c.opponent}, {c.wins} wins and {c.draws} draws in "
                 f"{c.games} games (a draw counts half); model `{c.model}`, tournament seed {c.seed}, "
                 f"fault policy `{c.policy}`; {_pct(c.fallback_rate)} of {c.agent}'s moves were fallbacks "
                 "for a failed LLM answer."
             )
-    if any(c.score is not None for c in cells):
+    if any(c.score is not None and c.unit == "share" for c in cells):
         lines += ["", "![win rates](win_rates.png)"]
     if extra:
         lines += ["", *extra]
@@ -72,7 +102,7 @@ def plot_win_rates(out: Path, cells: list[Cell], numbers: dict[str, PaperNumber]
     matplotlib.use("Agg")  # no display here
     import matplotlib.pyplot as plt
 
-    measured = [c for c in cells if c.score is not None]
+    measured = [c for c in cells if c.score is not None and c.unit == "share"]
     if not measured:
         return []
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(measured), 3.2))
