@@ -365,8 +365,15 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
             to_start = {
                 n: (a.kind, config.agent_options(n)) for n, a in config.agents.items() if not a.external
             }
-            with console.status("Checking the agents' options..."):
-                problems = check_agent_options(to_start)
+            try:
+                with console.status("Checking the agents' options..."):
+                    problems = check_agent_options(to_start)
+            except KeyboardInterrupt:
+                # Before the run folder exists: there is nothing to resume, so no `--resume` line.
+                console.print(
+                    "[yellow]interrupted before the run started: no run folder, nothing to resume[/yellow]"
+                )
+                return 130
             if problems:
                 raise ConfigError(f"{args.file}: bad agent options:\n  " + "\n  ".join(problems))
     except ConfigError as exc:
@@ -681,6 +688,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # that Python's own flush at exit does not complain a second time.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        # Ctrl-C where a command has no handling of its own: a line, not a traceback.
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 def _main(argv: Sequence[str] | None) -> int:

@@ -131,6 +131,18 @@ async def test_pictures_in_headless_chromium(nc, tmp_path: Path) -> None:
             # The chart draws the tournament's Elo as the feed computes it (asked by the page).
             await page.wait_for_selector("#rating-chart circle.latest", timeout=30_000)
             assert await page.locator("#rating-chart polyline.series").count() == 2
+            # Its latest values are the standings' Elo column: one ratings computation, not a
+            # replay of its own (before issue 26 the page drew a K = 32 Elo of its own).
+            await page.wait_for_selector("#standings tbody tr")
+            rows = await page.locator("#standings tbody tr").evaluate_all(
+                "rs => rs.map(r => [...r.children].map(c => c.textContent))"
+            )
+            elo = {r[0]: float(r[-1]) for r in rows}
+            legend = await page.locator("#rating-chart .legend").all_inner_texts()
+            assert len(legend) == len(elo) == 2
+            for item in legend:
+                _, agent, value = item.split()
+                assert abs(elo[agent] - float(value)) <= 0.5 + 1e-9, (agent, elo, legend)
             await _shot(page, tmp_path, "live-h2h.png")
             await browser.close()
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -94,6 +95,8 @@ def test_sigterm_stops_a_run_like_ctrl_c_and_an_empty_nats_url_means_embedded(tm
     (folder,) = [p for p in runs.iterdir() if p.is_dir()]
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["interrupted"] == "SIGTERM" and summary["matches"] >= 1
+    # The exact command that continues the run, as Ctrl-C prints it (issue 26).
+    assert shlex.join(["spielbus", "run", str(cfg), "--resume", str(folder)]) in out, out
     lines = (folder / "matches.jsonl").read_text().splitlines()
     assert len(lines) >= summary["matches"]
     assert not Path(store).exists(), "the embedded server's temporary store was left behind"
@@ -156,3 +159,38 @@ def test_wait_flags_take_finite_non_negative_seconds(tmp_path: Path) -> None:
         assert out.returncode == 2 and flag in out.stderr, out.stderr
     out = _run(["referee", "--drain-grace", "-5"])
     assert out.returncode == 2 and "--drain-grace" in out.stderr
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_ctrl_c_while_the_agents_are_checked_is_a_line_not_a_traceback(tmp_path: Path) -> None:
+    """Ctrl-C before the run folder exists (the agents' options are being checked, which takes a
+    minute on a loaded machine) says there is nothing to resume; it used to print a traceback."""
+    run = subprocess.Popen(
+        [*SPIELBUS, "run", str(_cfg(tmp_path)), "--run-dir", str(tmp_path / "runs"), "--quiet", *QUIET_PORTS],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        # As at a terminal: a background shell may have left SIGINT ignored for its children.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not any(b"--check" in _cmdline(c) for c in _children(run.pid)):
+            assert run.poll() is None and time.monotonic() < deadline, run.stdout.read() if run.stdout else ""
+            time.sleep(0.02)
+        run.send_signal(signal.SIGINT)
+        out, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130, out
+    assert "nothing to resume" in out and "Traceback" not in out, out
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
