@@ -83,6 +83,15 @@ EXHAUSTIVE_MAX = 3
 EXHAUSTIVE_BUDGET = 300_000
 
 
+def open_engine(path: str) -> chess.engine.SimpleEngine:
+    """Stockfish with one thread and a small hash (the searches are then deterministic). Its start
+    may wait as long as a search's wall cap: on a loaded machine it took longer than python-chess's
+    default 10 s to answer `uci`, and a generator run died before its first game."""
+    engine = chess.engine.SimpleEngine.popen_uci(path, timeout=WALL_CAP_SECONDS)
+    engine.configure({"Threads": 1, "Hash": 32})
+    return engine
+
+
 def _mate_for_mover(info: chess.engine.InfoDict, board: chess.Board) -> int | None:
     score = info.get("score")
     if score is None:
@@ -222,8 +231,7 @@ def relabel(args: argparse.Namespace) -> int:
     keep: list[Puzzle] = []
     moved: list[Puzzle] = []
     unchecked = dropped = 0
-    engine = chess.engine.SimpleEngine.popen_uci(path)
-    engine.configure({"Threads": 1, "Hash": 32})
+    engine = open_engine(path)
     try:
         for p in puzzles:
             row = done.get(p.id)
@@ -301,8 +309,7 @@ def derive(args: argparse.Namespace) -> int:
     fens = {p.fen for p in puzzles}
     ids = {p.id for p in puzzles}
     added: list[Puzzle] = []
-    engine = chess.engine.SimpleEngine.popen_uci(path)
-    engine.configure({"Threads": 1, "Hash": 32})
+    engine = open_engine(path)
     try:
         for d in range(args.depths[1], args.depths[0] - 1, -1):
             have = [p for p in puzzles + added if p.depth == d]
@@ -362,8 +369,7 @@ def reverify(args: argparse.Namespace, path: str) -> int:
     puzzles = load_puzzles(out)
     done = {p.id for p in load_puzzles(tmp)} if tmp.exists() else set()
     failed = set(failed_path.read_text().split()) if failed_path.exists() else set()
-    engine = chess.engine.SimpleEngine.popen_uci(path)
-    engine.configure({"Threads": 1, "Hash": 32})
+    engine = open_engine(path)
     try:
         for p in puzzles:
             if p.id in done or p.id in failed:
@@ -413,8 +419,7 @@ def check(args: argparse.Namespace) -> int:
     # Deepest first: that is where shorter mates hide, so a run cut short has checked those.
     puzzles = sorted(puzzles, key=lambda p: -p.depth)
     bad: list[str] = []
-    engine = chess.engine.SimpleEngine.popen_uci(path)
-    engine.configure({"Threads": 1, "Hash": 32})
+    engine = open_engine(path)
     started = time.monotonic()
     try:
         for p in puzzles:
@@ -479,8 +484,7 @@ def generate(args: argparse.Namespace) -> int:
     counts = {d: sum(p.depth == d for p in have) for d in depths}
     fens = {p.fen for p in have}
     deadline = time.monotonic() + args.minutes * 60 if args.minutes else None
-    engine = chess.engine.SimpleEngine.popen_uci(path)
-    engine.configure({"Threads": 1, "Hash": 32})
+    engine = open_engine(path)
     try:
         while any(c < args.per_depth for c in counts.values()):
             if deadline is not None and time.monotonic() > deadline:

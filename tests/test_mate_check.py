@@ -143,3 +143,19 @@ def test_derive_tops_up_a_depth_from_the_next(tmp_path: Path) -> None:
     # A second run adds nothing: depth 3 has its count.
     assert make_main(["--derive", str(out), "--out", str(path), "--depths", "3-3", "--per-depth", "1"]) == 0
     assert len(load_puzzles(path)) == 2
+
+
+@needs_stockfish
+def test_a_slow_engine_start_is_waited_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """On a loaded machine Stockfish took over python-chess's default 10 s to answer `uci` and a
+    generator run died at start; make_puzzles waits as long as its wall cap. A stand-in binary
+    that sleeps 12 s before starting the real Stockfish plays the loaded machine."""
+    slow = tmp_path / "slow-stockfish"
+    slow.write_text(f"#!/bin/sh\nsleep 12\nexec {find_stockfish()}\n")
+    slow.chmod(0o755)
+    path = tmp_path / "one.jsonl.gz"
+    first = next(p for p in load_puzzles(DEFAULT_PATH) if p.depth == 3)
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write(first.model_dump_json() + "\n")
+    assert make_main(["--check", str(path), "--stockfish", str(slow)]) == 0
+    assert "1 of 1 exactly as labelled" in capsys.readouterr().out
