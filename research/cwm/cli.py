@@ -271,6 +271,7 @@ async def _run(
         progress.update(bar, completed=task.budget)
         values: list[ValueCandidate] = []
         chosen = None
+        no_value_score = None
         if (
             args.values > 0
             and out.code is not None
@@ -292,7 +293,7 @@ async def _run(
                 choice = check_and_rank(
                     out.code, values, states, T.initial_state(game), game.num_players(), seed=task.seed
                 )
-                chosen = choice.chosen
+                chosen, no_value_score = choice.chosen, choice.no_value_score
     await client.aclose()
     rep = report(
         task,
@@ -303,6 +304,7 @@ async def _run(
                 for v in values
             ],
             "value_function": chosen,
+            "no_value_function_score": no_value_score,
             "trajectories": len(trajs),
             "llm": config.label(),
         },

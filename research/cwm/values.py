@@ -3,6 +3,11 @@ Playing"): several candidates written by the LLM, checked in the sandbox (a fini
 every player, the reward at terminal states), the best chosen by a round-robin tournament of
 MCTS with each candidate on the synthesized model. Not refined: there is no ground truth.
 
+"No value function" (MCTS with random rollouts, as the paper's agent plays without one) is an
+entrant of the tournament too (appendix D.4: "Agents using different value functions (or
+potentially no value function) compete"): a candidate is chosen only if it scores more than it
+does; otherwise the model folder names none and the agent plays with rollouts.
+
 Each candidate is checked and searches in a sandbox of its own; the tournament's games are
 played and scored in this process on a sandbox that holds only the model, so a candidate can
 sway neither another's check nor the score.
@@ -35,10 +40,14 @@ class ValueCandidate:
     score: float = 0.0
 
 
+NO_VALUE = "none"  # the tournament's entrant without a value function (random rollouts)
+
+
 @dataclass
 class ValueChoice:
     candidates: list[ValueCandidate] = field(default_factory=list)
-    chosen: str | None = None
+    chosen: str | None = None  # None: no candidate beat searching without a value function
+    no_value_score: float | None = None  # that entrant's score (None: it did not play)
 
 
 def value_prompt(game: str, rules: str, model_code: str, states: list[dict[str, Any]]) -> str:
@@ -110,9 +119,11 @@ def check_and_rank(
     games: int = 4,
     simulations: int = 40,
     seed: int = 0,
+    no_value: bool = True,
 ) -> ValueChoice:
-    """Check each candidate in a sandbox of its own, then a round robin among the valid ones,
-    played and scored here; the highest mean return wins."""
+    """Check each candidate in a sandbox of its own, then a round robin among the valid ones and
+    (with `no_value`) MCTS without a value function, played and scored here; the highest total
+    of mean returns wins, ties going to no value function (a value function must earn its place)."""
     choice = ValueChoice(candidates=candidates)
     boxes: dict[str, Sandbox] = {}
     try:
@@ -147,17 +158,25 @@ def check_and_rank(
             else:
                 c.ok = True
         valid = [c for c in candidates if c.ok]
-        for a, b in itertools.combinations(valid, 2):
+        none = ValueCandidate(NO_VALUE, "", ok=True)
+        entrants = ([none] if no_value and valid else []) + valid
+        # The entrant without a value function searches on the model alone (`value` None: rollouts).
+        seat_of: dict[str, tuple[Sandbox, str | None]] = {c.name: (boxes[c.name], c.name) for c in valid}
+        seat_of[NO_VALUE] = (game, None)
+        for a, b in itertools.combinations(entrants, 2):
             try:
-                r = duel(game, (boxes[a.name], a.name), (boxes[b.name], b.name), initial_state, num_players,
+                r = duel(game, seat_of[a.name], seat_of[b.name], initial_state, num_players,
                          games=games, simulations=simulations, seed=seed)  # fmt: skip
             except SandboxError as exc:
                 a.problem = b.problem = f"tournament: {cap(str(exc), 300)}"
                 break
             a.score += r
             b.score -= r
-        if valid:
-            choice.chosen = max(valid, key=lambda c: c.score).name
+        if no_value and valid:
+            choice.no_value_score = none.score
+        if entrants:
+            best = max(entrants, key=lambda c: c.score)  # the first of equals: no value function
+            choice.chosen = None if best is none else best.name
         return choice
     finally:
         for sb in boxes.values():
@@ -166,8 +185,8 @@ def check_and_rank(
 
 def duel(
     game: Sandbox,
-    a: tuple[Sandbox, str],
-    b: tuple[Sandbox, str],
+    a: tuple[Sandbox, str | None],
+    b: tuple[Sandbox, str | None],
     initial_state: Any,
     num_players: int,
     *,
@@ -176,7 +195,8 @@ def duel(
     seed: int,
     timeout_s: float = 120.0,
 ) -> float:
-    """MCTS with value function A against MCTS with value function B, seats alternating; each
+    """MCTS with value function A against MCTS with value function B (a name None: random
+    rollouts, no value function), seats alternating; each
     searches in its own sandbox from the full state (a tournament between value functions, not a
     test of inference). The game is played and scored here on the model of `game`, which holds
     no value function. Returns A's mean return (0 for a game the model could not play)."""
