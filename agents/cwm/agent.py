@@ -42,6 +42,7 @@ from agents.cwm.harness import TERMINAL, norm
 from agents.cwm.model_dir import ModelDirError, load_meta
 from agents.cwm.sandbox import Limits, Sandbox, SandboxError, SandboxUnavailable, check_available
 from bus.protocol import MatchEnded, MatchStarted, MoveStats, Turn
+from games.loader import GameSpecError, parse_spec
 
 log = logging.getLogger(__name__)
 FINAL_CHECK_S = 20.0  # wall clock for the check of a match's final step (off any turn's clock)
@@ -85,6 +86,10 @@ class CwmStrategy(Strategy):
         self.meta = load_meta(self.folder)
         self.value = self.meta["value_function"] if options.value_function else None
         self.games = (self.meta["game"],)
+        try:  # parameters in a canonical order, as a turn's `game.label()` writes them
+            self.game_label = parse_spec(self.meta["game"]).label()
+        except GameSpecError:
+            self.game_label = str(self.meta["game"])  # no turn will match it: the model fails each
         self.sandbox: Sandbox | None = None
         self.lock = asyncio.Lock()
         # Online accuracy over every step this agent observed (turns and final steps, all matches).
@@ -173,7 +178,7 @@ class CwmStrategy(Strategy):
         result: dict[str, Any] = {}
         async with self.lock:
             try:
-                if turn.game.name != self.meta["game"] or turn.game.params:
+                if turn.game.label() != self.game_label:
                     raise SandboxError(
                         "game", f"the model is of {self.meta['game']}, the turn of {turn.game.label()}"
                     )

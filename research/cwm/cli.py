@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from agents.cwm.model_dir import ModelDirError, load_meta
+from agents.cwm.reference import REFERENCE
 
 if TYPE_CHECKING:  # imported where used: `spielbus cwm eval` needs neither the LLM layer nor OpenSpiel
     import pyspiel
@@ -36,7 +37,7 @@ if TYPE_CHECKING:  # imported where used: `spielbus cwm eval` needs neither the 
     from agents.llm.server import EmbeddedServer
     from research.cwm.synthesize import Task
 
-REFERENCE_GAMES = ("tic_tac_toe", "connect_four", "kuhn_poker", "leduc_poker")
+REFERENCE_GAMES = tuple(REFERENCE)  # game specs with a hand-written model (agents/cwm/reference)
 DEFAULT_HELDOUT_GAMES = 100
 DEFAULT_HELDOUT_TRANSITIONS = 10_000
 

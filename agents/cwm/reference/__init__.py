@@ -8,5 +8,15 @@ from pathlib import Path
 HERE = Path(__file__).parent
 
 
+# Game spec (as `spielbus cwm reference` and a model folder's meta name it) -> module here.
+REFERENCE = {
+    "tic_tac_toe": "tic_tac_toe",
+    "connect_four": "connect_four",
+    "kuhn_poker": "kuhn_poker",
+    "leduc_poker": "leduc_poker",
+    "mnk(m=6,n=6,k=4)": "gen_tic_tac_toe",  # generalized tic-tac-toe (appendix I.4)
+}
+
+
 def reference_code(game: str) -> str:
-    return (HERE / f"{game}.py").read_text()
+    return (HERE / f"{REFERENCE.get(game, game)}.py").read_text()
