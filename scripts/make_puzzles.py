@@ -71,7 +71,12 @@ from games.chess.puzzles import DEFAULT_PATH, DEPTHS, Puzzle, PuzzleError, check
 # Node counts, not times: a busy machine then changes how long generation takes, not what the
 # searches see (and a seed gives the same suite). The wall caps only guard against a stuck engine.
 FIND_NODES = 5_000_000
-WALL_CAP_SECONDS = 120.0
+# The wall cap is a guard against a stuck engine, so it is far above a search's usual time: at
+# 120 s, on this 2-core machine at load 30 to 35 (about 17,000 nodes a second for a nice-10
+# process), 2,000,000-node checks were cut short ("unknown") and 5,000,000-node mate searches
+# missed mates, so the generator threw away most of its candidates.
+WALL_CAP_SECONDS = 900.0
+ENGINE_START_SECONDS = 120.0
 STRONG = chess.engine.Limit(depth=14, nodes=150_000)
 WEAK = chess.engine.Limit(nodes=5_000)
 WALK_BACK = chess.engine.Limit(depth=16, nodes=300_000)
@@ -85,9 +90,9 @@ EXHAUSTIVE_BUDGET = 300_000
 
 def open_engine(path: str) -> chess.engine.SimpleEngine:
     """Stockfish with one thread and a small hash (the searches are then deterministic). Its start
-    may wait as long as a search's wall cap: on a loaded machine it took longer than python-chess's
+    may take up to ENGINE_START_SECONDS: on a loaded machine it took longer than python-chess's
     default 10 s to answer `uci`, and a generator run died before its first game."""
-    engine = chess.engine.SimpleEngine.popen_uci(path, timeout=WALL_CAP_SECONDS)
+    engine = chess.engine.SimpleEngine.popen_uci(path, timeout=ENGINE_START_SECONDS)
     engine.configure({"Threads": 1, "Hash": 32})
     return engine
 
@@ -201,7 +206,10 @@ def _read_results(path: Path | None, nodes: int) -> dict[str, dict[str, Any]]:
     if path is not None and path.exists():
         for line in path.read_text().splitlines():
             row = json.loads(line)
-            # A mate found is found at any budget; "none" stands only from at least this budget.
+            # A mate found is found at any budget; "none" stands only from at least this budget;
+            # "unknown" (the wall cap cut the search short) proves nothing and is searched again.
+            if row["how"] == "unknown":
+                continue
             if row["mate"] is not None or row["how"] == "exhaustive" or row["nodes"] >= nodes:
                 done[row["id"]] = row
     return done

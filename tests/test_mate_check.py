@@ -159,3 +159,29 @@ def test_a_slow_engine_start_is_waited_for(tmp_path: Path, capsys: pytest.Captur
         fh.write(first.model_dump_json() + "\n")
     assert make_main(["--check", str(path), "--stockfish", str(slow)]) == 0
     assert "1 of 1 exactly as labelled" in capsys.readouterr().out
+
+
+@needs_stockfish
+def test_a_rerun_searches_again_where_the_wall_cap_cut_a_search(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An "unknown" verdict (the wall cap stopped the search on a loaded machine) proves nothing:
+    a rerun with the same --results must search that puzzle again, not fail it again."""
+    path = tmp_path / "one.jsonl.gz"
+    first = next(p for p in load_puzzles(DEFAULT_PATH) if p.depth == 5)
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write(first.model_dump_json() + "\n")
+    results = tmp_path / "verdicts.jsonl"
+    cut = {
+        "id": first.id,
+        "depth": 5,
+        "nodes": 200000,
+        "mate": None,
+        "line": [],
+        "how": "unknown",
+        "seconds": 120.4,
+    }
+    results.write_text(json.dumps(cut) + "\n")
+    assert make_main(["--check", str(path), "--nodes", "200000", "--results", str(results)]) == 0
+    assert "1 of 1 exactly as labelled" in capsys.readouterr().out
+    assert json.loads(results.read_text().splitlines()[-1])["how"] == "stockfish 200000 nodes"
