@@ -60,7 +60,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from bus.subjects import REFEREE_SERVICE, Subjects, check_agent_name
+from bus.subjects import LADDER_BUCKET, REFEREE_SERVICE, Subjects, check_agent_name
 
 Role = Literal["agent", "referee", "spectator", "botcheck"]
 
@@ -198,6 +198,20 @@ def botcheck_permissions(name: str, subjects: Subjects) -> dict[str, Any]:
     }
 
 
+def _ladder_bucket_api() -> list[str]:
+    """The ladder's key-value bucket (`spielbus ladder`, referee/ladder_store.py): create it, write
+    and purge keys, read them (direct get, and the key listing's ordered consumer)."""
+    stream = f"KV_{LADDER_BUCKET}"
+    return [
+        f"$JS.API.STREAM.CREATE.{stream}",
+        f"$JS.API.STREAM.MSG.GET.{stream}",
+        f"$JS.API.DIRECT.GET.{stream}",
+        f"$JS.API.DIRECT.GET.{stream}.>",
+        f"$KV.{LADDER_BUCKET}.>",
+        *_read_stream_api(stream),
+    ]
+
+
 def referee_permissions(subjects: Subjects) -> dict[str, Any]:
     matches, schedule = _streams(subjects)
     p = subjects.prefix
@@ -216,6 +230,7 @@ def referee_permissions(subjects: Subjects) -> dict[str, Any]:
                 f"$JS.API.STREAM.MSG.GET.{matches}",
                 *_read_stream_api(matches),
                 *_read_stream_api(schedule),
+                *_ladder_bucket_api(),
             ]
         },
         "subscribe": {

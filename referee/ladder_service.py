@@ -39,6 +39,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -340,7 +341,7 @@ class Ladder:
                 except Exception:
                     log.warning("ladder: a leaderboard listener failed", exc_info=True)
 
-    def leaderboard(self) -> dict[str, object]:
+    def leaderboard(self) -> dict[str, Any]:
         """What the live page shows: the rows with live status (in the pool, benched and why)."""
         now = self.clock()
         benched = self.quarantine.benched(now)

@@ -21,16 +21,18 @@ import math
 import re
 from collections import defaultdict
 
+import nats.errors
 from nats.js.client import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError, NoKeysError
 from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bus.protocol import MatchRecord, MatchSpec
+from bus.subjects import LADDER_BUCKET
 from referee.config import RatingsConfig
 from referee.ratings import record_pairs
 
-BUCKET = "SPIELBUS_LADDER"
+BUCKET = LADDER_BUCKET  # the one bucket the referee account may use under accounts (bus/auth.py)
 _KEY_SAFE = re.compile(r"[^-=a-zA-Z0-9]")
 
 
@@ -110,7 +112,13 @@ class LadderStore:
         try:
             kv = await js.key_value(bucket)
         except Exception:  # nats-py raises BucketNotFoundError or a NotFound API error by version
-            kv = await js.create_key_value(bucket=bucket, history=1)
+            try:
+                kv = await js.create_key_value(bucket=bucket, history=1)
+            except nats.errors.TimeoutError as exc:  # under accounts: a bucket the login may not use
+                raise ConnectionError(
+                    f"cannot open the key-value bucket {bucket} (under accounts the referee login may "
+                    f"use {LADDER_BUCKET} only)"
+                ) from exc
         return cls(kv)
 
     async def record(self, result: LadderResult) -> bool:

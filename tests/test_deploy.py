@@ -252,7 +252,9 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
                 cmd = _local(cmd, {**paths, **ports})
                 local_cmds[name] = cmd
                 procs[name] = _start(cmd, env)
-                ready = r"referee worker on" if name == "referee" else rf"agent {name} \(.*\) ready"
+                ready = {"referee": r"referee worker on", "ladder": r"ladder \S+ on "}.get(
+                    name, rf"agent {name} \(.*\) ready"
+                )
                 _wait_line(procs[name], ready)
                 if "--metrics-port" in cmd:
                     port = cmd[cmd.index("--metrics-port") + 1]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from typing import Any, cast
+from typing import Any
 
 from nats.aio.client import Client as NATS
 from nats.micro import add_service
@@ -64,7 +64,7 @@ async def referee(nc: NATS) -> AsyncIterator[RefereeWorker]:
 
 
 def _rows(ladder: Ladder) -> list[dict[str, Any]]:
-    return cast(list[dict[str, Any]], ladder.leaderboard()["rows"])
+    return list(ladder.leaderboard()["rows"])
 
 
 def _names(ladder: Ladder) -> set[str]:
