@@ -86,6 +86,7 @@ class CwmStrategy(Strategy):
         self.meta = load_meta(self.folder)
         self.value = self.meta["value_function"] if options.value_function else None
         self.games = (self.meta["game"],)
+        self.inference = self.meta.get("inference", "history")  # resample_history, or H.4's resample_state
         try:  # parameters in a canonical order, as a turn's `game.label()` writes them
             self.game_label = parse_spec(self.meta["game"]).label()
         except GameSpecError:
@@ -106,7 +107,14 @@ class CwmStrategy(Strategy):
         left = 15.0 if end is None else max(0.05, end - time.monotonic())
         # The code goes in over the pipe: the model folder (its tests, its report) stays outside.
         code = (self.folder / "model.py").read_text()
-        loaded = sb.call("load", code=code, name="model", imperfect=self.meta["imperfect"], timeout=left)
+        loaded = sb.call(
+            "load",
+            code=code,
+            name="model",
+            imperfect=self.meta["imperfect"],
+            inference=self.inference,
+            timeout=left,
+        )
         if not loaded.get("ok"):
             sb.close()
             raise SandboxError(str(loaded.get("error")), str(loaded.get("detail", ""))[:300])
@@ -170,6 +178,7 @@ class CwmStrategy(Strategy):
                 history=history,
                 closed_deck=self.meta["closed_deck"],
                 determinizations=self.o.determinizations,
+                inference=self.inference,
             )
         else:
             args["actions"] = [h.text or "" for h in turn.history]
@@ -265,6 +274,7 @@ class CwmStrategy(Strategy):
             args.update(
                 history=[*ctx.data.get("pairs", []), [msg.observation, None]],
                 closed_deck=self.meta["closed_deck"],
+                inference=self.inference,
             )
         else:
             args["actions"] = [h.text or "" for h in msg.history]

@@ -75,8 +75,10 @@ def load_module(name: str, code: str, base: dict[str, Any] | None = None) -> typ
     return mod
 
 
-def missing_api(mod: types.ModuleType, imperfect: bool) -> list[str]:
-    names = list(API) + (["resample_history"] if imperfect else [])
+def missing_api(mod: types.ModuleType, imperfect: bool, inference: str = "history") -> list[str]:
+    """The API functions `mod` lacks; an imperfect-information model needs its inference function:
+    `resample_history` (H.3, H.5) or, with `inference` "state", `resample_state` (H.4)."""
+    names = list(API) + ([f"resample_{inference}"] if imperfect else [])
     return [n for n in names if not callable(getattr(mod, n, None))]
 
 
@@ -236,6 +238,24 @@ def resample_actions(
                 history[-1][0]
             ):
                 return state, actions
+        except Exception:
+            continue
+    return None
+
+
+def resample_state(
+    m: Any, history: list[list[Any]], seat: int, tries: int, terminal: bool = False
+) -> Any | None:
+    """Appendix H.4 at play time: up to `tries` calls of `resample_state`; the first state that
+    shows the seat its last observation, at its turn (or, with `terminal`, at the end), is kept."""
+    want = TERMINAL if terminal else seat
+    for _ in range(tries):
+        try:
+            state = m.resample_state(copy.deepcopy(history), seat)
+            if m.get_current_player(state) == want and norm(m.get_observations(state)[seat]) == norm(
+                history[-1][0]
+            ):
+                return state
         except Exception:
             continue
     return None

@@ -48,6 +48,9 @@ def load_meta(folder: Path, need_model: bool = True) -> dict[str, Any]:
     for key, ok in checks.items():
         if key not in meta or not ok(meta[key]):
             raise ModelDirError(f"{path}: key {key!r} is missing or invalid")
+    # Optional (absent in older folders: "history"): which inference function the model has.
+    if meta.get("inference", "history") not in ("history", "state"):
+        raise ModelDirError(f'{path}: key \'inference\' must be "history" or "state"')
     if need_model:
         model = folder / "model.py"
         if not model.is_file():

@@ -28,7 +28,7 @@ from typing import Any
 from agents.cwm import harness
 
 DETAIL_CAP = 2000  # characters of error text sent back (the caller caps again)
-API_CALLS = (*harness.API, "resample_history")
+API_CALLS = (*harness.API, "resample_history", "resample_state")
 MODULES: dict[str, Any] = {}
 
 
@@ -55,7 +55,7 @@ def _load(args: dict[str, Any]) -> dict[str, Any]:
     except BaseException:
         return {"ok": False, "error": "import", "detail": _tb()}
     if name == "model":
-        missing = harness.missing_api(mod, bool(args.get("imperfect")))
+        missing = harness.missing_api(mod, bool(args.get("imperfect")), _inference(args))
         if missing:
             return {"ok": False, "error": "api", "detail": f"missing functions: {', '.join(missing)}"}
     elif not callable(getattr(mod, "value_function", None)):
@@ -75,7 +75,10 @@ def _search(args: dict[str, Any]) -> dict[str, Any]:
     if args.get("history") is not None:  # imperfect information: resample, then ISMCTS
         roots = []
         for _ in range(int(args.get("determinizations", 8))):
-            s = harness.resample(m, initial, args["history"], seat, 10, bool(args.get("closed_deck")))
+            if _inference(args) == "state":  # H.4: the inference function gives the state itself
+                s = harness.resample_state(m, args["history"], seat, 10)
+            else:
+                s = harness.resample(m, initial, args["history"], seat, 10, bool(args.get("closed_deck")))
             if s is not None:
                 roots.append(s)
         stats["resampled"] = len(roots)
@@ -114,6 +117,11 @@ def _search(args: dict[str, Any]) -> dict[str, Any]:
     return {"ok": True, "result": out}
 
 
+def _inference(args: dict[str, Any]) -> str:
+    """The model's inference function: "history" (`resample_history`, H.3/H.5) or "state" (H.4)."""
+    return "state" if args.get("inference") == "state" else "history"
+
+
 def _final(args: dict[str, Any]) -> dict[str, Any]:
     """The model's view of a finished match's last state, for the `cwm` agent's online check of
     the final step: the player to act (terminal: -4), the seat's observation and every player's
@@ -122,6 +130,25 @@ def _final(args: dict[str, Any]) -> dict[str, Any]:
     m = MODULES["model"]
     seat = int(args["seat"])
     initial = args["initial_state"]
+    if args.get("history") is not None and _inference(args) == "state":
+        # H.4: a state, no history to sum along: the returns are the final state's rewards.
+        end = harness.resample_state(m, args["history"], seat, 10, terminal=True)
+        if end is None:
+            return {
+                "ok": False,
+                "error": "inference",
+                "detail": "no resampled state shows the final observation",
+            }
+        returns = [float(r) for r in list(m.get_rewards(end))[: int(args["num_players"])]]
+        return {
+            "ok": True,
+            "result": {
+                "current_player": m.get_current_player(end),
+                "observation": harness.norm(m.get_observations(end)[seat]),
+                "returns": returns,
+                "resampled": True,
+            },
+        }
     if args.get("history") is not None:
         found = harness.resample_actions(
             m, initial, args["history"], seat, 10, bool(args.get("closed_deck")), terminal=True

@@ -69,13 +69,16 @@ def run_candidate(
     imperfect: bool,
     limits: Limits | None = None,
     tests_timeout_s: float = TESTS_TIMEOUT_S,
+    inference: str = "history",
 ) -> Run:
     v = Verdict(total=len(tests))
     kinds = frozenset(t["kind"] for t in tests)
     sandbox = Sandbox(limits=limits or Limits(cpu_s=int(tests_timeout_s) + 10))
     try:
         sandbox.start()
-        loaded = sandbox.call("load", timeout=LOAD_TIMEOUT_S, code=code, name="model", imperfect=imperfect)
+        loaded = sandbox.call(
+            "load", timeout=LOAD_TIMEOUT_S, code=code, name="model", imperfect=imperfect, inference=inference
+        )
         if not loaded.get("ok"):
             v.reason, v.detail = str(loaded.get("error"))[:40], cap(str(loaded.get("detail", "")), DETAIL_CAP)
             return Run(v, kinds=kinds)

@@ -61,6 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     deck.add_argument("--open-deck", dest="closed_deck", action="store_false", help="(default)")
     deck.add_argument("--closed-deck", dest="closed_deck", action="store_true", help="no hidden information")
     s.set_defaults(closed_deck=False)  # open deck unless asked (store_false would default to True)
+    s.add_argument(
+        "--inference",
+        choices=["history", "state"],
+        default="history",
+        help="imperfect information: resample_history (H.3/H.5, default) or resample_state (H.4, open deck)",
+    )
     s.add_argument("--refine", choices=["conversation", "tree"], default="tree")
     s.add_argument("--budget", type=int, default=10, help="LLM calls for the model (default 10)")
     s.add_argument("--values", type=int, default=3, help="value-function candidates (0: none)")
@@ -161,7 +167,10 @@ def _synthesize(args: argparse.Namespace, console: Console) -> int:
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         _err(f"spielbus cwm: {exc}")
         return 2
-    tests = T.build_tests(game, trajs, closed, seed=args.seed)
+    if args.inference == "state" and closed:
+        _err("spielbus cwm: --inference state is hidden-state inference with an open deck (appendix H.4)")
+        return 2
+    tests = T.build_tests(game, trajs, closed, seed=args.seed, inference=args.inference)
     task = Task(
         game=args.game,
         rules=rules_text(game),
@@ -174,6 +183,7 @@ def _synthesize(args: argparse.Namespace, console: Console) -> int:
         temperature=args.temperature,
         seed=args.seed,
         tests_on_init=max(1, args.tests_in_prompt),
+        inference=args.inference,
     )
     try:
         config, server = _llm_config(args)

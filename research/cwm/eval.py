@@ -36,15 +36,22 @@ def evaluate(
     inf: list[dict[str, Any]] = []
     if meta["imperfect"]:
         inf = T.inference_tests(
-            trajs, game.num_players(), meta["closed_deck"], "heldout_inference", T.spec_of(game)
-        )
+            trajs, game.num_players(), meta["closed_deck"], "heldout_inference", T.spec_of(game),
+            meta.get("inference", "history"),
+        )  # fmt: skip
         if len(inf) > MAX_INFERENCE_CASES:
             inf = rng.sample(inf, MAX_INFERENCE_CASES)
         init = T.initial_state(game)
         for t in inf:
             t["initial_state"] = init
         tests += inf
-    run = run_candidate(code, tests, imperfect=meta["imperfect"], tests_timeout_s=600)
+    run = run_candidate(
+        code,
+        tests,
+        imperfect=meta["imperfect"],
+        tests_timeout_s=600,
+        inference=meta.get("inference", "history"),
+    )
     return {
         "game": meta["game"],
         "deck": "closed" if meta["closed_deck"] else "open",

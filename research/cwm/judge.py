@@ -92,6 +92,10 @@ class RemoteModel:
             )
         return result
 
+    def resample_state(self, history: Any, player_id: int) -> Any:
+        result, _ = self.call("resample_state", history, player_id)
+        return result
+
     def resample_history(self, *args: Any) -> list[Any]:
         result, kind = self.call("resample_history", *args)
         if not isinstance(result, list):
@@ -163,10 +167,25 @@ class TrueGame:
         st.apply_action(ids[texts.index(text)])
 
 
+def _state_inference(m: Any, t: dict[str, Any]) -> None:
+    """Appendix H.4: `resample_state` must give a state that shows the seat its last observation;
+    also (beyond H.4's unit test, since the agent searches from it) at the seat's turn. A state is
+    not a history: nothing here can replay it on the true game."""
+    history = t["obs_action_history"]
+    pid = t["player_id"]
+    state = m.resample_state(copy.deepcopy(history), pid)
+    _check(f"get_observations(resample_state(...))[{pid}]", history[-1][0], m.get_observations(state)[pid])
+    _check("get_current_player(resample_state(...))", pid, m.get_current_player(state))
+
+
 def _inference(m: Any, t: dict[str, Any]) -> None:
     """Appendix H.3 (open deck) / H.5 (closed deck, `last_is_terminal` given); with `game`, the
     resampled history is also replayed on the true game, and at a terminal observation the
-    model's reward for the seat must be the true game's return of that history."""
+    model's reward for the seat must be the true game's return of that history. A test with
+    `inference` "state" is H.4's instead (`_state_inference`)."""
+    if t.get("inference") == "state":
+        _state_inference(m, t)
+        return
     history = t["obs_action_history"]
     pid = t["player_id"]
     state = copy.deepcopy(t["initial_state"])

@@ -26,15 +26,17 @@ def write_model_dir(out: Path, task: Any, result: dict[str, Any], game: Any, tra
         "num_players": game.num_players(),
         "initial_state": initial_state(game),
         "value_function": result["report"].get("value_function"),
+        "inference": getattr(task, "inference", "history"),
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     (out / "tests.json").write_text(json.dumps(task.tests) + "\n")
     (out / "report.json").write_text(json.dumps(result["report"], indent=1) + "\n")
 
 
-def write_reference_dir(out: Path, game_name: str) -> None:
+def write_reference_dir(out: Path, game_name: str, inference: str = "history") -> None:
     """A model folder holding a hand-written reference model (`agents/cwm/reference/`), marked
-    as such in report.json: for tests, benchmarks and trying the agent without an LLM."""
+    as such in report.json: for tests, benchmarks and trying the agent without an LLM. With
+    `inference` "state" the agent resamples with the model's `resample_state` (appendix H.4)."""
     from agents.cwm.reference import reference_code
     from games.loader import load_game
     from games.view import is_perfect_information
@@ -52,6 +54,7 @@ def write_reference_dir(out: Path, game_name: str) -> None:
         "num_players": game.num_players(),
         "initial_state": T.initial_state(game),
         "value_function": None,
+        "inference": inference,
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     (out / "tests.json").write_text("[]\n")

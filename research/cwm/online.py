@@ -62,7 +62,8 @@ def online_tests(
             tests += T.transition_tests([steps], f"online_{k}")
         if meta["imperfect"]:
             n, closed = game.num_players(), meta["closed_deck"]
-            cases = T.inference_tests([steps], n, closed, f"online_inference_{k}", T.spec_of(game))
+            how = meta.get("inference", "history")
+            cases = T.inference_tests([steps], n, closed, f"online_inference_{k}", T.spec_of(game), how)
             inference += [t for t in cases if t["player_id"] in seats]
     if len(tests) > MAX_CASES:
         tests = rng.sample(tests, MAX_CASES)
@@ -94,7 +95,13 @@ def online_accuracy(
     if not tests:
         return row
     code = (Path(folder) / "model.py").read_text()
-    run = run_candidate(code, tests, imperfect=meta["imperfect"], tests_timeout_s=600)
+    run = run_candidate(
+        code,
+        tests,
+        imperfect=meta["imperfect"],
+        tests_timeout_s=600,
+        inference=meta.get("inference", "history"),
+    )
     row["online_transition_accuracy"] = run.accuracy("transition") if n_trans else None
     row["online_inference_accuracy"] = run.accuracy("inference") if n_inf else None
     row["online_failure"] = run.verdict.summary() if run.verdict.reason else None

@@ -18,9 +18,13 @@ def template(name: str) -> str:
     return (HERE / f"{name}.txt").read_text()
 
 
-def signature(imperfect: bool, closed_deck: bool) -> str:
+def signature(imperfect: bool, closed_deck: bool, inference: str = "history") -> str:
+    """H.2's signature, plus for imperfect-information games the inference function: H.3 (open
+    deck), H.5 (closed deck) or, with `inference` "state", H.4's `resample_state`."""
     sig = template("signature_perfect")
-    if imperfect:
+    if imperfect and inference == "state":
+        sig += template("signature_state")
+    elif imperfect:
         sig += template("signature_history_closed" if closed_deck else "signature_history_open")
     return sig
 
@@ -51,6 +55,14 @@ def render_test(t: dict[str, Any], error: str | None = None) -> str:
             )
         if t.get("action") is not None:
             body.append(f"self.assertEqual({_lit(t['next_state'])}, apply_action(state, {t['action']!r}))")
+    elif t["kind"] == "inference" and t.get("inference") == "state":  # H.4's unit test
+        body.append(f"obs_action_history = {_lit(t['obs_action_history'])}")
+        body.append(f"player_id = {t['player_id']}")
+        body.append("resampled_state = resample_state(obs_action_history, player_id)")
+        body.append(
+            "self.assertEqual(obs_action_history[-1][0], get_observations(resampled_state)[player_id])"
+        )
+        body.append("self.assertEqual(player_id, get_current_player(resampled_state))")
     elif t["kind"] == "inference":
         body.append(f"state = {_lit(t['initial_state'])}")
         body.append(f"obs_action_history = {_lit(t['obs_action_history'])}")

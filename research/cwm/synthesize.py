@@ -67,6 +67,7 @@ class Task:
     temperature: float = 0.7
     seed: int = 0
     tests_on_init: int = NUM_TESTS_ON_INIT  # per kind, in the first prompt (small-context models: fewer)
+    inference: Literal["history", "state"] = "history"  # "state": H.4's resample_state
 
 
 @dataclass
@@ -136,7 +137,7 @@ class Synthesizer:
         if code is None:
             run = Run(_no_code(len(t.tests)), kinds=frozenset(x["kind"] for x in t.tests))
         else:
-            run = run_candidate(code, t.tests, imperfect=t.imperfect)
+            run = run_candidate(code, t.tests, imperfect=t.imperfect, inference=t.inference)
         failing, err = _failing(run)
         att = Attempt(
             call=self.out.llm_calls,
@@ -159,7 +160,7 @@ class Synthesizer:
         t = self.task
         shown = P.pick_tests(t.tests, t.tests_on_init, None)
         return P.tree_prompt(
-            t.game, t.rules, P.signature(t.imperfect, t.closed_deck), P.render_tests(shown), None
+            t.game, t.rules, P.signature(t.imperfect, t.closed_deck, t.inference), P.render_tests(shown), None
         )
 
     def _done(self, run: Run) -> bool:
@@ -201,7 +202,7 @@ class Synthesizer:
                 prompt = P.tree_prompt(
                     t.game,
                     t.rules,
-                    P.signature(t.imperfect, t.closed_deck),
+                    P.signature(t.imperfect, t.closed_deck, t.inference),
                     _feedback(t, node["run"]),
                     node["code"],
                 )

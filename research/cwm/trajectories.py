@@ -208,11 +208,13 @@ def inference_tests(
     closed_deck: bool,
     prefix: str = "inference",
     game: str | None = None,
+    inference: str = "history",
 ) -> list[dict[str, Any]]:
     """H.3 / H.5 tests. With `game` (a spec) each also names the true game, on which the judge
     replays the resampled history (every action, chance outcomes included, must be legal there)
     and, at a closed-deck terminal observation, compares the model's reward for the seat with
-    the true game's return of that history."""
+    the true game's return of that history. With `inference` "state", H.4's tests (the seat's
+    turns only; the judge asks `resample_state` for a state showing the last observation)."""
     tests = []
     for ti, steps in enumerate(trajs):
         initial = steps[0]["state"] if not closed_deck else None
@@ -222,8 +224,10 @@ def inference_tests(
             for seat in seats:
                 if seat < 0:
                     continue
+                extra = {"inference": "state"} if inference == "state" else {}
                 tests.append(
                     {
+                        **extra,
                         "id": f"{prefix}_{ti}_{si}_{seat}",
                         "kind": "inference",
                         "initial_state": initial,
@@ -249,16 +253,21 @@ def initial_state(game: pyspiel.Game) -> dict[str, Any]:
 
 
 def build_tests(
-    game: pyspiel.Game, trajs: list[list[dict[str, Any]]], closed_deck: bool, seed: int = 0
+    game: pyspiel.Game,
+    trajs: list[list[dict[str, Any]]],
+    closed_deck: bool,
+    seed: int = 0,
+    inference: str = "history",
 ) -> list[dict[str, Any]]:
-    """The unit tests of a synthesis (see the module docstring for what each deck keeps)."""
+    """The unit tests of a synthesis (see the module docstring for what each deck keeps);
+    `inference` "state": H.4's hidden-state inference tests instead of H.3's."""
     n = game.num_players()
     perfect = is_perfect_information(game)
     tests: list[dict[str, Any]] = []
     if not closed_deck or perfect:
         tests += transition_tests(trajs)
     if not perfect:
-        inf = inference_tests(trajs, n, closed_deck, game=spec_of(game))
+        inf = inference_tests(trajs, n, closed_deck, game=spec_of(game), inference=inference)
         init = initial_state(game)
         for t in inf:
             t["initial_state"] = init

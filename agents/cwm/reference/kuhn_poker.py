@@ -1,5 +1,6 @@
 """A code world model of two-player Kuhn poker in the CWM API (states {"history", "text"}),
-with the hidden-history inference function `resample_history` (appendix H.3 / H.5)."""
+with the hidden-history inference function `resample_history` (appendix H.3 / H.5) and the
+hidden-state one `resample_state` (H.4)."""
 
 import random
 
@@ -75,3 +76,11 @@ def resample_history(obs_action_history, player_id, last_is_terminal=False):
     deals = [mine, other] if player_id == 0 else [other, mine]
     inverse = {v: k for k, v in MOVES.items()}
     return [f"Deal:{c}" for c in deals] + [inverse[b] for b in bets]
+
+
+def resample_state(obs_action_history, player_id):
+    """Appendix H.4: a state (not a history) that recreates the seat's last observation."""
+    state = {"history": [], "text": _text([])}
+    for action in resample_history(obs_action_history, player_id):
+        state = apply_action(state, action)
+    return state

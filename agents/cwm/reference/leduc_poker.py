@@ -1,5 +1,6 @@
 """A code world model of two-player Leduc poker in the CWM API (states {"history", "text"}),
-with the hidden-history inference function `resample_history` (appendix H.3 / H.5).
+with the hidden-history inference function `resample_history` (appendix H.3 / H.5) and the
+hidden-state one `resample_state` (H.4).
 
 Cards 0..5 are J, J, Q, Q, K, K (rank = card // 2). Each player antes 1 of 100 chips; a
 round ends when everyone called after the last raise (or all checked); raises are 2 in the
@@ -192,3 +193,11 @@ def resample_history(obs_action_history, player_id, last_is_terminal=False):
         if get_observations({"history": history})[player_id] == last:
             break
     return history
+
+
+def resample_state(obs_action_history, player_id):
+    """Appendix H.4: a state (not a history) that recreates the seat's last observation."""
+    state = {"history": [], "text": _text(_replay([]))}
+    for action in resample_history(obs_action_history, player_id):
+        state = apply_action(state, action)
+    return state
