@@ -104,3 +104,24 @@ async def test_cwm_agent_resamples_states(nc, tmp_path):
         stats = mine[-1].stats.model_dump()
         assert stats["model_failures"] == 0 and stats["simulations"] > 0
         assert stats["online_inference_accuracy"] == 1.0 and stats["online_transition_accuracy"] == 1.0
+
+
+def test_synthesize_refuses_state_inference_with_a_closed_deck(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {
+        "PYTHONPATH": str(Path(__file__).resolve().parents[1]),
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(tmp_path),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-m", "research.cwm", "synthesize", "kuhn_poker", "--llm", "http://127.0.0.1:9/v1",
+         "--closed-deck", "--inference", "state", "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    assert (
+        proc.returncode == 2
+        and "--inference state is hidden-state inference with an open deck" in proc.stderr
+    )

@@ -162,13 +162,13 @@ def _synthesize(args: argparse.Namespace, console: Console) -> int:
         return 2
     imperfect = not is_perfect_information(game)
     closed = bool(args.closed_deck) and imperfect
+    if args.inference == "state" and closed:
+        _err("spielbus cwm: --inference state is hidden-state inference with an open deck (appendix H.4)")
+        return 2
     try:
         trajs = _training_trajectories(args, console)
     except (FileNotFoundError, ValueError, RuntimeError) as exc:
         _err(f"spielbus cwm: {exc}")
-        return 2
-    if args.inference == "state" and closed:
-        _err("spielbus cwm: --inference state is hidden-state inference with an open deck (appendix H.4)")
         return 2
     tests = T.build_tests(game, trajs, closed, seed=args.seed, inference=args.inference)
     task = Task(
