@@ -254,7 +254,9 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
     sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
     sub.add_parser(
-        "cwm", help="code world models: `spielbus cwm synthesize GAME ...`, `cwm eval DIR`", add_help=False
+        "cwm",
+        help="code world models: `spielbus cwm synthesize GAME ...`, `cwm eval DIR`, `cwm reject DIR...`",
+        add_help=False,
     )
     sub.add_parser(
         "selfplay",

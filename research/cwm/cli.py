@@ -5,6 +5,7 @@ folder's matches.jsonl), unit tests from them, LLM synthesis with refinement in 
 value-function candidates ranked by a tournament; writes DIR (see docs/cwm.md).
 eval: held-out accuracy of DIR's model (transitions and inference) as a Table 1 row; with
 --online RUN_DIR --agent NAME also the online columns (research.cwm.online).
+reject: appendix F's tournament among several model folders of one game (research.cwm.reject).
 
 Exit codes: 0 done, 1 the LLM server or sandbox failed at run time, 2 bad input (names the
 flag, game or file) or no sandbox on this machine (one line: what to install or enable; the
@@ -78,6 +79,15 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("reference", help="write the hand-written reference model of GAME as a model folder")
     r.add_argument("game", choices=sorted(REFERENCE_GAMES))
     r.add_argument("--out", required=True)
+    j = sub.add_parser(
+        "reject", help="appendix F: a tournament among model folders of one game rejects bad ones"
+    )
+    j.add_argument("dirs", nargs="+", help="model folders of one two-player game (the paper: 5 syntheses)")
+    j.add_argument("--repeats", type=int, default=50, help="games per pairing and host (default 50)")
+    j.add_argument("--simulations", type=int, default=100, help="(IS)MCTS simulations per move (default 100)")
+    j.add_argument("--margin", type=float, default=0.1, help="share of the utility range (default 0.1)")
+    j.add_argument("--seed", type=int, default=0)
+    j.add_argument("--json", action="store_true", help="print the verdict as JSON")
     e = sub.add_parser("eval", help="held-out transition and inference accuracy of a synthesized model")
     e.add_argument("dir", help="a folder written by `spielbus cwm synthesize`")
     e.add_argument("--games", type=int, default=DEFAULT_HELDOUT_GAMES, help="held-out games (default 100)")
@@ -406,11 +416,49 @@ def _eval(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _reject(args: argparse.Namespace, console: Console) -> int:
+    from agents.cwm.sandbox import SandboxUnavailable, check_available
+    from research.cwm.reject import reject_bad_models
+
+    if len(args.dirs) < 2 or args.repeats < 1 or args.simulations < 1 or not 0 <= args.margin <= 1:
+        _err("spielbus cwm reject: two or more folders; --repeats, --simulations at least 1; --margin 0 to 1")
+        return 2
+    try:
+        for d in args.dirs:
+            load_meta(Path(d))
+        check_available()
+        verdict = reject_bad_models(
+            [Path(d) for d in args.dirs], repeats=args.repeats, simulations=args.simulations,
+            margin=args.margin, seed=args.seed,
+        )  # fmt: skip
+    except (ModelDirError, SandboxUnavailable, ValueError) as exc:
+        _err(f"spielbus cwm reject: {exc}")
+        return 2
+    rows = [
+        {"dir": str(e.folder), "mean_payoff": round(e.mean, 4), "games": len(e.payoffs),
+         "failures": e.failures, "rejected": e.rejected}
+        for e in verdict.entrants
+    ]  # fmt: skip
+    if args.json:
+        print(json.dumps({"entrants": rows, "best": verdict.best, "utility_range": verdict.utility_range,
+                          "threshold": verdict.threshold}))  # fmt: skip
+        return 0
+    for row in rows:
+        mark = "rejected" if row["rejected"] else "kept"
+        console.print(f"{mark:9} {row['dir']}  mean {row['mean_payoff']:+.4f}  "
+                      f"({row['games']} games, {row['failures']} failed)", highlight=False)  # fmt: skip
+    console.print(f"threshold {verdict.threshold:+.4f} (best {verdict.best:+.4f} minus {args.margin:g} "
+                  f"of the observed range {verdict.utility_range:g})", highlight=False)  # fmt: skip
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     console = Console(stderr=False)
     if args.command == "synthesize":
         return _synthesize(args, console)
+    if args.command == "reject":
+        return _reject(args, console)
     if args.command == "reference":
         from research.cwm.model_files import write_reference_dir
 
