@@ -16,6 +16,7 @@ REFERENCE = {
     "leduc_poker": "leduc_poker",
     "mnk(m=6,n=6,k=4)": "gen_tic_tac_toe",  # generalized tic-tac-toe (appendix I.4)
     "army5x5a": "army5x5a",  # generalized chess (appendix I.5)
+    "quadranto": "quadranto",  # appendix I.9
 }
 
 
