@@ -4,8 +4,9 @@
 ladder of the file (referee/ladder_service.py) until SIGINT/SIGTERM: it logs in as the referee
 (`--auth DIR`), schedules matches for the referees already on the bus (`spielbus referee`), and
 serves the live page with the leaderboard (`/api/ladder`) and the Prometheus series per entry.
-Stopping it leaves the matches in flight to the referees; a restart counts them once.
-Exit 2 for a bad file, a busy port or a missing login; 1 when the bus cannot be reached.
+Stopping it leaves the matches in flight to the referees; a restart counts them once. Like every
+service it waits for the bus to come up (and rides out its restarts). Exit 2 for a bad file, a
+busy port or a missing login; 1 when the streams cannot be set up.
 
 `spielbus ladder standings` reads every result of the ladder's key-value bucket
 (referee/ladder_store.py; no ladder process needed, only NATS), rates them with Bradley-Terry
@@ -74,8 +75,8 @@ def _standings(argv: Sequence[str]) -> int:
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="spielbus ladder",
-        description="Run a ladder until SIGINT/SIGTERM (docs/ladder.md); `spielbus ladder standings "
-        "--help` prints its table offline.",
+        description="Run a ladder until SIGINT/SIGTERM (docs/ladder.md). `spielbus ladder standings` "
+        "prints its table offline from JetStream (see its --help).",
     )
     p.add_argument("file", metavar="FILE.toml", help="the ladder file (examples/ladder.toml)")
     p.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL)")

@@ -167,3 +167,15 @@ def test_ladder_file_errors_name_the_line() -> None:
         )
     with pytest.raises(ConfigError, match="unknown key"):
         parse_ladder('bogus = 1\n[[games]]\nname = "tic_tac_toe"\n[agents.a]\n[agents.b]\n')
+
+
+def test_rate_limit_is_a_token_bucket() -> None:
+    from referee.ladder_service import RateLimit
+
+    rl = RateLimit(60.0, burst=2, now=0.0)
+    assert rl.available(0.0) == 2
+    rl.take()
+    rl.take()
+    assert rl.available(0.5) == 0  # one match a second: half a token
+    assert rl.available(1.0) == 1
+    assert rl.available(100.0) == 2  # never more than the burst
