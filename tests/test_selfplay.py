@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyspiel
 import pytest
 
 import agents.policy_dataset as ds
@@ -46,6 +47,38 @@ def test_collected_nodes_hold_q_intervals_and_the_eq10_reference(kuhn_data: Path
     for n in jack:
         assert n.q[0] == pytest.approx(-1.25, abs=0.25) and n.q[1] == pytest.approx(-0.5, abs=0.25)
         assert n.reference == pytest.approx([0.45, 0.55])
+
+
+def _exact_uniform_value(state: pyspiel.State, player: int) -> float:
+    """`player`'s expected payoff from `state` when every seat plays uniformly (full recursion)."""
+    if state.is_terminal():
+        return float(state.returns()[player])
+    if state.is_chance_node():
+        return sum(p * _exact_uniform_value(state.child(a), player) for a, p in state.chance_outcomes())
+    legal = state.legal_actions()
+    return sum(_exact_uniform_value(state.child(a), player) for a in legal) / len(legal)
+
+
+def test_rollout_q_intervals_cover_the_exact_values_95_percent(tmp_path: Path) -> None:
+    # Eq. 8's rollout Q-values with their 95% intervals: over many Kuhn nodes the exact value of
+    # each action (the expectation the rollouts sample, at the node's true history, uniform play)
+    # falls inside the interval about 95% of the time. A half-width off by a factor (e.g. the
+    # standard deviation instead of the standard error) puts coverage near 100% or far below 95%.
+    out = tmp_path / "cover"
+    collect("kuhn_poker", "random", out, nodes=150, rollouts=200, seed=11, sample=0.5, workers=1)
+    _, nodes = ds.read_nodes(out)
+    game = pyspiel.load_game("kuhn_poker")
+    inside = total = 0
+    for n in nodes:
+        state = game.new_initial_state()
+        for a in n.history:
+            state.apply_action(a)
+        for act, (lo, hi) in zip(state.legal_actions(n.player), n.ci, strict=True):
+            total += 1
+            inside += lo <= _exact_uniform_value(state.child(act), n.player) <= hi
+    # 300 intervals: a binomial(300, 0.95) count lies in [272, 294] with probability > 0.999.
+    assert total == 300
+    assert 272 <= inside <= 294, f"{inside}/{total} intervals hold the exact value"
 
 
 def _collect_cmd(out: Path, nodes: int) -> list[str]:

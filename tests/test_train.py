@@ -60,6 +60,44 @@ def test_the_reward_scores_the_distribution_the_agent_would_play() -> None:
     assert strict(["1, 3]"], ref, legal) == [-3.0]
 
 
+def test_the_default_reward_is_strict_eq15() -> None:
+    # The paper's eq. 15 with its prompt's "must sum to 1": a sum off by more than 0.01 is invalid.
+    assert TrainSettings().strict_sum is True
+    score = eq15_reward(TrainSettings().strict_sum)
+    ref, legal = [[0.25, 0.75]], [["Pass", "Bet"]]
+    assert score(["0.25, 0.75]"], ref, legal) == [0.0]
+    assert score(["0.3, 0.8]"], ref, legal) == [-3.0]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.skipif(not TRAIN_EXTRA, reason="needs the train extra (make test)")
+def test_constrained_generation_writes_only_an_answer() -> None:
+    # Sampled at temperature 1 from the real SmolLM2, every answer holds only the answer's
+    # alphabet and stops at its first ']' (or the token budget); unconstrained it writes prose.
+    import torch
+
+    from agents.llm.server import find_model
+    from research.coach.train import ANSWER_CHARS, constrain_generation, load_base
+
+    model, tok = load_base(find_model())
+    constrain_generation(model, tok)
+    text = tok.apply_chat_template(
+        [{"role": "user", "content": "Distribution over ['Pass', 'Bet'] as [p1, p2]?"}],
+        tokenize=False, add_generation_prompt=True,
+    ) + "["  # fmt: skip
+    ids = tok(text, return_tensors="pt")
+    torch.manual_seed(0)
+    out = model.generate(
+        **ids, do_sample=True, temperature=1.0, max_new_tokens=10, num_return_sequences=3,
+        pad_token_id=tok.eos_token_id,
+    )  # fmt: skip
+    for row in out:
+        answer = tok.decode(row[ids["input_ids"].shape[1] :], skip_special_tokens=True)
+        assert set(answer) <= ANSWER_CHARS, answer
+        assert "]" not in answer or answer.endswith("]"), answer
+
+
 def test_bad_exports_name_the_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.jsonl"
     bad.write_text(_row("p", [0.5, 0.5], ["A", "B"]) + "\n" + _row("p", [0.7, 0.7], ["A", "B"]) + "\n")
@@ -82,9 +120,12 @@ def test_bad_exports_name_the_line(tmp_path: Path) -> None:
 def test_two_steps_change_the_adapter_and_the_model_plays(tmp_path: Path) -> None:
     export = tiny_export(tmp_path / "export.jsonl")
     out = tmp_path / "model"
+    # Renormalised sums: this test checks the plumbing, and with six answer tokens strict sums
+    # (the default) would leave the group's rewards equal and the adapter unchanged.
     settings = TrainSettings(
-        steps=2, prompts=1, group=4, max_completion=6, save_every=1, learning_rate=1e-3, seed=0
-    )
+        steps=2, prompts=1, group=4, max_completion=6, save_every=1, learning_rate=1e-3, seed=0,
+        strict_sum=False,
+    )  # fmt: skip
     result = train(export, out, settings, progress=False)
     log = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines()]
     assert [e["step"] for e in log] == [1, 2]

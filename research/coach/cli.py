@@ -71,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--batch", type=int, default=15, help="nodes per coach request (default 15, the paper's)")
     k.add_argument("--max-tokens", type=int, default=2048, help="completion budget per request")
     k.add_argument("--limit", type=int, default=None, help="coach at most this many nodes")
+    _server_timeout_flag(k)
     k.add_argument("--quiet", action="store_true")
 
     e = sub.add_parser("export", help="prompt/reference pairs for an RL trainer (GRPO)")
@@ -111,8 +112,21 @@ def _parser() -> argparse.ArgumentParser:
     t1.add_argument("--games-per-pairing", type=int, default=10)
     t1.add_argument("--solve-iterations", type=int, default=1000, help="CFVFP iterations of the yardstick")
     t1.add_argument("--quiet", action="store_true")
+    _server_timeout_flag(t1)
     _train_flags(t1)
     return p
+
+
+def _server_timeout_flag(p: argparse.ArgumentParser) -> None:
+    from research.coach.coach import SERVER_TIMEOUT_S
+
+    p.add_argument(
+        "--server-timeout",
+        type=float,
+        default=SERVER_TIMEOUT_S,
+        help="seconds to wait for an embedded llama.cpp server to answer; it is polled for readiness "
+        f"and fails at once if it dies (default {SERVER_TIMEOUT_S:.0f}: a loaded machine needs minutes)",
+    )
 
 
 def _train_flags(p: argparse.ArgumentParser) -> None:
@@ -138,7 +152,20 @@ def _train_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--save-every", type=int, default=10, help="checkpoint every N steps (default 10)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: the machine is shared)")
-    p.add_argument("--strict-sum", action="store_true", help="score only answers that already sum to 1")
+    p.add_argument(
+        "--sums",
+        choices=["strict", "renormalise"],
+        default="strict",
+        help="strict (default, eq. 15 as the paper states it): an answer is a distribution only if it "
+        "sums to 1 (within 0.01); renormalise: any k non-negative numbers with a positive sum, "
+        "scaled to 1 as the arena's llm_policy agent plays them",
+    )
+    p.add_argument(
+        "--no-constrain",
+        action="store_true",
+        help="sample answers freely (default: only digits, '.', ',', ' ' and ']', ending at the ']', "
+        "as the arena's agent answers under its JSON schema)",
+    )
 
 
 def _progress(quiet: bool, label: str) -> Progress | None:
@@ -254,7 +281,8 @@ def _settings(args: argparse.Namespace) -> TrainSettings:
         save_every=args.save_every,
         seed=args.seed,
         threads=args.threads,
-        strict_sum=args.strict_sum,
+        strict_sum=args.sums == "strict",
+        constrain=not args.no_constrain,
     )
     settings.check()
     return settings
@@ -307,6 +335,7 @@ def _cmd_table1(args: argparse.Namespace) -> int:
             solve_iterations=args.solve_iterations,
             seed=args.seed,
             progress=not args.quiet,
+            server_timeout=args.server_timeout,
         )
     except TrainError as exc:
         print(f"{PROG} table1: {exc}", file=sys.stderr)

@@ -43,6 +43,9 @@ import agents.policy_dataset as ds
 TEMPLATE = Path(__file__).with_name("coach_prompt.md")
 SUM_TOLERANCE = 0.011
 CHANGE_CAP = 0.05
+# Seconds to wait for the embedded llama.cpp server to answer (`--server-timeout`): it is polled
+# for readiness, so a quick start returns at once; 120 s was too short under load (Leduc coach run).
+SERVER_TIMEOUT_S = 900.0
 REASONS = (
     "not_json",
     "bad_shape",
@@ -335,8 +338,14 @@ def _append(path: Path, rows: list[ds.CoachedNode]) -> None:
             ds.append_row(fh, row)
 
 
-def resolve_llm(name: str, base_url: str | None, max_tokens: int) -> tuple[Any, Any]:
-    """(LLMConfig, embedded server or None) for `--llm NAME`."""
+def resolve_llm(
+    name: str, base_url: str | None, max_tokens: int, server_timeout: float = SERVER_TIMEOUT_S
+) -> tuple[Any, Any]:
+    """(LLMConfig, embedded server or None) for `--llm NAME`.
+
+    The embedded server is waited for until it answers (it fails at once if its process dies),
+    for at most `server_timeout` seconds: loading the model and the first grammar-constrained
+    answer took over 120 s on the shared machine under load, so the bound is generous."""
     from agents.llm.config import LLMConfig, LLMOptions
 
     server = None
@@ -351,7 +360,7 @@ def resolve_llm(name: str, base_url: str | None, max_tokens: int) -> tuple[Any, 
         from agents.llm.server import EmbeddedServer
 
         server = EmbeddedServer()
-        server.start()
+        server.start(timeout_s=server_timeout)
         return LLMConfig(base_url=server.base_url, model="smollm2", options=options, timeout_s=600), server
     return LLMConfig(base_url=base_url, model=name, options=options, timeout_s=600), None
 
@@ -361,7 +370,7 @@ def run_coach_cli(args: argparse.Namespace) -> int:
 
     folder = Path(args.dir)
     ds.read_nodes(folder)  # bad input fails here, before any server starts
-    config, server = resolve_llm(args.llm, args.base_url, args.max_tokens)
+    config, server = resolve_llm(args.llm, args.base_url, args.max_tokens, args.server_timeout)
     try:
         client = LLMClient(config)
 

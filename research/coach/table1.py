@@ -37,6 +37,7 @@ import agents.policy_dataset as ds
 from agents.llm.server import EmbeddedServer, find_model
 from bus.protocol import MatchRecord
 from games.loader import parse_spec
+from research.coach.coach import SERVER_TIMEOUT_S
 from research.coach.export import export
 from research.coach.train import TrainSettings, train
 
@@ -221,6 +222,7 @@ def table1(
     solve_iterations: int = 1000,
     seed: int = 0,
     progress: bool = True,
+    server_timeout: float = SERVER_TIMEOUT_S,
 ) -> dict[str, Any]:
     meta, _ = ds.read_nodes(data)
     out.mkdir(parents=True, exist_ok=True)
@@ -245,7 +247,7 @@ def table1(
     stack = float(parse_spec(meta.game).params.get("stack", 100))
     try:
         for s in servers.values():
-            s.start(timeout_s=600)
+            s.start(timeout_s=server_timeout)
         toml = out / "table1.toml"
         runs = out / "runs"
         toml.write_text(

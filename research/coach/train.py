@@ -11,13 +11,13 @@ Prompts are the export's messages under the model's chat template, followed by `
 is written as a JSON array of probabilities, which is how the arena's `llm_policy` agent
 (`mode = "distribution"`, `constrain` on) decodes it, under a JSON schema that forces an array.
 A completion is cut after its first `]` (where the schema ends the arena's answer) and scored by
-eq. 15 (`-sum_a w_a |omega(a) - omega*(a)|`, appendix C weights, `research.coach.reward`) where
-omega is the distribution the arena's agent would play for that answer: k non-negative numbers,
-renormalised as `llm_policy` does by default; anything else scores `invalid_reward`.
-`--strict-sum` scores only answers that already sum to 1 (`reward.score_text`). A group whose
+eq. 15 (`-sum_a w_a |omega(a) - omega*(a)|`, appendix C weights, `research.coach.reward`).
+By default (`--sums strict`, the paper's eq. 15 with its prompt's "must sum to 1") omega is the
+answer's k numbers only if they sum to 1 within 0.01 (`reward.score_text`); anything else scores
+`invalid_reward`. `--sums renormalise` scores the distribution the arena's agent would play
+instead: k non-negative numbers, renormalised as `llm_policy` does by default. A group whose
 answers all score the same teaches nothing (GRPO's advantages are zero), which is why the
-answer starts at `[` and sums are renormalised: unconstrained, the 135M model almost never
-writes a distribution that sums to 1 (0 of 16 sampled answers on a Kuhn prompt).
+answer starts at `[`; docs/coach.md has the measured share of valid answers under each mode.
 
 Out (DIR): `checkpoints/` (TRL's checkpoints, every `--save-every` steps; running the same
 command again resumes from the last one and stops at `--steps` in all), `train_log.jsonl` (one
@@ -67,7 +67,11 @@ class TrainSettings:
     save_every: int = 10
     seed: int = 0
     threads: int = 1
-    strict_sum: bool = False  # score only answers that already sum to 1 (reward.py's parse)
+    # Eq. 15 as the paper states it: omega must be a distribution (its prompt: "The probabilities
+    # must sum to 1"), so an answer that does not sum to 1 scores invalid_reward. False is the
+    # named option `--sums renormalise` (scale k non-negative numbers to 1, as llm_policy plays).
+    strict_sum: bool = True
+    constrain: bool = True  # sample answers in the arena's alphabet (constrain_generation)
 
     def check(self) -> None:
         for name in ("steps", "prompts", "lora_r", "lora_alpha", "max_completion", "save_every", "threads"):
@@ -98,6 +102,7 @@ class TrainResult:
     step_seconds: list[float] = field(default_factory=list)
     step_cpu_seconds: list[float] = field(default_factory=list)
     rewards: list[float] = field(default_factory=list)
+    valid_shares: list[float | None] = field(default_factory=list)  # answers that were a distribution
     adapter_change: float = 0.0  # sum of |B| over the LoRA B matrices (0 before training)
     replaced: int = 0
 
@@ -176,18 +181,98 @@ def score_answer(answer: str, ref: list[float], legal: list[str], strict_sum: bo
     return invalid_reward(legal) if probs is None else reward(probs, ref, legal)
 
 
-def eq15_reward(strict_sum: bool) -> Any:
+@dataclass
+class AnswerCounts:
+    """Answers scored since the last step log, and how many were a valid distribution."""
+
+    answers: int = 0
+    valid: int = 0
+
+    def take(self) -> tuple[int, int]:
+        out = (self.answers, self.valid)
+        self.answers = self.valid = 0
+        return out
+
+
+def eq15_reward(strict_sum: bool, counts: AnswerCounts | None = None) -> Any:
     """A TRL reward function: eq. 15 of each answer against its row's reference."""
 
     def eq15(
         completions: list[Any], reference: list[list[float]], legal_actions: list[list[str]], **_: Any
     ) -> list[float]:
-        return [
+        scores = [
             score_answer(answer_text(c), ref, legal, strict_sum)
             for c, ref, legal in zip(completions, reference, legal_actions, strict=True)
         ]
+        if counts is not None:
+            counts.answers += len(scores)
+            counts.valid += sum(
+                s > invalid_reward(legal) for s, legal in zip(scores, legal_actions, strict=True)
+            )
+        return scores
 
     return eq15
+
+
+# --- the answer's alphabet ------------------------------------------------------------------------
+
+ANSWER_CHARS = frozenset("0123456789., ]")
+
+
+def answer_token_mask(tok: Any) -> tuple[list[bool], list[int]]:
+    """Per vocabulary id: may it appear in an answer (only digits, '.', ',', ' ', ']'), and the ids
+    that hold a ']' (the answer ends there)."""
+    vocab = len(tok)
+    allowed, closing = [False] * vocab, []
+    for i in range(vocab):
+        text = tok.decode([i])
+        if text and set(text) <= ANSWER_CHARS:
+            allowed[i] = True
+            if "]" in text:
+                closing.append(i)
+    return allowed, closing
+
+
+def constrain_generation(model: Any, tok: Any) -> None:
+    """Make `model.generate` write answers in the arena's alphabet.
+
+    The arena's `llm_policy` agent decodes its answer under a JSON schema (an array of numbers);
+    unconstrained, SmolLM2 sampled at temperature 1 wrote 0 of 64 strict distributions and 1 of 64
+    renormalisable ones on the Hold'em export (docs/coach.md), so every GRPO group scored the same
+    and nothing could be learned. This mask is the training-side counterpart of that schema:
+    tokens of digits, '.', ',', ' ' and ']' only, and the end of text once a ']' is written (an
+    approximation: it does not force exactly k numbers, which is what is learned). TRL calls
+    `generate` on the wrapped model, which reaches this instance's `generate`."""
+    import torch
+    from transformers import LogitsProcessor, LogitsProcessorList
+
+    allowed, closing = answer_token_mask(tok)
+    eos = int(tok.eos_token_id)
+    allowed[eos] = True
+    blocked = ~torch.tensor(allowed + [False] * max(0, model.config.vocab_size - len(allowed)))
+    closing_ids = torch.tensor(closing)
+    original = model.generate
+
+    class AnswerAlphabet(LogitsProcessor):
+        def __init__(self, start: int) -> None:
+            self.start = start
+
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            scores = scores.masked_fill(blocked[: scores.shape[-1]].to(scores.device), float("-inf"))
+            done = torch.isin(input_ids[:, self.start :], closing_ids.to(input_ids.device)).any(dim=1)
+            if bool(done.any()):
+                keep = scores[done, eos].clone()
+                scores[done] = float("-inf")
+                scores[done, eos] = keep.clamp(min=0.0)  # only the end of text remains
+            return scores
+
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        ids: Any = kwargs.get("input_ids", args[0] if args else None)
+        processors = LogitsProcessorList(kwargs.pop("logits_processor", None) or [])
+        processors.append(AnswerAlphabet(int(ids.shape[1])))
+        return original(*args, logits_processor=processors, **kwargs)
+
+    model.generate = generate
 
 
 # --- the base model -------------------------------------------------------------------------------
@@ -258,6 +343,9 @@ def train(
     model, tok = load_base(base)
     if not tok.chat_template:
         raise TrainError(f"{base}: the model's tokenizer has no chat template")
+    if settings.constrain:
+        constrain_generation(model, tok)
+    counts = AnswerCounts()
     data = Dataset.from_list(
         [
             {
@@ -318,24 +406,30 @@ def train(
             if not logs or "reward" not in logs:
                 return
             now, cpu = time.monotonic(), time.process_time()
-            entry = {
+            answers, valid = counts.take()
+            share = round(valid / answers, 4) if answers else None
+            wall, cpu_s = round(now - self.t, 3), round(cpu - self.cpu, 3)  # cpu: this process, all threads
+            entry: dict[str, Any] = {
                 "step": int(state.global_step),
                 "reward": float(logs["reward"]),
                 "reward_std": float(logs.get("reward_std", 0.0)),
                 "loss": float(logs.get("loss", 0.0)),
-                "seconds": round(now - self.t, 3),
-                "cpu_seconds": round(cpu - self.cpu, 3),  # this process, all its threads
+                "answers": answers,
+                "valid_share": share,
+                "seconds": wall,
+                "cpu_seconds": cpu_s,
             }
             self.t, self.cpu = now, cpu
-            result.step_seconds.append(entry["seconds"])
-            result.step_cpu_seconds.append(entry["cpu_seconds"])
-            result.rewards.append(entry["reward"])
+            result.step_seconds.append(wall)
+            result.step_cpu_seconds.append(cpu_s)
+            result.rewards.append(float(logs["reward"]))
+            result.valid_shares.append(share)
             with open(log_path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(entry) + "\n")
 
     trainer = GRPOTrainer(
         model=model,
-        reward_funcs=[eq15_reward(settings.strict_sum)],
+        reward_funcs=[eq15_reward(settings.strict_sum, counts)],
         args=args,
         train_dataset=data,
         processing_class=tok,
@@ -373,6 +467,7 @@ def train(
         "step_seconds": result.step_seconds,
         "step_cpu_seconds": result.step_cpu_seconds,
         "rewards": result.rewards,
+        "valid_shares": result.valid_shares,
         "adapter_change": result.adapter_change,
         "replaced_tensors": result.replaced,
         "model": str(out / "model.gguf"),
