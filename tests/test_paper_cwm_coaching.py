@@ -55,7 +55,7 @@ def _check_sources(out: Path, cells: list[Cell]) -> None:
             lines = (out / c.run / "matches.jsonl").read_text().splitlines()
             assert len(lines) == c.games == 2 and c.policy == "forfeit", c
         elif c.name.endswith("test_transition") or c.name.endswith("test_inference"):
-            for folder in c.note.split(", "):
+            for folder in c.note.removeprefix("model folders ").split(" (")[0].split(", "):
                 assert json.loads((out / folder / "eval.json").read_text())["failure"] is None
 
 

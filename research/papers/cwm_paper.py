@@ -205,7 +205,7 @@ class CwmReport:
             "run": f"models/{key}",
             "model": model,
             "seed": EVAL_SEED,
-            "note": ", ".join(models.folders),
+            "note": "model folders " + ", ".join(models.folders) + " (eval.json beside each)",
         }
         if metric == "llm_calls":
             calls = [float(report_of(self.out, f).get("llm_calls") or 0) for f in models.folders]
