@@ -26,7 +26,8 @@ from research.papers.report import plot_win_rates, table_rows, write_markdown
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="spielbus paper", description=__doc__.split("\n\n")[0])
     p.add_argument("name", choices=list(PAPERS), help="the paper (docs/papers.md)")
-    p.add_argument("table", nargs="?", default=None, help="one table (minimax_tot: table1); default all")
+    tables = "; ".join(f"{n}: {', '.join(paper.tables)}" for n, paper in PAPERS.items() if paper.tables)
+    p.add_argument("table", nargs="?", default=None, help=f"one table ({tables}); default all")
     p.add_argument(
         "--llm",
         default=None,
