@@ -24,7 +24,8 @@ mid-match leaves its spec to be redelivered by JetStream to another referee.
 
 Limits: two-player games (the config refuses others); the quarantine and the rate limiter live
 in memory (a restart forgets benches); a pending match without a record after
-`pending_timeout_s` is given up uncounted. Scheduling is one round per `probe_s` or per counted
+`pending_timeout_s` is given up uncounted; so is a spec whose publish was stored by JetStream but
+whose ack never came back through an outage (it is played, not counted). Scheduling is one round per `probe_s` or per counted
 result, whichever is first.
 """
 
@@ -169,8 +170,13 @@ class Ladder:
             log.info("ladder: %s joined as %s", m.name, m.entry)
         for m in left:
             log.info("ladder: %s (%s) left", m.name, m.entry)
-        await self._sweep()
-        await self._schedule()
+        try:
+            await self._sweep()
+            await self._schedule()
+        except Exception:
+            # The bus away mid-round (a KV write or a publish that ran out of retries): the state
+            # in the bucket is consistent (see `_submit`), so the next round simply goes on.
+            log.warning("ladder: a round failed; trying again next round", exc_info=True)
 
     # -- scheduling ---------------------------------------------------------------------------
 
@@ -235,7 +241,15 @@ class Ladder:
         # Stored before it is sent: a ladder killed in between sends it again on restart.
         await self.store.add_pending(pending)
         self.pending[spec.match_id] = pending
-        await self._publish(spec)
+        try:
+            await self._publish(spec)
+        except Exception:
+            # Not sent: forget it here; a pending key left in the bucket is sent again by the
+            # next start (`_resume`), or given up after `pending_timeout_s`.
+            self.pending.pop(spec.match_id, None)
+            with contextlib.suppress(Exception):
+                await self.store.drop_pending(spec.match_id)
+            raise
         self.scheduled += 1
         log.info("ladder: scheduled %s: %s (%s)", spec.match_id, " vs ".join(seats), label)
 

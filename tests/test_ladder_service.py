@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from nats.aio.client import Client as NATS
@@ -16,12 +18,15 @@ from nats.micro.service import ServiceConfig
 
 from agents.random_agent import RandomStrategy
 from bus.connect import connect
+from bus.process import die_with_parent, free_port, stop_process
 from bus.protocol import GameSpec
+from bus.server import find_binary
 from referee.ladder_config import LadderAgent, LadderConfig, QuarantineConfig, parse_ladder
 from referee.ladder_service import Ladder
 from referee.ladder_store import LadderStore
 from referee.worker import RefereeWorker
 from tests.helpers import raw_responder, serving, uid, until
+from tests.test_ladder_store import _listening
 
 
 def _config(agents: list[str], **kw: object) -> LadderConfig:
@@ -154,6 +159,43 @@ async def test_faulting_entry_is_benched_with_its_reason(nats_url: str) -> None:
                     await svc.stop()
     finally:
         await nc.drain()
+
+
+async def test_nats_restart_mid_run(tmp_path: Path) -> None:
+    """nats-server stopped and started again on the same store folder while the ladder runs: the
+    ladder rides it out (it does not crash while the bus is away) and goes on counting, each once."""
+    port = free_port()
+    cmd = [find_binary(), "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(tmp_path)]
+    url = f"nats://127.0.0.1:{port}"
+
+    def start() -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=die_with_parent
+        )
+
+    proc = start()
+    a, b = uid("ra"), uid("rb")
+    cfg = _config([a, b])
+    try:
+        await _listening(port)
+        nc = await connect(url, name="ladder-restart", service=True)
+        async with referee(nc), serving(nc, RandomStrategy.from_options({"seed": 1}), a):
+            async with serving(nc, RandomStrategy.from_options({"seed": 2}), b):
+                ladder = Ladder(nc, cfg)
+                async with running(nc, ladder):
+                    await until(lambda: len(ladder.results) >= 3, "three results", 120)
+                    stop_process(proc, grace_s=10)
+                    await until(lambda: not nc.is_connected, "the ladder saw the bus go", 30)
+                    await asyncio.sleep(2)  # a few rounds of the ladder with the bus away
+                    n = len(ladder.results)
+                    proc = start()
+                    await until(lambda: len(ladder.results) >= n + 3, "counting again after the restart", 180)
+        store = await LadderStore.open(nc.jetstream(), cfg.bucket)
+        ids = [r.match_id for r in await store.results()]
+        assert len(ids) == len(set(ids)) and len(ids) >= n + 3
+        await nc.drain()
+    finally:
+        stop_process(proc, grace_s=10)
 
 
 def test_ladder_file_errors_name_the_line() -> None:
