@@ -25,8 +25,8 @@ mid-match leaves its spec to be redelivered by JetStream to another referee.
 Limits: two-player games (the config refuses others); the quarantine and the rate limiter live
 in memory (a restart forgets benches); a pending match without a record after
 `pending_timeout_s` is given up uncounted; so is a spec whose publish was stored by JetStream but
-whose ack never came back through an outage (it is played, not counted). Scheduling is one round per `probe_s` or per counted
-result, whichever is first.
+whose ack never came back through an outage (it is played, not counted). Scheduling is one round
+per `probe_s` or per counted result, whichever is first.
 """
 
 from __future__ import annotations
