@@ -17,6 +17,7 @@ REFERENCE = {
     "mnk(m=6,n=6,k=4)": "gen_tic_tac_toe",  # generalized tic-tac-toe (appendix I.4)
     "army5x5a": "army5x5a",  # generalized chess (appendix I.5)
     "quadranto": "quadranto",  # appendix I.9
+    "hand_of_war": "hand_of_war",  # appendix I.10
 }
 
 
