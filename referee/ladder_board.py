@@ -1,4 +1,5 @@
-"""The ladder's leaderboard: per game, each entry's games, Bradley-Terry rating and 95% interval.
+"""The ladder's leaderboard: per game, each entry's games, Bradley-Terry rating and 95% interval
+(and openskill's Plackett-Luce mu and sigma for games of more than two players).
 
 `board(results)` rates the stored results (referee/ladder_store.py) of each game with the
 ratings' own Bradley-Terry and profile-likelihood intervals (referee/ratings.py) and returns
@@ -18,7 +19,7 @@ from pydantic import BaseModel
 
 from referee.config import RatingsConfig
 from referee.ladder_store import LadderResult
-from referee.ratings import _Pair, ratings_from_pairs
+from referee.ratings import PairTally, _Pair
 
 
 class BoardRow(BaseModel):
@@ -29,19 +30,40 @@ class BoardRow(BaseModel):
     bt: float
     bt_low: float
     bt_high: float
+    players: int = 2
+    pl_mu: float | None = None
+    pl_sigma: float | None = None
+
+
+def _comparisons(r: LadderResult, i: int) -> tuple[list[_Pair], list[str], list[int]]:
+    """A result's pairwise comparisons (every pair of seats by place for N players) and places."""
+    if r.seats:
+        pairs = [
+            _Pair(r.seats[a], r.seats[b], 1.0 if ra < rb else 0.0 if ra > rb else 0.5, game="", match=i)
+            for a, ra in enumerate(r.ranks)
+            for b, rb in enumerate(r.ranks)
+            if a < b and r.seats[a] != r.seats[b]
+        ]
+        return pairs, list(r.seats), list(r.ranks)
+    places = [1, 2] if r.score > 0.5 else [2, 1] if r.score < 0.5 else [1, 1]
+    return [_Pair(r.first, r.second, r.score, game="", match=i)], [r.first, r.second], places
 
 
 def game_rows(results: list[LadderResult]) -> list[BoardRow]:
-    """One game's rows (all of `results` are taken as that game's), best first."""
+    """One game's rows (all of `results` are taken as that game's), best first. Bradley-Terry
+    with its interval from the pairwise comparisons; for games of more than two players also
+    openskill's Plackett-Luce (mu, sigma) from each match's whole ranking."""
     games: Counter[str] = Counter()
-    pairs = []
+    tally = PairTally(RatingsConfig())
+    players = 2
     for i, r in enumerate(results):
-        games.update((r.first, r.second))
-        pairs.append(_Pair(r.first, r.second, r.score, game="", match=i))
-    if not pairs:
+        pairs, seats, places = _comparisons(r, i)
+        players = max(players, len(seats))
+        games.update(set(seats))
+        tally.add_match(pairs, seats, places, key=("", ((i, ""),), 1))
+    if not games:
         return []
     game = results[0].game
-    rated = ratings_from_pairs(pairs, sorted(games), RatingsConfig())
     rows = [
         BoardRow(
             game=game,
@@ -51,8 +73,11 @@ def game_rows(results: list[LadderResult]) -> list[BoardRow]:
             bt=x.bt,
             bt_low=x.bt_low,
             bt_high=x.bt_high,
+            players=players,
+            pl_mu=x.pl_mu if players > 2 else None,
+            pl_sigma=x.pl_sigma if players > 2 else None,
         )
-        for x in rated
+        for x in tally.ratings(sorted(games))
     ]
     return sorted(rows, key=lambda r: -r.bt)
 

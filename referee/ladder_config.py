@@ -26,8 +26,8 @@ Agents are not started by the ladder: each joins by serving on the bus under its
 name's login under accounts) and leaves by stopping. Each agent's budget class is shown on the
 leaderboard and enforced by the referee per seat.
 
-Limits: two-player games only (N-player games would need Plackett-Luce planning in
-referee/matchmaking.py; refused with a clear error).
+Games may have any number of players (those of more than two are grouped and rated by openskill;
+referee/ladder_service.py).
 """
 
 from __future__ import annotations

@@ -22,7 +22,12 @@ record is stored is counted; one without is sent again (deduplicated by match id
 stream's window; a referee skips a spec whose record is already stored). A referee killed
 mid-match leaves its spec to be redelivered by JetStream to another referee.
 
-Limits: two-player games (the config refuses others); the quarantine and the rate limiter live
+Games of more than two players are scheduled in groups (`_groups`: the most uncertain entry by
+openskill's sigma with the closest in mu) and rated by openskill's Plackett-Luce beside
+Bradley-Terry (referee/ladder_board.py).
+
+Limits: the N-player grouping is a heuristic, not the information-gain planning of two-player
+games (referee/matchmaking.py); the quarantine and the rate limiter live
 in memory (a restart forgets benches); a pending match without a record after
 `pending_timeout_s` is given up uncounted; so is a spec whose publish was stored by JetStream but
 whose ack never came back through an outage (it is played, not counted). Scheduling is one round
@@ -57,24 +62,29 @@ from referee.ladder_board import BoardRow, board
 from referee.ladder_config import LadderConfig
 from referee.ladder_pool import Pool
 from referee.ladder_quarantine import Quarantine
-from referee.ladder_store import LadderResult, LadderStore, Pending, from_record, win_counts
+from referee.ladder_store import (
+    LadderResult,
+    LadderStore,
+    Pending,
+    from_group_record,
+    from_record,
+    win_counts,
+)
 from referee.matchmaking import next_pairings
 from referee.wake import any_set
 
 log = logging.getLogger(__name__)
 
 
-def check_ladder_games(config: LadderConfig) -> None:
-    """Every game starts and has two players (ConfigError naming the one that does not)."""
+def check_ladder_games(config: LadderConfig) -> dict[str, int]:
+    """Every game starts (ConfigError naming the one that does not); label -> its player count."""
+    out = {}
     for i, game in enumerate(config.games):
         try:
-            n = check_game(game)
+            out[game.label()] = check_game(game)
         except Exception as exc:
             raise ConfigError(f"games[{i}] ({game.label()}): {exc}") from exc
-        if n != 2:
-            raise ConfigError(
-                f"games[{i}] ({game.label()}) has {n} players; the ladder plays two-player games only"
-            )
+    return out
 
 
 class RateLimit:
@@ -125,10 +135,12 @@ class Ladder:
         self._rng = random.Random()
         self._rows_task: asyncio.Task[None] | None = None
         self._rows_dirty = False
+        self.players: dict[str, int] = {}  # game label -> players per match (set by `run`)
 
     # -- the loop ---------------------------------------------------------------------------
 
     async def run(self) -> None:
+        self.players = check_ladder_games(self.config)
         js = self.nc.jetstream()
         await ensure_streams(js, self.subjects)
         self.store = await LadderStore.open(js, self.config.bucket)
@@ -205,22 +217,45 @@ class Ladder:
             label = game.label()
             plays = [m for m in members.values() if "*" in m.games or game.name in m.games]
             entries = {m.entry: m.name for m in plays}
-            pairings = next_pairings(
-                list(entries),
-                win_counts(self.results, label),
-                slots,
-                self._firsts(label),
-                limit=max(1, -(-room // len(games))) if len(games) > 1 else room,
-            )
-            for p in pairings:
-                seats = [entries[p.first], entries[p.second]]
-                await self._submit(
-                    game.label(), seats, {entries[p.first]: p.first, entries[p.second]: p.second}
+            limit = max(1, -(-room // len(games))) if len(games) > 1 else room
+            n = self.players.get(label, 2)
+            if n == 2:
+                pairings = next_pairings(
+                    list(entries), win_counts(self.results, label), slots, self._firsts(label), limit
                 )
-                slots[p.first] -= 1
-                slots[p.second] -= 1
+                groups = [[p.first, p.second] for p in pairings]
+            else:
+                groups = self._groups(label, list(entries), n, slots, limit)
+            for group in groups:
+                await self._submit(label, [entries[e] for e in group], {entries[e]: e for e in group})
+                for e in group:
+                    slots[e] -= 1
                 room -= 1
                 self.limiter.take()
+
+    def _groups(
+        self, label: str, entries: list[str], n: int, slots: dict[str, int], limit: int
+    ) -> list[list[str]]:
+        """Groups of `n` for a game of more than two players: the most uncertain entry (openskill's
+        sigma; unrated first) with the `n - 1` closest in mu that have a free slot, seats shuffled."""
+        mu: dict[str, float] = {e: 25.0 for e in entries}  # openskill's defaults for the unrated
+        sigma: dict[str, float] = {e: 25 / 3 for e in entries}
+        for r in self.rows:
+            if r.game == label and r.entry in mu and r.pl_mu is not None and r.pl_sigma is not None:
+                mu[r.entry], sigma[r.entry] = r.pl_mu, r.pl_sigma
+        free = dict(slots)
+        out: list[list[str]] = []
+        while len(out) < limit:
+            ready = sorted((e for e in entries if free.get(e, 0) > 0), key=lambda e: -sigma[e])
+            if len(ready) < n:
+                break
+            anchor = ready[0]
+            group = [anchor, *sorted(ready[1:], key=lambda e: abs(mu[e] - mu[anchor]))[: n - 1]]
+            self._rng.shuffle(group)
+            for e in group:
+                free[e] -= 1
+            out.append(group)
+        return out
 
     async def _submit(self, label: str, seats: list[str], entries: dict[str, str]) -> None:
         assert self.store is not None
@@ -284,12 +319,15 @@ class Ladder:
         mid = pending.spec.match_id
         if mid not in self.pending:
             return  # counted already (the subscription and the sweep both saw it)
-        result = from_record(record, entries=pending.entries)
+        if len(pending.spec.seats) > 2:
+            result = from_group_record(record, pending.entries)
+        else:
+            result = from_record(record, entries=pending.entries)
         if result is not None and await self.store.record(result):
             self.results.append(result)
             self.counted += 1
             now = self.clock()
-            for entry in (result.first, result.second):
+            for entry in dict.fromkeys(result.seats or [result.first, result.second]):
                 self.quarantine.result(entry, result.faults.get(entry), now)
             self._refresh_rows()
         elif result is None:

@@ -37,7 +37,9 @@ _KEY_SAFE = re.compile(r"[^-=a-zA-Z0-9]")
 
 
 class LadderResult(BaseModel):
-    """One finished two-player ladder match."""
+    """One finished ladder match. Two players: `first`'s `score` against `second`. More players
+    (`from_group_record`): every seat's entry in `seats` and finishing place in `ranks` (1 best),
+    `first`/`second`/`score` the first two seats' comparison."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -47,6 +49,8 @@ class LadderResult(BaseModel):
     score: float = Field(ge=0.0, le=1.0, description="first's score against second")
     game: str = Field(default="", description="the game's label; ratings are kept per game")
     faults: dict[str, str] = Field(default_factory=dict, description="entry -> fault reason, if any")
+    seats: list[str] = Field(default_factory=list, description="N-player: entries in seat order")
+    ranks: list[int] = Field(default_factory=list, description="N-player: finishing place per seat")
 
     @field_validator("score")
     @classmethod
@@ -75,6 +79,25 @@ def from_record(
         score=p.score,
         game=rec.game.label(),
         faults=faults,
+    )
+
+
+def from_group_record(rec: MatchRecord, entries: dict[str, str]) -> LadderResult | None:
+    """A record of more than two seats as a result with every seat's place (rated by openskill's
+    Plackett-Luce and, pair by pair, Bradley-Terry: referee/ladder_board.py); None when unrated."""
+    if len(rec.seats) < 3 or rec.outcome in ("error", "pending") or len(rec.ranks) != len(rec.seats):
+        return None
+    seats = [entries.get(s, s) for s in rec.seats]
+    r0, r1 = rec.ranks[0], rec.ranks[1]
+    return LadderResult(
+        match_id=rec.match_id,
+        first=seats[0],
+        second=seats[1],
+        score=1.0 if r0 < r1 else 0.0 if r0 > r1 else 0.5,
+        game=rec.game.label(),
+        faults={entries.get(f.agent, f.agent): f.reason for f in rec.faults},
+        seats=seats,
+        ranks=list(rec.ranks),
     )
 
 

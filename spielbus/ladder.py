@@ -11,7 +11,8 @@ busy port or a missing login; 1 when the streams cannot be set up.
 `spielbus ladder standings` reads every result of the ladder's key-value bucket
 (referee/ladder_store.py; no ladder process needed, only NATS), rates them with Bradley-Terry
 and its 95% profile-likelihood intervals (referee/ladder_board.py) and prints game, entry, games
-played, rating and interval. Exit 2 when NATS cannot be reached.
+played, rating and interval (and openskill's mu and sigma for games of more than two players).
+Exit 2 when NATS cannot be reached.
 """
 
 from __future__ import annotations
@@ -65,9 +66,10 @@ def _standings(argv: Sequence[str]) -> int:
     except (ConnectionError, OSError) as exc:
         print(f"spielbus ladder: {exc}")
         return 2
-    out = Table("game", "entry", "games", "Bradley-Terry", "95% interval")
+    out = Table("game", "entry", "games", "Bradley-Terry", "95% interval", "openskill mu ± sigma")
     for r in rows:
-        out.add_row(r.game, r.entry, str(r.games), f"{r.bt:.0f}", f"{r.bt_low:.0f} .. {r.bt_high:.0f}")
+        pl = f"{r.pl_mu:.1f} ± {r.pl_sigma:.1f}" if r.pl_mu is not None and r.pl_sigma is not None else ""
+        out.add_row(r.game, r.entry, str(r.games), f"{r.bt:.0f}", f"{r.bt_low:.0f} .. {r.bt_high:.0f}", pl)
     Console().print(out)
     return 0
 

@@ -73,7 +73,7 @@ def _rows(ladder: Ladder) -> list[dict[str, Any]]:
 
 
 def _names(ladder: Ladder) -> set[str]:
-    return {e.split("@")[0] for r in ladder.results for e in (r.first, r.second)}
+    return {e.split("@")[0] for r in ladder.results for e in (r.seats or [r.first, r.second])}
 
 
 async def test_join_leave_and_restart_count_once(nats_url: str) -> None:
@@ -196,6 +196,29 @@ async def test_nats_restart_mid_run(tmp_path: Path) -> None:
         await nc.drain()
     finally:
         stop_process(proc, grace_s=10)
+
+
+async def test_three_player_game_rated_by_openskill(nats_url: str) -> None:
+    """Three-player Kuhn poker among four entries: groups of three, every seat's place stored, the
+    leaderboard with openskill's mu and sigma beside Bradley-Terry."""
+    names = [uid(f"n{i}") for i in range(4)]
+    cfg = _config(names, games=[GameSpec(name="kuhn_poker", params={"players": 3})], concurrency=1)
+    nc = await connect(nats_url, name="ladder-nplayer")
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(referee(nc))
+            for i, n in enumerate(names):
+                await stack.enter_async_context(serving(nc, RandomStrategy.from_options({"seed": i}), n))
+            async with running(nc, Ladder(nc, cfg)) as ladder:
+                await until(lambda: len(ladder.results) >= 6 and len(ladder.rows) == 4, "six results", 120)
+            # Stopped: the leaderboard has caught up with every counted result.
+            assert all(len(r.seats) == 3 and sorted(r.ranks)[0] == 1 for r in ladder.results)
+            assert _names(ladder) == set(names)
+            rows = _rows(ladder)
+            assert all(r["pl_mu"] is not None and r["pl_sigma"] > 0 for r in rows)
+            assert sum(r["games"] for r in rows) == 3 * len(ladder.results)
+    finally:
+        await nc.drain()
 
 
 def test_ladder_file_errors_name_the_line() -> None:

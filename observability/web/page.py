@@ -10,7 +10,8 @@ matrix is computed in the page from the finished two-seat matches of the list; t
 rating chart draws the tournament's own Elo as the feed computed it over time (the
 same numbers as the standings and the run report).
 A ladder process (`spielbus ladder FILE.toml`) adds its leaderboard (`/api/ladder`): game,
-entry, games, rating with its interval, budget class and status (benched with the reason).
+entry, games, rating with its interval, budget class, status (benched with the reason) and, for
+games of more than two players, openskill's mu and sigma.
 The selected match is kept in the URL fragment (`#match=<id>`), so a link to a
 match can be shared. The board pictures are `games.pictures`, shared with the
 human seat's page.
@@ -80,7 +81,9 @@ _HEAD = r"""<!doctype html>
       <h2>Ladder <span id="ladder-note" class="muted"></span></h2>
       <table id="ladder"><thead><tr><th>game</th><th>entry</th><th class="num">games</th>
         <th class="num">BT</th><th class="num" title="95% profile-likelihood interval">interval</th>
-        <th>budget</th><th>status</th></tr></thead><tbody></tbody></table>
+        <th>budget</th><th>status</th>
+        <th class="num" title="openskill Plackett-Luce, games of more than two players">μ ± σ</th>
+        </tr></thead><tbody></tbody></table>
     </section>
     <section id="seats-box" hidden>
       <h2>Seats for a person</h2>
@@ -383,10 +386,11 @@ async function refreshLadder() {
     [r.game], [r.entry], [r.games, "num"], [r.bt.toFixed(0), "num"],
     [r.bt_low.toFixed(0) + " .. " + r.bt_high.toFixed(0), "num"], [r.budget],
     [status(r), r.benched ? "fault" : ""],
+    [r.pl_mu === null ? "" : r.pl_mu.toFixed(1) + " ± " + r.pl_sigma.toFixed(1), "num"],
   ], "ladder-entry"));
   const waiting = l.unrated.map(r => row([
     [""], [r.entry], [0, "num"], [""], [""], [r.budget],
-    [r.benched ? "benched: " + r.benched : "in the pool, no result yet", r.benched ? "fault" : ""],
+    [r.benched ? "benched: " + r.benched : "in the pool, no result yet", r.benched ? "fault" : ""], [""],
   ], "ladder-entry"));
   fill(document.querySelector("#ladder tbody"), [...rated, ...waiting]);
   document.getElementById("ladder-note").textContent =
