@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.spielbus-installed
 
-.PHONY: install run test typecheck lint bench clean node-deps system-deps train-deps
+.PHONY: install run test typecheck lint bench clean node-deps system-deps train-deps llama-server
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"' \
@@ -82,6 +82,29 @@ system-deps:
 	else \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_DEPS); \
 	fi
+
+# llama.cpp's own `llama-server` (parallel slots, continuous batching) for `spielbus llm serve --server
+# llama-server`, built from the llama.cpp source vendored in the llama-cpp-python sdist of the version
+# pyproject.toml pins (the same source the embedded server's wheel compiles), only the server target,
+# statically linked, into $(BIN)/llama-server. Once per venv and version (the stamp names the version).
+# Opt-in: `make test` does not build it (its test skips saying `make llama-server`).
+LLAMA_CPP_PYTHON := $(shell grep -o 'llama-cpp-python\[server\]==[0-9.]*' pyproject.toml | cut -d= -f3)
+LLAMA_SERVER_STAMP := $(VENV)/.llama-server-$(LLAMA_CPP_PYTHON)
+LLAMA_BUILD := $(VENV)/llama-server-build
+$(LLAMA_SERVER_STAMP): $(STAMP)
+	@echo "Building llama-server from llama-cpp-python $(LLAMA_CPP_PYTHON)'s llama.cpp (2 cores: several minutes)..."
+	rm -rf $(LLAMA_BUILD) && mkdir -p $(LLAMA_BUILD)
+	$(BIN)/pip download --quiet --no-binary :all: --no-deps -d $(LLAMA_BUILD) llama-cpp-python==$(LLAMA_CPP_PYTHON)
+	tar -xzf $(LLAMA_BUILD)/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C $(LLAMA_BUILD)
+	nice -n 10 cmake -S $(LLAMA_BUILD)/llama_cpp_python-$(LLAMA_CPP_PYTHON)/vendor/llama.cpp -B $(LLAMA_BUILD)/build \
+		-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+		-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON > $(LLAMA_BUILD)/configure.log
+	nice -n 10 cmake --build $(LLAMA_BUILD)/build --target llama-server -j2 > $(LLAMA_BUILD)/build.log
+	cp $(LLAMA_BUILD)/build/bin/llama-server $(BIN)/llama-server
+	rm -rf $(LLAMA_BUILD)
+	touch $@
+
+llama-server: $(LLAMA_SERVER_STAMP)
 
 lint: install
 	$(BIN)/ruff check .

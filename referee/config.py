@@ -135,6 +135,25 @@ class RatingsConfig(BaseModel):
         return v
 
 
+class EmbeddedLLMConfig(BaseModel):
+    """`[embedded_llm]`: which server `spielbus run` starts when an LLM agent names none
+    (agents/llm/server.py; the names are checked here because the referee never imports agents)."""
+
+    model_config = FILE
+    server: Literal["llama-cpp-python", "llama-server"] = Field(
+        default="llama-cpp-python",
+        description="llama-cpp-python's server (one request at a time), or llama.cpp's llama-server "
+        "(`make llama-server` builds it) decoding `parallel` requests together",
+    )
+    parallel: int = Field(default=1, ge=1, le=64, description="llama-server's slots")
+
+    @model_validator(mode="after")
+    def _slots(self) -> EmbeddedLLMConfig:
+        if self.parallel > 1 and self.server != "llama-server":
+            raise ValueError('parallel > 1 needs server = "llama-server"')
+        return self
+
+
 def _opening(text: str) -> str:
     """An opening entry checked, as its FEN or its UCI moves (games/chess/openings.py)."""
     from games.chess.openings import normalize_opening
@@ -182,6 +201,9 @@ class TournamentConfig(BaseModel):
     ratings: RatingsConfig = Field(default_factory=RatingsConfig)
     sprt: SprtConfig | None = Field(default=None, description="format sprt: the test's parameters")
     llm: dict[str, dict[str, Any]] = Field(default_factory=dict, description="named LLM endpoints")
+    embedded_llm: EmbeddedLLMConfig = Field(
+        default_factory=EmbeddedLLMConfig, description="the LLM server `spielbus run` starts when needed"
+    )
     run_dir: str = "runs"
     openings: list[Annotated[str, AfterValidator(_opening)]] = Field(
         default_factory=list,

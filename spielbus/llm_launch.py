@@ -2,7 +2,8 @@
 
 Which kinds are LLM kinds is stated here by name, because the referee never
 imports agent code; an agent of any kind with an `llm` option counts too. The
-server runs as `python -m agents llm serve` (llama.cpp on SmolLM2-135M) in its own
+server runs as `python -m agents llm serve` (llama.cpp on SmolLM2-135M; the tournament's
+`[embedded_llm]` chooses llama-cpp-python's server or llama-server with parallel slots) in its own
 process; its URL is written into the `llm.base_url` option of each agent that needs it.
 """
 
@@ -36,7 +37,7 @@ def needs_embedded_llm(kind: str, options: dict[str, Any]) -> bool:
 
 
 class LLMServerProcess:
-    def __init__(self, log_path: Path) -> None:
+    def __init__(self, log_path: Path, server: str = "llama-cpp-python", parallel: int = 1) -> None:
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_path = log_path
@@ -52,6 +53,10 @@ class LLMServerProcess:
             str(self.port),
             "--log",
             str(log_path.with_suffix(".server.log")),
+            "--server",
+            server,
+            "--parallel",
+            str(parallel),
         ]
         self.proc = subprocess.Popen(
             cmd,

