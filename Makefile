@@ -98,8 +98,10 @@ $(LLAMA_SERVER_STAMP): $(STAMP)
 	tar -xzf $(LLAMA_BUILD)/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C $(LLAMA_BUILD)
 	nice -n 10 cmake -S $(LLAMA_BUILD)/llama_cpp_python-$(LLAMA_CPP_PYTHON)/vendor/llama.cpp -B $(LLAMA_BUILD)/build \
 		-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-		-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON > $(LLAMA_BUILD)/configure.log
-	nice -n 10 cmake --build $(LLAMA_BUILD)/build --target llama-server -j2 > $(LLAMA_BUILD)/build.log
+		-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON > $(LLAMA_BUILD)/configure.log 2>&1 \
+		|| { tail -30 $(LLAMA_BUILD)/configure.log; exit 1; }
+	nice -n 10 cmake --build $(LLAMA_BUILD)/build --target llama-server -j2 > $(LLAMA_BUILD)/build.log 2>&1 \
+		|| { tail -30 $(LLAMA_BUILD)/build.log; exit 1; }
 	cp $(LLAMA_BUILD)/build/bin/llama-server $(BIN)/llama-server
 	rm -rf $(LLAMA_BUILD)
 	touch $@

@@ -5,8 +5,8 @@ For each server (llama-cpp-python's, one request at a time; llama.cpp's llama-se
 
 (a) tournament: `spielbus.run.run_tournament`, as `spielbus run` (embedded nats-server, agent
     processes, the referee in this process): an `llm_policy` agent (direct, answer constrained to
-    the legal moves, seeded) against a seeded `random` agent on tic-tac-toe, `--matches` matches in
-    both seat orders, c at once, every agent pointed at the server this script started;
+    the legal moves, seeded) against a seeded `random` agent on tic-tac-toe, `--matches` matches (at
+    least c) in both seat orders, c at once, every agent pointed at the server this script started;
 (b) load generator: the requests the tournament's LLM recording holds (agents/llm/recording.py:
     the exact requests, in arrival order), sent straight to the same server by c workers taking
     them in that order, through the same openai backend the agents use (same HTTP bodies).
@@ -29,8 +29,8 @@ the idle one only holds memory); their warm-up requests are outside every phase.
 loaded machine, compare the ratios and the two servers within one run, not absolute rates across
 runs.
 
-    .venv/bin/python benchmarks/llm_throughput.py [--concurrency 1 2 4 8] [--matches 16]
-        [--servers llama-cpp-python llama-server] [--parallel 8]
+    .venv/bin/python benchmarks/llm_throughput.py [--concurrency 1 2 4 8] [--matches 8]
+        [--servers llama-cpp-python llama-server] [--parallel 8]     # defaults shown
 """
 
 from __future__ import annotations
@@ -197,7 +197,12 @@ def _row(server: str, c: int, who: str, p: Phase) -> str:
 async def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8])
-    ap.add_argument("--matches", type=int, default=16, help="matches per phase (both seat orders)")
+    ap.add_argument(
+        "--matches",
+        type=int,
+        default=8,
+        help="matches per phase (both seat orders; at least the concurrency)",
+    )
     ap.add_argument("--servers", nargs="+", choices=SERVER_KINDS, default=list(SERVER_KINDS))
     ap.add_argument("--parallel", type=int, default=8, help="llama-server's slots")
     args = ap.parse_args()
@@ -231,7 +236,7 @@ async def main() -> int:
         # Concurrency outside, server inside: the two servers at one concurrency run minutes apart.
         for c in args.concurrency:
             for kind, (server, log) in started.items():
-                t, requests = await tournament(server.base_url, log, c, args.matches)
+                t, requests = await tournament(server.base_url, log, c, max(args.matches, c))
                 g = await load_generator(server.base_url, log, c, requests, t.decisions)
                 rows += [_row(kind, c, "tournament", t), _row(kind, c, "load generator", g)]
                 rates[kind, c] = (t.rate, g.rate)

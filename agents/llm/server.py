@@ -202,6 +202,10 @@ class EmbeddedServer:
             pass  # a warm-up failure is not fatal: the server answered /models
 
     def ready(self) -> bool:
+        if self.server == "llama-server":
+            # llama-server answers /v1/models while it still loads the model (503 elsewhere); /health
+            # says 200 only once it serves.
+            return http_ok(self.base_url.removesuffix("/v1") + "/health")
         return http_ok(f"{self.base_url}/models")
 
     def stop(self, grace_s: float = 10.0) -> None:
