@@ -6,7 +6,8 @@ BWR over the 52 proposals (sure win / imminent loss with stalling / inconclusive
 and, unless `naive`, the average NIR against careful opponents; proposal windows
 with threshold `threshold` (t) pick at random among near-best proposals.
 
-Options: `naive` (BWR alone), `threshold` (t, default 0.01), `seed`, `cache`
+Options: `naive` (BWR alone), `opponent` (`naive` or `careful`: play the paper's opponent model
+instead of the bot, for measuring the bot against it), `threshold` (t, default 0.01), `seed`, `cache`
 (memoise analyses per (word list, string, players): the analysis depends on
 nothing else, and the empty string's careful analysis costs about a second).
 
@@ -20,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field
 
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng, run_cpu
-from agents.wordnt.analysis import Analysis, analyse, choose
+from agents.wordnt.analysis import Analysis, analyse, choose, opponent_analysis
 from agents.wordnt.index import WordntIndex, get_index
 from agents.wordnt.providers import IndexProvider
 from bus.protocol import MatchStarted, MoveStats, Turn
@@ -40,6 +41,9 @@ _lock = threading.Lock()
 class WordntOptions(StrategyOptions):
     naive: bool = Field(default=False, description="BWR only (assumes naive opponents); else AVG NIR")
     threshold: float = Field(default=0.01, ge=0.0, le=1.0, description="proposal window t")
+    opponent: Literal["naive", "careful"] | None = Field(
+        default=None, description="play the paper's naive or careful opponent model instead of the bot"
+    )
     cache: bool = True
 
 
@@ -92,21 +96,24 @@ class WordntStrategy(Strategy):
     def __init__(self, options: WordntOptions) -> None:
         super().__init__(options)
         self.opts = options
+        # The opponent models need only the BWR analysis (no NIR: a level-2 search per proposal).
+        self._naive = options.naive or options.opponent is not None
 
     async def match_started(self, msg: MatchStarted, ctx: MatchContext) -> None:
         game = load_game(msg.game)
         if isinstance(game, WordntGame):
             # Build the index, and the empty string's analysis (the costliest, a few hundred ms),
             # before the first turn so that the first move does not eat the clock.
-            await asyncio.to_thread(
-                cached_analysis, game, "", self.opts.naive, self.opts.threshold, self.opts.cache
-            )
+            args = (game, "", self._naive, self.opts.threshold, self.opts.cache)
+            await asyncio.to_thread(cached_analysis, *args)
 
     def decide_sync(self, turn: Turn, ctx: MatchContext) -> Decision:
         state = _state_for(turn, ctx)
         game = state.get_game()
         assert isinstance(game, WordntGame)
-        an = cached_analysis(game, state.string, self.opts.naive, self.opts.threshold, self.opts.cache)
+        an = cached_analysis(game, state.string, self._naive, self.opts.threshold, self.opts.cache)
+        if self.opts.opponent is not None:
+            an = opponent_analysis(an, careful=self.opts.opponent == "careful")
         # One RNG per decision, from the seed and the seat's view: reproducible under concurrency.
         action, window = choose(an, decision_rng(self.opts.seed, turn))
         legal = {la.id for la in turn.legal_actions}

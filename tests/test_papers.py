@@ -14,10 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from agents.gnugo_agent import find_gnugo
+from research.papers import llm_mcts
 from research.papers.cells import Cell, score_of, wilson
 from research.papers.llm_spec import llm_section
 from research.papers.minimax_tot import config
-from research.papers.registry import NOT_YET
+from research.papers.registry import PAPERS
 from tests.llm_standins import OllamaStandIn
 
 REPO = Path(__file__).resolve().parents[1]
@@ -83,10 +85,71 @@ async def test_minimax_tot_quick_report_every_cell_has_a_run(tmp_path: Path) -> 
     assert "report:" in proc.stdout
 
 
-@pytest.mark.parametrize("name", sorted(NOT_YET))
-def test_unmeasured_papers_say_why(tmp_path: Path, name: str) -> None:
-    proc = _paper(tmp_path, name, "--out", str(tmp_path / name))
-    assert proc.returncode == 0, proc.stderr
-    cells = json.loads((tmp_path / name / "cells.json").read_text())
-    assert all(c["score"] is None and c["why"] for c in cells)
-    assert "not measured:" in (tmp_path / name / "report.md").read_text()
+def test_llm_mcts_paper_scale_has_the_papers_sizes() -> None:
+    assert list(PAPERS) == ["minimax_tot", "llm_mcts", "cwm", "wordnt", "coaching"]  # docs/papers.md
+    llm = llm_section(None, "smollm2")
+    puzzles = llm_mcts.table2_config("llm_mcts", 3, llm_mcts.FULL, llm, 100)
+    assert len(puzzles.games) == 100 and puzzles.max_turns == 5  # mate in 3: 2N - 1 plies
+    assert puzzles.agents["llm_mcts"].options["k"] == 20 and puzzles.agents["llm_mcts"].options["depth"] == 5
+    go = llm_mcts.table3_config("llm_vote", llm_mcts.FULL, llm, 20)
+    assert go.games[0].params == {"board_size": 7, "komi": 9.0} and go.games_per_pairing == 20
+    assert go.agents["mcts1000"].options["simulations"] == 1000 and go.champions == ["mcts1000"]
+    chess = llm_mcts.table5_config("llm_mcts", 3, llm_mcts.FULL, llm, 20)
+    assert chess.champions == ["llm_mcts"] and chess.agents["stockfish3"].options["skill_level"] == 3
+    assert chess.agents["llm_mcts"].options["critic"] == "both"
+    assert len(llm_mcts.TABLES["table2"]) == 24 and len(llm_mcts.TABLES["table5"]) == 9
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+async def test_llm_mcts_quick_report_every_cell_has_a_run(tmp_path: Path) -> None:
+    """One cell of each kind (a puzzle, a skipped MCTS (10,000), a depth quick does not play, a Go game,
+    a chess game against Stockfish) with the Ollama-API stand-in behind both LLM methods."""
+    standin = OllamaStandIn()
+    await standin.start()
+    out = tmp_path / "report"
+    cells_arg = "t2-d3-llm_mcts,t2-d3-mcts10000,t2-d8-mcts50,t3-llm_vote,t5-l1-mcts"
+    try:
+        proc = await asyncio.to_thread(
+            _paper, tmp_path, "llm_mcts", "--games", "1", "--cells", cells_arg, "--out", str(out),
+            url=standin.url,
+        )  # fmt: skip
+    finally:
+        await standin.stop()
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert standin.requests  # the LLM agents asked the stand-in
+    cells = {c["name"]: Cell.model_validate(c) for c in json.loads((out / "cells.json").read_text())}
+    assert sorted(cells) == sorted(cells_arg.split(","))
+    for name in ("t2-d3-llm_mcts", "t3-llm_vote", "t5-l1-mcts"):
+        c = cells[name]
+        assert c.score is not None and c.games == 1 and c.seed and c.policy == "forfeit", c
+        assert len((out / c.run / "matches.jsonl").read_text().splitlines()) == 1  # from the run folder
+    assert cells["t2-d3-llm_mcts"].model == "smollm2" and cells["t5-l1-mcts"].model == "-"
+    go = cells["t3-llm_vote"]
+    assert go.unit == "points" and ("GNU Go's final_score" in go.note) == (find_gnugo() is not None)
+    assert "quick scale" in cells["t2-d3-mcts10000"].why and "depths 3 to 5" in cells["t2-d8-mcts50"].why
+    report = (out / "report.md").read_text()
+    assert "Table 2: mate-in-N puzzles solved" in report and "| level 1 | level 2 | level 3 |" in report
+    assert "74% / " in report and "+11.9 / " in report and "0.78" not in report and "78% / " in report
+    assert "Score used: Territory" in report
+    assert (out / "table2_solve_rate.png").stat().st_size > 0 and (out / "table5_scores.svg").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_wordnt_quick_report_every_cell_has_a_run(tmp_path: Path) -> None:
+    """Both bots against both opponent models (classical agents, no LLM), 2 rounds each."""
+    out = tmp_path / "report"
+    proc = _paper(tmp_path, "wordnt", "--games", "1", "--rounds", "2", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    cells = [Cell.model_validate(c) for c in json.loads((out / "cells.json").read_text())]
+    assert [c.name for c in cells] == ["naive-bwr", "naive-nir", "careful-bwr", "careful-nir"]
+    for c in cells:
+        records = [json.loads(x) for x in (out / c.run / "matches.jsonl").read_text().splitlines()]
+        assert len(records) == 1 and c.games == 2 and c.score is not None, c
+        lost = -records[0]["returns"][records[0]["seats"].index("bot")]
+        assert c.wins == 2 - lost  # rounds not lost, from the run folder's record
+        assert c.policy == "forfeit" and c.seed == 11 and "opponents kept" in c.note
+    report = (out / "report.md").read_text()
+    assert "| naive | " in report and "| careful | " in report and "reports no measurements" in report
+    assert (out / "advantage.png").stat().st_size > 0

@@ -164,8 +164,17 @@ async def test_bot_plays_full_match_against_itself(tmp_path: Path) -> None:
         else:
             p = state.current_player()
             legal = [LegalAction(id=x, text=state.action_to_string(p, x)) for x in state.legal_actions()]
-            turn = Turn(match_id="m", game=spec, seat=p, seats=["a", "b", "c"], turn=len(actions),
-                        deadline_ms=10_000, observation="", legal_actions=legal, state=list(actions))
+            turn = Turn(
+                match_id="m",
+                game=spec,
+                seat=p,
+                seats=["a", "b", "c"],
+                turn=len(actions),
+                deadline_ms=10_000,
+                observation="",
+                legal_actions=legal,
+                state=list(actions),
+            )
             d = await bots[p].decide(turn, ctxs[p])
             assert d.action in state.legal_actions()
             a = d.action
@@ -177,3 +186,24 @@ async def test_bot_plays_full_match_against_itself(tmp_path: Path) -> None:
     for r in state.results:
         challenger = int(r.split("seat ")[1].split(" ")[0])
         assert not r.endswith(f"seat {challenger} lost"), r
+
+
+async def test_the_papers_opponent_models(tmp_path: Path) -> None:
+    # bwr {abc: 1, xab: 1/2, aby: 1/2} (the sure-win example above): the careful opponent takes the
+    # sure win; the naive one is indifferent among every proposal with basis words.
+    words = write(tmp_path, ["abcd", "xaby", "xabyz"])
+    turn = make_turn(words, 2, OPENING)
+    careful = {await decide(turn, seed=s, opponent="careful") for s in range(12)}
+    naive = {await decide(turn, seed=s, opponent="naive") for s in range(12)}
+    assert careful == {app("c")} and naive == {app("c"), pre("x"), app("y")}
+    # No proposal with BWR > 0 (the imminent-loss example): the careful opponent picks at random
+    # among the proposals with basis words instead of stalling as the bot does.
+    (tmp_path / "stall").mkdir()  # another file: analyses are cached by the word list's name
+    stall = make_turn(write(tmp_path / "stall", ["abcde", "zabyyyy"]), 2, OPENING)
+    assert {await decide(stall, seed=s, opponent="careful") for s in range(12)} == {
+        app("c"),
+        pre("z"),
+        app("y"),
+    }
+    dead = make_turn(words, 2, [0, app("a"), app("q")])
+    assert await decide(dead, opponent="naive") == CHALLENGE_DEAD  # challenges as the bot does

@@ -6,6 +6,9 @@ stalling rule, challenge, inconclusive) and, for careful opponents, the
 average NIR over the next player's proposals S' (assumption 1: the next
 player's sure-win proposals; else assumption 2: their proposals with BWR > 0).
 `choose` applies the proposal windows (all sure wins; else within t of the best).
+`opponent_analysis` plays the paper's two opponent models instead of the bot: naive (any
+proposal with basis words, at random) and careful (a sure win if there is one, else any
+proposal with BWR > 0, at random); both challenge a word or a dead string as the bot does.
 
 Two providers compute the same numbers: `IndexProvider` (agents/wordnt/index.py,
 fast) and `ScanProvider` (agents/wordnt/providers.py, a naive scan of the word list
@@ -92,6 +95,19 @@ def analyse(p: Provider, c: str, n: int, naive: bool, t: float) -> Analysis:
             continue
         scores[a] = sum(l2[x][2] / l2[x][1] for x in s_prime) / len(s_prime)
     return Analysis(INCONCLUSIVE, scores, t, bwr)
+
+
+def opponent_analysis(an: Analysis, careful: bool) -> Analysis:
+    """The paper's naive or careful opponent (section "Assumptions and Strategies for the Inconclusive
+    Scenario") from the BWR analysis `an` (analysed with `naive=True`): every candidate scores 1, so
+    `choose` draws uniformly among them. A careful opponent with no proposal of BWR > 0 (an imminent
+    loss) picks any proposal with basis words, as the naive one does (the paper is silent there)."""
+    if an.scenario in (CHALLENGE_A_WORD, CHALLENGE_A_DEAD):
+        return an
+    pool = list(an.bwr)
+    if careful:
+        pool = [a for a, v in an.bwr.items() if v >= 1.0] or [a for a, v in an.bwr.items() if v > 0] or pool
+    return Analysis(an.scenario, dict.fromkeys(pool, 1.0), 0.0, an.bwr)
 
 
 def choose(an: Analysis, rng: random.Random) -> tuple[int, list[int]]:

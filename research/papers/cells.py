@@ -1,7 +1,8 @@
 """A report's cells: each one tournament run through `spielbus.run.run_tournament` (the real referee),
 its run folder kept under the report folder, its result in `cells.json` so that `--resume` skips it.
 
-Limits: a cell's number is the first agent's score share (wins + draws / 2) with a 95% Wilson interval;
+Limits: a cell's number is the first agent's score share (wins + draws / 2) with a 95% Wilson interval,
+or (unit "points") a mean with a normal-approximation 95% interval (none from fewer than 2 games);
 a cell that cannot be measured is stored with `why` and no number, never a guess.
 """
 
@@ -61,6 +62,16 @@ def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def mean_interval(values: list[float], z: float = 1.96) -> tuple[float | None, float | None]:
+    """A 95% normal-approximation interval of a mean; (None, None) from fewer than 2 values."""
+    n = len(values)
+    if n < 2:
+        return None, None
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    return mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)
+
+
 def score_of(records: list[MatchRecord], agent: str) -> tuple[int, int, int]:
     """Games, wins and draws of `agent` in two-player records (a win: the better rank)."""
     games = wins = draws = 0
@@ -94,26 +105,33 @@ def _unfinished_run(runs: Path) -> Path | None:
     return folders[-1] if folders else None
 
 
-async def measure(
-    out: Path,
-    name: str,
-    title: str,
-    config: TournamentConfig,
-    agent: str,
-    opponent: str,
-    model: str,
-    resume: bool,
-    console: Console,
-) -> Cell:
-    """Run one cell's tournament into `out/runs/<name>/` (continuing an interrupted one on `resume`)."""
+async def play(
+    out: Path, name: str, config: TournamentConfig, resume: bool, console: Console
+) -> tuple[list[MatchRecord], str]:
+    """Run one cell's tournament into `out/runs/<name>/` (continuing an interrupted one on `resume`);
+    its records and its run folder relative to `out`."""
     runs = out / "runs" / name
     runs.mkdir(parents=True, exist_ok=True)
     earlier = _unfinished_run(runs) if resume else None
     opts = RunOptions(run_dir=str(runs), quiet=True, resume=str(earlier) if earlier else None)
     result = await run_tournament(config, opts, console)
-    games, wins, draws = score_of(result.records, agent)
+    return result.records, str(result.path.relative_to(out))
+
+
+def share_cell(
+    name: str,
+    title: str,
+    records: list[MatchRecord],
+    run: str,
+    config: TournamentConfig,
+    agent: str,
+    opponent: str,
+    model: str,
+) -> Cell:
+    """The cell of `agent`'s score share (wins + draws / 2) in `records`, with its Wilson interval."""
+    games, wins, draws = score_of(records, agent)
     low, high = wilson(wins + draws / 2, games)
-    rates = {s.agent: s.fallback_rate for s in standings(result.records)}
+    rates = {s.agent: s.fallback_rate for s in standings(records)}
     return Cell(
         name=name,
         title=title,
@@ -125,13 +143,29 @@ async def measure(
         games=games,
         wins=wins,
         draws=draws,
-        run=str(result.path.relative_to(out)),
+        run=run,
         model=model,
         seed=config.seed,
         policy=config.policy.kind,
         fallback_rate=rates.get(agent, 0.0),
         why="" if games else "no match finished (see the run folder's failures)",
     )
+
+
+async def measure(
+    out: Path,
+    name: str,
+    title: str,
+    config: TournamentConfig,
+    agent: str,
+    opponent: str,
+    model: str,
+    resume: bool,
+    console: Console,
+) -> Cell:
+    """Run one cell's tournament and score `agent`'s share against `opponent`."""
+    records, run = await play(out, name, config, resume, console)
+    return share_cell(name, title, records, run, config, agent, opponent, model)
 
 
 @dataclass(frozen=True)
@@ -159,10 +193,21 @@ async def measure_cells(out: Path, plans: list[CellPlan], resume: bool, console:
     return [done[p.name] for p in plans]
 
 
-def cells_of(paper: str, tables: Mapping[str, Sequence[str]], table: str | None) -> list[str]:
-    """The cell names of one table, or of every table (in order, once each) when `table` is None."""
+def cells_of(
+    paper: str, tables: Mapping[str, Sequence[str]], table: str | None, only: str | None = None
+) -> list[str]:
+    """The cell names of one table, or of every table (in order, once each) when `table` is None;
+    `only` (`--cells A,B`) keeps the named ones."""
     if table is None:
-        return list(dict.fromkeys(n for names in tables.values() for n in names))
-    if table not in tables:
+        names = list(dict.fromkeys(n for names in tables.values() for n in names))
+    elif table not in tables:
         raise ConfigError(f"{paper} has tables {sorted(tables)}, not {table!r}")
-    return list(tables[table])
+    else:
+        names = list(tables[table])
+    if only:
+        wanted = [n.strip() for n in only.split(",") if n.strip()]
+        unknown = [n for n in wanted if n not in names]
+        if unknown:
+            raise ConfigError(f"--cells {unknown}: not cells of {paper} {table or ''} (cells: {names})")
+        names = [n for n in names if n in wanted]
+    return names

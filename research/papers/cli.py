@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="report folder (default: reports/NAME-SCALE)")
     p.add_argument("--resume", action="store_true", help="keep finished cells, continue an interrupted one")
     p.add_argument("--games", type=int, default=None, help="cap the games per seat order (smoke tests)")
+    p.add_argument("--rounds", type=int, default=None, help="cap the rounds per match (wordnt; smoke tests)")
+    p.add_argument("--cells", default=None, help="only these cells of the table (comma-separated names)")
     return p
 
 
@@ -62,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"[red]{escape(str(exc))}[/red]")  # an error may name [llm.NAME]: not markup
         return 2
     numbers = paper_numbers(args.name)
-    plot_win_rates(out, cells, numbers)
+    if paper.win_rate_plot:
+        plot_win_rates(out, cells, numbers)
     extra = paper.extra(out, cells) if paper.extra else []
     path = write_markdown(out, args.name, cells, numbers, args.scale, extra)
     table = Table(title=f"{args.name} ({args.scale})")

@@ -90,6 +90,6 @@ async def run(args: argparse.Namespace, out: Path, console: Console) -> list[Cel
     plans = [
         CellPlan(name, numbers[name].title, config(name, args.scale, llm, args.games), "minimax_tot", "tot",
                  llm["model"])
-        for name in cells_of("minimax_tot", TABLES, args.table)
+        for name in cells_of("minimax_tot", TABLES, args.table, args.cells)
     ]  # fmt: skip
     return await measure_cells(out, plans, args.resume, console)

@@ -1,8 +1,8 @@
 """The papers' own numbers (paper_numbers.toml beside this module), validated strictly.
 
-Limits: one number per cell, in the cell's unit: a win rate (`share`) or an `accuracy` in [0, 1], a
-count of LLM `calls`, a mean `payoff`, or an `elo` rating (with the paper's +- in `plus_minus`); the
-source says where it is printed.
+Limits: one number per cell, in the cell's unit: a win rate (`share`), an `accuracy` or a share of
+`rounds` in [0, 1], a count of LLM `calls`, a mean `payoff` or `points` (Go territory), or an `elo`
+rating (with the paper's +- in `plus_minus`); the source says where it is printed.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 NUMBERS_FILE = Path(__file__).with_name("paper_numbers.toml")
 
-Unit = Literal["share", "accuracy", "calls", "payoff", "elo"]
+# `points`: a mean score such as Go territory; `rounds`: a share of rounds (Wordn't) rather than games.
+Unit = Literal["share", "accuracy", "calls", "payoff", "elo", "points", "rounds"]
 
 
 class PaperNumber(BaseModel):
@@ -30,7 +31,7 @@ class PaperNumber(BaseModel):
 
     @model_validator(mode="after")
     def _in_range(self) -> PaperNumber:
-        if self.unit in ("share", "accuracy") and not 0.0 <= self.value <= 1.0:
+        if self.unit in ("share", "accuracy", "rounds") and not 0.0 <= self.value <= 1.0:
             raise ValueError(f"{self.title}: a {self.unit} must be in [0, 1], not {self.value}")
         if self.unit == "calls" and self.value < 0:
             raise ValueError(f"{self.title}: a count of LLM calls cannot be negative")

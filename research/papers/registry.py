@@ -1,5 +1,4 @@
-"""The papers `spielbus paper` knows: each one a module with its TABLES and an async runner, or a
-cell that says why it is not driven yet (and which command measures it today).
+"""The papers `spielbus paper` knows: each one a module with its TABLES and an async runner.
 
 A paper's runner is `async def run(args, out, console) -> list[Cell]`; it may also give `extra`, a
 function that writes its own plots into the report folder and returns Markdown lines for report.md
@@ -18,8 +17,8 @@ from typing import Any
 
 from rich.console import Console
 
-from research.papers import coaching, cwm_paper, minimax_tot
-from research.papers.cells import Cell, write_cells
+from research.papers import coaching, cwm_paper, llm_mcts, llm_mcts_report, minimax_tot, wordnt
+from research.papers.cells import Cell
 
 Runner = Callable[[argparse.Namespace, Path, Console], Coroutine[Any, Any, list[Cell]]]
 Extra = Callable[[Path, list[Cell]], list[str]]
@@ -32,29 +31,16 @@ class Paper:
     tables: Mapping[str, Sequence[str]]
     run: Runner
     extra: Extra | None = None
+    win_rate_plot: bool = True  # the generic chart of every share cell; off when `extra` draws its own
 
 
-# Papers whose tables `spielbus paper` does not run yet: the reason and today's command.
-NOT_YET = {
-    "llm_mcts": "not yet driven by `spielbus paper`; today: `spielbus puzzles` (Table 2), "
-    "`spielbus run examples/minigo.toml` (Table 3), "
-    "`spielbus run examples/chess_vs_stockfish.toml` (Table 5)",
-    "wordnt": "not yet driven by `spielbus paper`; today: `spielbus run examples/wordnt.toml`",
-}
-
-
-def _not_yet(name: str) -> Paper:
-    async def run(args: argparse.Namespace, out: Path, console: Console) -> list[Cell]:
-        cell = Cell(name="all", title=f"{name}: every table", why=NOT_YET[name])
-        write_cells(out, {"all": cell})
-        return [cell]
-
-    return Paper(tables={}, run=run)
-
-
+# In the order of docs/papers.md.
 PAPERS: dict[str, Paper] = {
     "minimax_tot": Paper(tables=minimax_tot.TABLES, run=minimax_tot.run),
+    "llm_mcts": Paper(
+        tables=llm_mcts.TABLES, run=llm_mcts.run, extra=llm_mcts_report.extra, win_rate_plot=False
+    ),
     "cwm": Paper(tables=cwm_paper.TABLES, run=cwm_paper.run, extra=cwm_paper.extra),
+    "wordnt": Paper(tables=wordnt.TABLES, run=wordnt.run, extra=wordnt.extra, win_rate_plot=False),
     "coaching": Paper(tables=coaching.TABLES, run=coaching.run),
-    **{name: _not_yet(name) for name in NOT_YET},
 }

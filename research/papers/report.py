@@ -22,7 +22,9 @@ def fmt(x: float | None, unit: Unit) -> str:
     """One number in its unit."""
     if x is None:
         return "-"
-    if unit in ("share", "accuracy"):
+    if unit == "points":
+        return f"{x:+.1f}"
+    if unit in ("share", "accuracy", "rounds"):
         return f"{100 * x:.1f}%" if unit == "accuracy" else _pct(x)
     if unit == "elo":
         return f"{x:.0f}"
@@ -44,6 +46,8 @@ def ours_text(c: Cell) -> str:
         "accuracy": "test cases",
         "calls": "syntheses",
         "elo": "matches in the run",
+        "points": "games",
+        "rounds": "rounds",
     }[c.unit]
     return f"{fmt(c.score, c.unit)}{interval} of {c.games} {of}"
 
@@ -79,14 +83,18 @@ def write_markdown(
             lines.append(f"- {c.title}: paper's number from {numbers[c.name].source}.")
         if c.note:
             lines.append(f"- {c.title}: {c.note}.")
-        if c.score is not None and c.unit in ("share", "payoff"):
-            lines.append(
-                f"- {c.title}: ours is {c.agent} against {c.opponent}, {c.wins} wins and {c.draws} draws in "
-                f"{c.games} games (a draw counts half); model `{c.model}`, tournament seed {c.seed}, "
-                f"fault policy `{c.policy}`; {_pct(c.fallback_rate)} of {c.agent}'s moves were fallbacks "
-                "for a failed LLM answer."
+        if c.score is not None and c.unit in ("share", "payoff", "points", "rounds"):
+            counted = (
+                f"{c.wins} wins and {c.draws} draws in {c.games} games (a draw counts half)"
+                if c.unit in ("share", "payoff")
+                else f"over {c.games} {'rounds' if c.unit == 'rounds' else 'games'}"
             )
-    if any(c.score is not None and c.unit == "share" for c in cells):
+            lines.append(
+                f"- {c.title}: ours is {c.agent} against {c.opponent}, {counted}; model `{c.model}`, "
+                f"tournament seed {c.seed}, fault policy `{c.policy}`; {_pct(c.fallback_rate)} of "
+                f"{c.agent}'s moves were fallbacks for a failed LLM answer."
+            )
+    if any(c.score is not None and c.unit == "share" for c in cells) and (out / "win_rates.png").exists():
         lines += ["", "![win rates](win_rates.png)"]
     if extra:
         lines += ["", *extra]
@@ -95,14 +103,21 @@ def write_markdown(
     return path
 
 
-def plot_win_rates(out: Path, cells: list[Cell], numbers: dict[str, PaperNumber]) -> list[Path]:
-    """Bars of our score share with 95% intervals; the paper's number as a marker."""
+def plot_win_rates(
+    out: Path,
+    cells: list[Cell],
+    numbers: dict[str, PaperNumber],
+    stem: str = "win_rates",
+    reference: float = 0.5,
+) -> list[Path]:
+    """Bars of our score shares with 95% intervals; the paper's number as a marker (`stem`.png/.svg);
+    a dotted line at `reference` (no edge)."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display here
     import matplotlib.pyplot as plt
 
-    measured = [c for c in cells if c.score is not None and c.unit == "share"]
+    measured = [c for c in cells if c.score is not None and c.unit in ("share", "rounds")]
     if not measured:
         return []
     fig, ax = plt.subplots(figsize=(1.8 + 1.6 * len(measured), 3.2))
@@ -118,13 +133,13 @@ def plot_win_rates(out: Path, cells: list[Cell], numbers: dict[str, PaperNumber]
         ax.scatter(
             [i for i, _ in paper], [v for _, v in paper], color="#c44e52", marker="D", zorder=3, label="paper"
         )
-    ax.axhline(0.5, color="grey", lw=0.8, ls=":")
+    ax.axhline(reference, color="grey", lw=0.8, ls=":")
     ax.set_xticks(list(xs), [c.name for c in measured])
     ax.set_ylim(0, 1)
     ax.set_ylabel(f"{measured[0].agent} score share")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    paths = [out / "win_rates.png", out / "win_rates.svg"]
+    paths = [out / f"{stem}.png", out / f"{stem}.svg"]
     for p in paths:
         fig.savefig(p)
     plt.close(fig)
