@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from agents.gnugo_agent import find_gnugo
-from research.papers import llm_mcts
+from bus.protocol import MatchRecord
+from research.papers import llm_mcts, wordnt
 from research.papers.cells import Cell, score_of, wilson
 from research.papers.llm_spec import llm_section
 from research.papers.minimax_tot import config
@@ -138,18 +139,41 @@ async def test_llm_mcts_quick_report_every_cell_has_a_run(tmp_path: Path) -> Non
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_wordnt_quick_report_every_cell_has_a_run(tmp_path: Path) -> None:
-    """Both bots against both opponent models (classical agents, no LLM), 2 rounds each."""
+    """The BWR bot among naive and the AVG NIR bot among careful opponents (no LLM), 2 rounds each."""
     out = tmp_path / "report"
-    proc = _paper(tmp_path, "wordnt", "--games", "1", "--rounds", "2", "--out", str(out))
+    cells_arg = "naive-bwr,careful-nir"  # both bots, both opponent models
+    args = ["--games", "1", "--rounds", "2", "--cells", cells_arg, "--out", str(out)]
+    proc = _paper(tmp_path, "wordnt", *args)
     assert proc.returncode == 0, proc.stderr + proc.stdout
     cells = [Cell.model_validate(c) for c in json.loads((out / "cells.json").read_text())]
-    assert [c.name for c in cells] == ["naive-bwr", "naive-nir", "careful-bwr", "careful-nir"]
+    assert [c.name for c in cells] == cells_arg.split(",")
     for c in cells:
         records = [json.loads(x) for x in (out / c.run / "matches.jsonl").read_text().splitlines()]
-        assert len(records) == 1 and c.games == 2 and c.score is not None, c
+        assert len(records) == 1 and c.games == 2 and c.score is not None and c.unit == "rounds", c
         lost = -records[0]["returns"][records[0]["seats"].index("bot")]
         assert c.wins == 2 - lost  # rounds not lost, from the run folder's record
         assert c.policy == "forfeit" and c.seed == 11 and "opponents kept" in c.note
     report = (out / "report.md").read_text()
     assert "| naive | " in report and "| careful | " in report and "reports no measurements" in report
     assert (out / "advantage.png").stat().st_size > 0
+
+
+def test_wordnt_cell_leaves_out_forfeited_matches() -> None:
+    """A forfeit's returns are the referee's (all rounds lost by one player), not the rounds played: a
+    first measurement counted them and showed the bot at 0% or 100%."""
+    cfg = wordnt.config("careful-nir", "quick")
+    seats = ["bot", "careful1", "careful2", "careful3"]
+    game = cfg.games[0]
+
+    def rec(outcome: str, returns: list[float]) -> MatchRecord:
+        return MatchRecord(
+            match_id=outcome, tournament="t", game=game, seats=seats, seed=1, returns=returns, outcome=outcome
+        )
+
+    played = rec("decisive", [-5.0, -10.0, -12.0, -13.0])
+    forfeit = rec("forfeit", [-40.0, 0.0, 0.0, 0.0])
+    cell = wordnt.rounds_cell("careful-nir", [played, forfeit], "runs/x", cfg)
+    assert (cell.wins, cell.games, cell.score) == (35, 40, 35 / 40)
+    assert "1 match(es) left out" in cell.note and "opponents kept 71%" in cell.note
+    empty = wordnt.rounds_cell("careful-nir", [forfeit], "runs/x", cfg)
+    assert empty.score is None and "no match played to its end" in empty.why

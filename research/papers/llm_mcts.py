@@ -15,7 +15,8 @@ level (the paper states no count; its scores are multiples of 1/40). Our copy of
 LLM-MCTS simulation counts, so `llm_mcts` runs 50 (the agent's default; docs/papers.md).
 `quick` is minutes on the embedded model: depths 3 to 5 with one puzzle each, one 5x5 Go game and one
 chess game per cell, 5 vote samples, LLM-MCTS with 4 simulations of depth 2 and 3 samples per node;
-MCTS (10,000) is not run (minutes per move here) and its cells say so.
+the LLM methods play Stockfish level 1 only (a game takes them 15 to 60 minutes here); MCTS (10,000)
+is not run (minutes per move here); the cells not run say so.
 Limits: a puzzle cell's number is its solve share, a Go cell's a mean with a normal interval.
 """
 
@@ -81,18 +82,20 @@ class Scale:
     puzzle_depth: int | None  # None: the puzzle's own 2N - 1 plies (the outcome is the value)
     mcts_chess: int  # Table 5's MCTS simulations
     deadline_ms: int
+    llm_levels: tuple[int, ...]  # Table 5's Stockfish levels the LLM methods play
     skip: tuple[tuple[str, str], ...] = ()  # (method, why) not run at this scale
 
 
 QUICK = Scale(
     depths=(3, 4, 5), puzzles=1, go_board=5, go_komi=0.5, go_games=1, chess_games=1, vote_k=5, sims=4, k=3,
-    chess_depth=2, go_depth=2, puzzle_depth=2, mcts_chess=50, deadline_ms=120_000,
+    chess_depth=2, go_depth=2, puzzle_depth=2, mcts_chess=50, deadline_ms=120_000, llm_levels=(1,),
     skip=(("mcts10000", "not run at quick scale: MCTS with 10,000 simulations takes 13 s to 4 minutes "
                         "per move on this 2-core machine (docs/chess.md); `--scale paper` runs it"),),
 )  # fmt: skip
 FULL = Scale(
     depths=tuple(DEPTHS), puzzles=100, go_board=7, go_komi=9.0, go_games=20, chess_games=20, vote_k=20,
     sims=50, k=20, chess_depth=4, go_depth=100, puzzle_depth=None, mcts_chess=1000, deadline_ms=600_000,
+    llm_levels=LEVELS,
 )  # fmt: skip
 SCALES = {"quick": QUICK, "paper": FULL}
 
@@ -273,6 +276,12 @@ async def run(args: argparse.Namespace, out: Path, console: Console) -> list[Cel
             cfg = table3_config(method, s, llm, min(s.go_games, cap or s.go_games))
             records, folder = await play(out, name, cfg, args.resume, console)
             done[name] = go_cell(name, title, records, folder, cfg, method, model)
+        elif method in LLM_METHODS and int(rest[0][1:]) not in s.llm_levels:
+            why = (
+                f"not run at {args.scale} scale: a full chess game of an LLM method takes 15 to 60 minutes "
+                "on the embedded model on two shared cores; `--scale paper` plays levels 1 to 3"
+            )
+            done[name] = Cell(name=name, title=title, why=why)
         else:
             level = int(rest[0][1:])
             cfg = table5_config(method, level, s, llm, min(s.chess_games, cap or s.chess_games))

@@ -82,7 +82,7 @@ def write_markdown(
         if c.name in numbers:
             lines.append(f"- {c.title}: paper's number from {numbers[c.name].source}.")
         if c.note:
-            lines.append(f"- {c.title}: {c.note}.")
+            lines.append(f"- {c.title}: {c.note.rstrip('.')}.")
         if c.score is not None and c.unit in ("share", "payoff", "points", "rounds"):
             counted = (
                 f"{c.wins} wins and {c.draws} draws in {c.games} games (a draw counts half)"
@@ -136,7 +136,8 @@ def plot_win_rates(
     ax.axhline(reference, color="grey", lw=0.8, ls=":")
     ax.set_xticks(list(xs), [c.name for c in measured])
     ax.set_ylim(0, 1)
-    ax.set_ylabel(f"{measured[0].agent} score share")
+    rounds = measured[0].unit == "rounds"
+    ax.set_ylabel(f"{measured[0].agent}: rounds not lost" if rounds else f"{measured[0].agent} score share")
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     paths = [out / f"{stem}.png", out / f"{stem}.svg"]
