@@ -24,7 +24,7 @@
 
 Agents are not started by the ladder: each joins by serving on the bus under its name (with that
 name's login under accounts) and leaves by stopping. Each agent's budget class is shown on the
-leaderboard and enforced by the referee per seat.
+leaderboard, enforced by the referee per seat, and only entries of one class are paired.
 
 Games may have any number of players (those of more than two are grouped and rated by openskill;
 referee/ladder_service.py).

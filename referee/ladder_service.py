@@ -6,7 +6,8 @@
    which entry (name@provenance: a changed prompt or model is a new entry). Under accounts only
    the holder of `agent-<name>`'s login can answer for `<name>`.
 2. Picks pairings by information (referee/matchmaking.py) among the present, not benched
-   (referee/ladder_quarantine.py) entries that play the game, within each agent's concurrency,
+   (referee/ladder_quarantine.py) entries that play the game, only entries of one budget class
+   together (ladder_config.budget_class), within each agent's concurrency,
    the ladder's concurrency and its rate limit (a token bucket of `rate_per_minute`, burst
    `concurrency`), and publishes their specs to the referees' work queue (`SPIELBUS_SCHEDULE`,
    the match id as `Nats-Msg-Id`). Each is first stored as `pending.<match id>` in the ladder's
@@ -219,13 +220,19 @@ class Ladder:
             entries = {m.entry: m.name for m in plays}
             limit = max(1, -(-room // len(games))) if len(games) > 1 else room
             n = self.players.get(label, 2)
+            classes = {e: self.config.budget_class(name) for e, name in entries.items()}
             if n == 2:
                 pairings = next_pairings(
-                    list(entries), win_counts(self.results, label), slots, self._firsts(label), limit
+                    list(entries),
+                    win_counts(self.results, label),
+                    slots,
+                    self._firsts(label),
+                    limit,
+                    classes=classes,
                 )
                 groups = [[p.first, p.second] for p in pairings]
             else:
-                groups = self._groups(label, list(entries), n, slots, limit)
+                groups = self._groups(label, list(entries), n, slots, limit, classes)
             for group in groups:
                 await self._submit(label, [entries[e] for e in group], {entries[e]: e for e in group})
                 for e in group:
@@ -234,10 +241,17 @@ class Ladder:
                 self.limiter.take()
 
     def _groups(
-        self, label: str, entries: list[str], n: int, slots: dict[str, int], limit: int
+        self,
+        label: str,
+        entries: list[str],
+        n: int,
+        slots: dict[str, int],
+        limit: int,
+        classes: dict[str, str],
     ) -> list[list[str]]:
         """Groups of `n` for a game of more than two players: the most uncertain entry (openskill's
-        sigma; unrated first) with the `n - 1` closest in mu that have a free slot, seats shuffled."""
+        sigma; unrated first) with the `n - 1` closest in mu of its budget class that have a free
+        slot, seats shuffled."""
         mu: dict[str, float] = {e: 25.0 for e in entries}  # openskill's defaults for the unrated
         sigma: dict[str, float] = {e: 25 / 3 for e in entries}
         for r in self.rows:
@@ -247,10 +261,17 @@ class Ladder:
         out: list[list[str]] = []
         while len(out) < limit:
             ready = sorted((e for e in entries if free.get(e, 0) > 0), key=lambda e: -sigma[e])
-            if len(ready) < n:
+            # The most uncertain entry whose budget class has n - 1 others with a free slot.
+            found = None
+            for anchor in ready:
+                peers = [e for e in ready if e != anchor and classes.get(e) == classes.get(anchor)]
+                if len(peers) >= n - 1:
+                    found = anchor, peers
+                    break
+            if found is None:
                 break
-            anchor = ready[0]
-            group = [anchor, *sorted(ready[1:], key=lambda e: abs(mu[e] - mu[anchor]))[: n - 1]]
+            anchor, peers = found
+            group = [anchor, *sorted(peers, key=lambda e: abs(mu[e] - mu[anchor]))[: n - 1]]
             self._rng.shuffle(group)
             for e in group:
                 free[e] -= 1

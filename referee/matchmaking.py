@@ -10,8 +10,10 @@ Sherman-Morrison formula gives the expected fall of the total variance from that
 
 so a pair gains most when its ratings are uncertain (large S) and close in skill (p q near 1/4).
 `next_pairings` ranks the candidate pairs by that gain, takes them greedily while every agent has
-a free slot of its concurrency, and gives the seat to whoever of the two has sat first less often
-(seat balance). `wald_halfwidth` is the matching 95% normal interval half-width in Elo.
+a free slot of its concurrency, pairs only agents of one budget class (`classes`: an LLM capped at
+8 calls a move never meets an uncapped bot, as chess ladders pair within a time control), and gives
+the seat to whoever of the two has sat first less often (seat balance).
+`wald_halfwidth` is the matching 95% normal interval half-width in Elo.
 
 Limits: two-player games only (N-player games are rated by Plackett-Luce, which this does not
 plan for); the gain is a one-step lookahead at the current fit, not a full Bayesian design; the
@@ -76,17 +78,25 @@ def next_pairings(
     firsts: Mapping[str, int],
     limit: int,
     prior: float = 0.1,
+    classes: Mapping[str, str] | None = None,
 ) -> list[Pairing]:
     """Up to `limit` pairings, best gain first, never more games for an agent than its free slots.
 
-    `firsts` counts how often each agent took seat 0, so seats stay balanced.
+    `firsts` counts how often each agent took seat 0, so seats stay balanced. `classes` maps an
+    agent to its budget class: only agents of the same class are paired (all one class if None).
     """
     agents = list(agents)
     if len(agents) < 2 or limit <= 0:
         return []
     theta, cov = fit(agents, wins, prior)
+    cls = classes or {}
     ranked = sorted(
-        ((pair_gain(theta, cov, i, j), i, j) for i in range(len(agents)) for j in range(i + 1, len(agents))),
+        (
+            (pair_gain(theta, cov, i, j), i, j)
+            for i in range(len(agents))
+            for j in range(i + 1, len(agents))
+            if cls.get(agents[i]) == cls.get(agents[j])
+        ),
         key=lambda t: -t[0],
     )
     slots = {a: free_slots.get(a, 0) for a in agents}

@@ -10,7 +10,7 @@ import contextlib
 import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from nats.aio.client import Client as NATS
 from nats.micro import add_service
@@ -244,3 +244,12 @@ def test_rate_limit_is_a_token_bucket() -> None:
     assert rl.available(0.5) == 0  # one match a second: half a token
     assert rl.available(1.0) == 1
     assert rl.available(100.0) == 2  # never more than the burst
+
+
+def test_groups_stay_within_a_budget_class() -> None:
+    # N-player grouping (`_groups`) places no entry with another budget class, even the most
+    # uncertain one; no network needed (the loop is not run).
+    ladder = Ladder(cast(NATS, None), _config(["a", "b", "c", "d", "e"]))
+    classes = {"a": "8 calls", "b": "unlimited", "c": "unlimited", "d": "8 calls", "e": "unlimited"}
+    groups = ladder._groups("g", list(classes), 3, {e: 1 for e in classes}, 5, classes)
+    assert [sorted(g) for g in groups] == [["b", "c", "e"]]

@@ -56,3 +56,15 @@ def test_free_slots_and_seat_balance() -> None:
 
 def test_too_few_agents() -> None:
     assert next_pairings(["a"], {}, {"a": 3}, {}, 4) == []
+
+
+def test_only_entries_of_one_budget_class_are_paired() -> None:
+    # "new" is the most informative opponent for everyone, but it plays under another budget
+    # class (an LLM with 8 calls a move against bots without a cap): it is paired with nobody.
+    agents = ["a", "b", "c", "new"]
+    classes = {"a": "unlimited", "b": "unlimited", "c": "unlimited", "new": "8 calls"}
+    picks = next_pairings(agents, _field(20), {a: 2 for a in agents}, {}, 10, classes=classes)
+    assert picks and all("new" not in (p.first, p.second) for p in picks)
+    classes["c"] = "8 calls"
+    picks = next_pairings(agents, _field(20), {a: 2 for a in agents}, {}, 10, classes=classes)
+    assert {frozenset((p.first, p.second)) for p in picks} == {frozenset("ab"), frozenset(("c", "new"))}
