@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from agents.gnugo_agent import find_gnugo
 from bus.protocol import MatchRecord
-from research.papers import llm_mcts, wordnt
+from research.papers import cli, llm_mcts, wordnt
 from research.papers.cells import Cell, score_of, wilson
 from research.papers.llm_spec import llm_section
 from research.papers.minimax_tot import config
@@ -177,3 +178,19 @@ def test_wordnt_cell_leaves_out_forfeited_matches() -> None:
     assert "1 match(es) left out" in cell.note and "opponents kept 71%" in cell.note
     empty = wordnt.rounds_cell("careful-nir", [forfeit], "runs/x", cfg)
     assert empty.score is None and "no match played to its end" in empty.why
+
+
+async def test_a_run_that_fails_to_start_is_a_cell_that_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The embedded LLM server not starting on a loaded machine crashed the whole report before; now
+    that cell says why and --resume retries it."""
+
+    async def fails(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the embedded LLM server did not answer within 180s")
+
+    monkeypatch.setattr(llm_mcts, "play", fails)
+    args = cli._parser().parse_args(["llm_mcts", "table3", "--cells", "t3-llm_vote", "--out", str(tmp_path)])
+    [cell] = await llm_mcts.run(args, tmp_path, Console())
+    assert cell.score is None and "did not answer within 180s" in cell.why and "--resume" in cell.why
+    assert json.loads((tmp_path / "cells.json").read_text())[0]["why"] == cell.why

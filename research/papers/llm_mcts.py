@@ -261,32 +261,35 @@ async def run(args: argparse.Namespace, out: Path, console: Console) -> list[Cel
         table, *rest = name.split("-")
         method = rest[-1]
         title, model = _title(name), llm["model"] if method in LLM_METHODS else "-"
-        if method in skip:
-            done[name] = Cell(name=name, title=title, why=skip[method])
-        elif table == "t2":
-            depth = int(rest[0][1:])
-            if depth not in s.depths:
-                why = f"not run at {args.scale} scale: it plays depths {s.depths[0]} to {s.depths[-1]}"
+        try:
+            if method in skip:
+                done[name] = Cell(name=name, title=title, why=skip[method])
+            elif table == "t2":
+                depth = int(rest[0][1:])
+                if depth not in s.depths:
+                    why = f"not run at {args.scale} scale: it plays depths {s.depths[0]} to {s.depths[-1]}"
+                    done[name] = Cell(name=name, title=title, why=why)
+                else:
+                    cfg = table2_config(method, depth, s, llm, min(s.puzzles, cap or s.puzzles))
+                    records, folder = await play(out, name, cfg, args.resume, console)
+                    done[name] = puzzle_cell(name, title, records, folder, cfg, method, depth, model)
+            elif table == "t3":
+                cfg = table3_config(method, s, llm, min(s.go_games, cap or s.go_games))
+                records, folder = await play(out, name, cfg, args.resume, console)
+                done[name] = go_cell(name, title, records, folder, cfg, method, model)
+            elif method in LLM_METHODS and int(rest[0][1:]) not in s.llm_levels:
+                why = (
+                    f"not run at {args.scale} scale: a full chess game of an LLM method takes 15 to 60 "
+                    "minutes on the embedded model on two shared cores; `--scale paper` plays levels 1 to 3"
+                )
                 done[name] = Cell(name=name, title=title, why=why)
             else:
-                cfg = table2_config(method, depth, s, llm, min(s.puzzles, cap or s.puzzles))
-                records, folder = await play(out, name, cfg, args.resume, console)
-                done[name] = puzzle_cell(name, title, records, folder, cfg, method, depth, model)
-        elif table == "t3":
-            cfg = table3_config(method, s, llm, min(s.go_games, cap or s.go_games))
-            records, folder = await play(out, name, cfg, args.resume, console)
-            done[name] = go_cell(name, title, records, folder, cfg, method, model)
-        elif method in LLM_METHODS and int(rest[0][1:]) not in s.llm_levels:
-            why = (
-                f"not run at {args.scale} scale: a full chess game of an LLM method takes 15 to 60 minutes "
-                "on the embedded model on two shared cores; `--scale paper` plays levels 1 to 3"
-            )
-            done[name] = Cell(name=name, title=title, why=why)
-        else:
-            level = int(rest[0][1:])
-            cfg = table5_config(method, level, s, llm, min(s.chess_games, cap or s.chess_games))
-            done[name] = await measure(
-                out, name, title, cfg, method, f"stockfish{level}", model, args.resume, console
-            )
+                level = int(rest[0][1:])
+                cfg = table5_config(method, level, s, llm, min(s.chess_games, cap or s.chess_games))
+                done[name] = await measure(
+                    out, name, title, cfg, method, f"stockfish{level}", model, args.resume, console
+                )
+        except (RuntimeError, ConnectionError) as exc:  # e.g. the embedded LLM server did not start
+            done[name] = Cell(name=name, title=title, why=f"the run failed: {exc} (rerun with --resume)")
         write_cells(out, done)  # after every cell, so that --resume keeps it
     return [done[n] for n in names]

@@ -118,8 +118,12 @@ async def run(args: argparse.Namespace, out: Path, console: Console) -> list[Cel
         if name in done and done[name].score is not None:
             continue
         cfg = config(name, args.scale, args.games, args.rounds)
-        records, folder = await play(out, name, cfg, args.resume, console)
-        done[name] = rounds_cell(name, records, folder, cfg)
+        try:
+            records, folder = await play(out, name, cfg, args.resume, console)
+        except (RuntimeError, ConnectionError) as exc:  # the run could not start or finish
+            done[name] = Cell(name=name, title=name, why=f"the run failed: {exc} (rerun with --resume)")
+        else:
+            done[name] = rounds_cell(name, records, folder, cfg)
         write_cells(out, done)  # after every cell, so that --resume keeps it
     return [done[n] for n in names]
 
