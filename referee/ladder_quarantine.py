@@ -5,21 +5,36 @@ match resets the count); at `limit` in a row the entry is benched until `now + b
 backoff doubling on each bench up to `max_backoff_s`, so a broken bot is retried later without
 eating the ladder's games. `benched(now)` is what the leaderboard shows: entry -> reason.
 
-Limits: part of issue 31's ladder (the service that applies it is not built yet); state is in
-memory: a restarted ladder forgets benches (the results themselves are durable, ladder_store).
+Each entry's state is a `BenchState` (streak, benches so far, benched until, reason): `result`
+returns it when it changed, so the service stores it in the ladder's bucket
+(referee/ladder_store.py), and `restore` puts a stored one back, so a restarted ladder keeps a
+benched entry benched with its reason. Limits: `until` is wall-clock time (the service's clock),
+so a clock jump moves the end of a bench.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 
-@dataclass
-class _State:
-    streak: int = 0
-    benches: int = 0
+class BenchState(BaseModel):
+    """One entry's quarantine state, as stored in the ladder's bucket."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    streak: int = Field(default=0, ge=0)
+    benches: int = Field(default=0, ge=0)
     until: float = 0.0
     reason: str = ""
+
+    @field_validator("until")
+    @classmethod
+    def _finite(cls, v: float) -> float:
+        if not math.isfinite(v):
+            raise ValueError("until must be finite")
+        return v
 
 
 class Quarantine:
@@ -27,20 +42,27 @@ class Quarantine:
         if limit < 1 or not (0 < backoff_s <= max_backoff_s):
             raise ValueError("limit >= 1 and 0 < backoff_s <= max_backoff_s")
         self.limit, self.backoff_s, self.max_backoff_s = limit, backoff_s, max_backoff_s
-        self._s: dict[str, _State] = {}
+        self._s: dict[str, BenchState] = {}
 
-    def result(self, entry: str, fault: str | None, now: float) -> None:
-        """One finished match of `entry`: `fault` is its fault reason, None for a clean match."""
-        st = self._s.setdefault(entry, _State())
+    def result(self, entry: str, fault: str | None, now: float) -> BenchState | None:
+        """One finished match of `entry`: `fault` is its fault reason, None for a clean match.
+        Returns the entry's state when it changed (to be stored), else None."""
+        st = self._s.setdefault(entry, BenchState())
+        before = st.model_copy()
         if fault is None:
             st.streak = 0
-            return
-        st.streak += 1
-        if st.streak >= self.limit:
-            st.until = now + min(self.backoff_s * 2**st.benches, self.max_backoff_s)
-            st.benches += 1
-            st.streak = 0
-            st.reason = f"{self.limit} faulted matches in a row (last: {fault}); retried later"
+        else:
+            st.streak += 1
+            if st.streak >= self.limit:
+                st.until = now + min(self.backoff_s * 2**st.benches, self.max_backoff_s)
+                st.benches += 1
+                st.streak = 0
+                st.reason = f"{self.limit} faulted matches in a row (last: {fault}); retried later"
+        return st.model_copy() if st != before else None
+
+    def restore(self, entry: str, state: BenchState) -> None:
+        """Put back a stored state (a restarted ladder)."""
+        self._s[entry] = state.model_copy()
 
     def schedulable(self, entry: str, now: float) -> bool:
         st = self._s.get(entry)

@@ -28,8 +28,9 @@ openskill's sigma with the closest in mu) and rated by openskill's Plackett-Luce
 Bradley-Terry (referee/ladder_board.py).
 
 Limits: the N-player grouping is a heuristic, not the information-gain planning of two-player
-games (referee/matchmaking.py); the quarantine and the rate limiter live
-in memory (a restart forgets benches); a pending match without a record after
+games (referee/matchmaking.py); the quarantine is kept in the bucket (`bench.<entry>`: a
+restarted ladder keeps its benches), the rate limiter in memory (a restart starts with a full
+burst); a pending match without a record after
 `pending_timeout_s` is given up uncounted; so is a spec whose publish was stored by JetStream but
 whose ack never came back through an outage (it is played, not counted). Scheduling is one round
 per `probe_s` or per counted result, whichever is first.
@@ -62,7 +63,7 @@ from referee.config import ConfigError
 from referee.ladder_board import BoardRow, board
 from referee.ladder_config import LadderConfig
 from referee.ladder_pool import Pool
-from referee.ladder_quarantine import Quarantine
+from referee.ladder_quarantine import BenchState, Quarantine
 from referee.ladder_store import (
     LadderResult,
     LadderStore,
@@ -147,6 +148,8 @@ class Ladder:
         self.store = await LadderStore.open(js, self.config.bucket)
         self.results = await self.store.results()
         self.pending = {p.spec.match_id: p for p in await self.store.pending()}
+        for entry, state in (await self.store.benches()).items():
+            self.quarantine.restore(entry, state)
         log.info(
             "ladder %s: %d results and %d pending matches in %s",
             self.config.name,
@@ -349,13 +352,22 @@ class Ladder:
             self.counted += 1
             now = self.clock()
             for entry in dict.fromkeys(result.seats or [result.first, result.second]):
-                self.quarantine.result(entry, result.faults.get(entry), now)
+                state = self.quarantine.result(entry, result.faults.get(entry), now)
+                if state is not None:
+                    await self._put_bench(entry, state)
             self._refresh_rows()
         elif result is None:
             log.warning("ladder: match %s ended %s: not rated", mid, record.outcome)
         self.pending.pop(mid, None)
         await self.store.drop_pending(mid)
         self._wake.set()
+
+    async def _put_bench(self, entry: str, state: BenchState) -> None:
+        assert self.store is not None
+        try:
+            await self.store.put_bench(entry, state)
+        except Exception:  # the bus away: the bench holds in memory; a restart may forget this one
+            log.warning("ladder: storing the quarantine state of %s failed", entry, exc_info=True)
 
     async def _stored_ended(self, spec: MatchSpec) -> MatchEvent | None:
         try:

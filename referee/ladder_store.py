@@ -7,7 +7,8 @@ restart of the ladder, a referee or NATS (file storage) loses nothing and counts
 
 The ladder service (referee/ladder_service.py) also keeps each match it scheduled and has not yet
 counted as `pending.<match id>`: a restarted ladder waits for those records (or sends the spec
-again, deduplicated by match id) instead of forgetting them.
+again, deduplicated by match id) instead of forgetting them; and each entry's quarantine state as
+`bench.<entry>`, so a restarted ladder keeps a benched entry benched with its reason.
 
 Limits: two-player results only (score of `first` against `second` between 0 and 1, as
 referee/ratings.py scores the record). Reading rebuilds from every key: fine for thousands of
@@ -30,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from bus.protocol import MatchRecord, MatchSpec
 from bus.subjects import LADDER_BUCKET
 from referee.config import RatingsConfig
+from referee.ladder_quarantine import BenchState
 from referee.ratings import record_pairs
 
 BUCKET = LADDER_BUCKET  # the one bucket the referee account may use under accounts (bus/auth.py)
@@ -126,6 +128,19 @@ def pending_key(match_id: str) -> str:
     return "pending." + _safe(match_id)
 
 
+def bench_key(entry: str) -> str:
+    return "bench." + _safe(entry)
+
+
+class StoredBench(BaseModel):
+    """An entry's quarantine state (referee/ladder_quarantine.py) under `bench.<entry>`."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    entry: str = Field(min_length=1)
+    state: BenchState
+
+
 class LadderStore:
     def __init__(self, kv: KeyValue) -> None:
         self.kv = kv
@@ -183,6 +198,18 @@ class LadderStore:
     async def pending(self) -> list[Pending]:
         out = [Pending.model_validate_json(v) for v in await self._values("pending.")]
         return sorted(out, key=lambda p: p.spec.match_id)
+
+    async def put_bench(self, entry: str, state: BenchState) -> None:
+        """Store an entry's quarantine state (the last write wins)."""
+        await self.kv.put(bench_key(entry), StoredBench(entry=entry, state=state).model_dump_json().encode())
+
+    async def benches(self) -> dict[str, BenchState]:
+        """Every stored quarantine state: entry -> state."""
+        out = {}
+        for v in await self._values("bench."):
+            b = StoredBench.model_validate_json(v)
+            out[b.entry] = b.state
+        return out
 
     async def wins(self, game: str | None = None) -> dict[tuple[str, str], float]:
         """Win counts of ordered pairs (of one game's results when `game` is given)."""

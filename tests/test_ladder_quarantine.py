@@ -26,3 +26,13 @@ def test_bench_retry_and_backoff() -> None:
 def test_bad_settings() -> None:
     with pytest.raises(ValueError):
         Quarantine(limit=0)
+
+
+def test_result_returns_the_changed_state_and_restore_puts_it_back() -> None:
+    q = Quarantine(limit=1, backoff_s=10)
+    assert q.result("bot@1", None, 0) is None  # nothing changed: nothing to store
+    state = q.result("bot@1", "timeout", 1)
+    assert state is not None and state.until == 11 and "timeout" in state.reason
+    fresh = Quarantine(limit=1, backoff_s=10)
+    fresh.restore("bot@1", state)
+    assert fresh.benched(5) == q.benched(5) and not fresh.schedulable("bot@1", 5)

@@ -1,7 +1,7 @@
 """The ladder service (referee/ladder_service.py) against a real nats-server and a real referee
 worker: agents join and leave mid-run, a stopped ladder's pending matches are counted by the next
 one exactly once, the rate limit and concurrency hold, and a faulting entry is benched with its
-reason on the leaderboard."""
+reason on the leaderboard, and stays benched across a restart of the ladder."""
 
 from __future__ import annotations
 
@@ -155,6 +155,13 @@ async def test_faulting_entry_is_benched_with_its_reason(nats_url: str) -> None:
                             n = ladder.scheduled
                             await until(lambda: ladder.scheduled >= n + 2, "more matches", 60)
                             assert all(bad not in p.spec.seats for p in ladder.pending.values())
+                        # A restarted ladder reads the bench from its bucket: still benched, same reason.
+                        async with running(nc, Ladder(nc, cfg)) as again:
+                            kept = {e: r for e, r in again.quarantine.benched(again.clock()).items()}
+                            assert [r for e, r in kept.items() if e.startswith(bad + "@")] == [reason]
+                            n = again.scheduled
+                            await until(lambda: again.scheduled >= n + 2, "more matches", 60)
+                            assert all(bad not in p.spec.seats for p in again.pending.values())
                 finally:
                     await svc.stop()
     finally:
