@@ -88,16 +88,22 @@ class EventPublisher:
 
 
 class ProvenanceCache:
-    """Agent kind, version and models from `$SRV.INFO.<name>`, asked once per agent name."""
+    """Agent kind, version and models from `$SRV.INFO.<name>`, asked again at every match start.
+
+    A bot restarted with a changed prompt or model announces a new `options_hash`/models, and the
+    next match's record must carry it (a new ladder entry, a new row when split by provenance).
+    Asking each time is the cheapest correct choice: one small request per seat per match, no
+    stale window (a TTL has one), and knowing the agent's instance id would take the same request.
+    An agent that does not answer (a bot that is not a nats.micro service, or a slow reply) gets
+    the last answer of that name, else a bare provenance. Limits: with several instances of one
+    name the first to answer is the one recorded.
+    """
 
     def __init__(self, nc: NATS) -> None:
         self.nc = nc
-        self._cache: dict[str, Provenance] = {}
+        self._last: dict[str, Provenance] = {}
 
     async def get(self, agent: str) -> Provenance:
-        if agent in self._cache:
-            return self._cache[agent]
-        prov = Provenance(agent=agent)
         try:
             msg = await self.nc.request(f"$SRV.INFO.{agent}", b"", timeout=1.0)
             info = json.loads(msg.data)
@@ -111,10 +117,10 @@ class ProvenanceCache:
                 # The agent's options without where its LLM runs (referee/provenance.py).
                 options_hash=meta.get("options_hash"),
             )
-            self._cache[agent] = prov
         except (nats.errors.Error, TimeoutError, ValueError, TypeError, AttributeError):
-            # Not a micro service (a hand-written bot): play on without provenance, ask again next match.
-            pass
+            # No answer: the last one of that name, or none (a hand-written bot plays without).
+            return self._last.get(agent) or Provenance(agent=agent)
+        self._last[agent] = prov
         return prov
 
 
@@ -160,7 +166,7 @@ class RefereeWorker:
         if not self._streams_ready:
             await ensure_streams(self.nc.jetstream(), self.subjects)
             self._streams_ready = True
-        provenance = [await self.provenance.get(a) for a in dict.fromkeys(spec.seats)]
+        provenance = list(await asyncio.gather(*(self.provenance.get(a) for a in dict.fromkeys(spec.seats))))
         runner = MatchRunner(
             self.nc,
             spec,

@@ -1,20 +1,27 @@
 """Ratings split by provenance (issue 16): one agent name whose records carry two provenances
 (a changed prompt) is one row by default and two rows (`name@hash`) when split, in the run's
-summary (`[ratings] split_by`) and in `spielbus standings RUN_DIR --by-provenance`."""
+summary (`[ratings] split_by`) and in `spielbus standings RUN_DIR --by-provenance`; a bot
+restarted with a changed setting has its new provenance in the next record
+of the same referee worker (issue 31)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from nats.aio.client import Client as NATS
 
+from agents.random_agent import RandomStrategy
 from agents.registry import strategy_class
 from bus.protocol import FaultRecord, GameSpec, MatchRecord, MoveRecord, Provenance
 from referee.config import parse_config
 from referee.provenance import provenance_hash, split_by_provenance
 from referee.ratings import ratings, standings
 from referee.tournament import summarize
+from referee.worker import RefereeWorker
 from spielbus import standings as standings_cmd
+from tests.helpers import serving, uid
+from tests.reliability_helpers import make_specs
 
 OLD = Provenance(agent="llm", kind="llm_policy", version="1", models=["smollm2"], config_hash="aaaa")
 NEW = Provenance(agent="llm", kind="llm_policy", version="1", models=["smollm2"], config_hash="bbbb")
@@ -124,3 +131,25 @@ def test_a_changed_setting_changes_the_options_hash_and_a_credential_does_not() 
         a.options_hash()
         == cls.from_options({"mode": "direct", "llm": {**llm, "api_key": "k2"}}).options_hash()
     )
+
+
+async def test_an_agent_restarted_with_changed_options_has_its_new_provenance_in_the_next_record(
+    nc: NATS,
+) -> None:
+    """The referee worker asks each seat's `$SRV.INFO` at every match start (referee/worker.py): a
+    bot restarted with a changed setting is a new provenance in the next match, under one worker."""
+    a, b = uid("prov-a"), uid("prov-b")
+    specs = make_specs(uid("prov"), "tic_tac_toe", [[a, b], [b, a]])
+    worker = RefereeWorker(nc)
+
+    def options_hash(rec: MatchRecord) -> object:
+        return next((p.model_extra or {}).get("options_hash") for p in rec.provenance if p.agent == a)
+
+    async with serving(nc, RandomStrategy.from_options({"seed": 2}), b):
+        async with serving(nc, RandomStrategy.from_options({"seed": 1}), a):
+            first = await worker.play(specs[0])
+        async with serving(nc, RandomStrategy.from_options({"seed": 7}), a):
+            second = await worker.play(specs[1])
+    assert options_hash(first) and options_hash(second)
+    assert options_hash(first) != options_hash(second)
+    assert provenance_hash(first.provenance[0]) != provenance_hash(second.provenance[1])
