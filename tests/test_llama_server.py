@@ -107,13 +107,15 @@ def test_llama_server_serves_a_tournament_and_its_replay_is_exact(tmp_path: Path
     cfg.write_text(
         # Two matches at once on two slots. `vote` asks for n = 2 choices, which llama-server refuses:
         # the openai backend must then ask once per choice. allow_fallbacks: a timed-out request on a
-        # loaded machine is recorded and replayed like any answer.
-        'name = "ls"\ngames_per_pairing = 1\nseed = 3\ndeadline_ms = 120000\nconcurrency = 2\n'
+        # loaded machine is recorded and replayed like any answer. Long HTTP timeouts: at a load average
+        # of 35 one 225-token prompt took llama-server 36 s, over the default 30 s (every call timed out).
+        'name = "ls"\ngames_per_pairing = 1\nseed = 3\ndeadline_ms = 900000\nconcurrency = 2\n'
         "allow_fallbacks = true\n"
         '[embedded_llm]\nserver = "llama-server"\nparallel = 2\n'
         '[[games]]\nname = "tic_tac_toe"\n'
-        '[agents.direct]\nkind = "llm_policy"\noptions = { seed = 1 }\n'
-        '[agents.vote]\nkind = "llm_policy"\noptions = { seed = 2, mode = "vote", k = 2 }\n'
+        '[agents.direct]\nkind = "llm_policy"\noptions = { seed = 1, llm = { timeout_s = 400.0 } }\n'
+        '[agents.vote]\nkind = "llm_policy"\n'
+        'options = { seed = 2, mode = "vote", k = 2, llm = { timeout_s = 400.0 } }\n'
     )
     out = _spielbus("run", str(cfg), "--run-dir", str(tmp_path / "runs"), "--quiet",
                     "--metrics-port", "off", "--web-port", "off")  # fmt: skip
