@@ -24,7 +24,9 @@ batch of leaves (pruner and critic) are in flight together. A simulation counts 
 visit on the way down with a virtual loss (`virtual_loss`, in value units, against the
 mover), replaced by the real value when it backs up, so the others of its batch spread
 over other actions; a node being pruned is awaited by every simulation that reaches it
-(one pruner call per node). `parallel = 1` is the plain sequential search; above 1 the
+(one pruner call per node). The pruner lists the legal moves in an order shuffled per node
+(`shuffle_legal`, on by default: the small model answers the first listed move).
+`parallel = 1` is the plain sequential search; above 1 the
 tree depends on the order in which LLM replies arrive.
 
 Why not OpenSpiel's `open_spiel/python/algorithms/async_mcts.py` (it is in the installed
@@ -57,6 +59,7 @@ simulation started is finished without LLM calls once the time budget is spent.
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 from typing import Literal
 
@@ -66,7 +69,7 @@ from pydantic import Field
 from agents.base import Decision, MatchContext
 from agents.llm import LLMClient
 from agents.llm.base import LLMError
-from agents.llm.prompts import ANSWER_FORMAT
+from agents.llm.prompts import ANSWER_FORMAT, shown_order
 from agents.llm.strategy import Budget, LLMStrategy, LLMStrategyOptions
 from agents.llm.usage import UsageMeter
 from agents.search import rebuild
@@ -106,6 +109,11 @@ class LlmMctsOptions(LLMStrategyOptions):
     virtual_loss: float = Field(
         default=1.0, ge=0.0, description="Value charged to a visit in flight, against the mover."
     )
+    shuffle_legal: bool = Field(
+        default=True,
+        description="List the pruner's legal moves in an order shuffled per node (the same in a rerun, "
+        "different between matches), not OpenSpiel's (the small model answers the first listed move).",
+    )
 
 
 def chess_material(state: pyspiel.State, player: int) -> float:
@@ -126,8 +134,13 @@ class PrunerCritic:
     legal, the LLM fails or the time is spent), the value the critic of `critic` (rule, llm or
     both, summed) for the searching player, its negation for the other (two-player zero-sum)."""
 
-    def __init__(self, strategy: LlmMctsStrategy, root: int, budget: Budget, meter: UsageMeter) -> None:
+    def __init__(
+        self, strategy: LlmMctsStrategy, root: int, budget: Budget, meter: UsageMeter, order_seed: int
+    ) -> None:
         self.s, self.o, self.root, self.budget, self.meter = strategy, strategy.o, root, budget, meter
+        # One draw per decision (`LLMStrategy.order_rng`); each node's order then follows from it and
+        # the node's history, so simulations in flight together shuffle the same way in any interleaving.
+        self.order_seed = order_seed
 
     async def prior(self, state: pyspiel.State) -> list[tuple[int, float]]:
         actions = await self._prune(state)
@@ -143,7 +156,8 @@ class PrunerCritic:
         by_text = {state.action_to_string(player, a): a for a in state.legal_actions()}
         if budget.spent(0.05):
             return list(by_text.values())
-        texts = list(by_text)
+        order = random.Random(f"{self.order_seed}:{state.history_str()}") if o.shuffle_legal else None
+        texts = shown_order(list(by_text), order)
         try:
             result = await self.s.llm.chat(
                 [("user", pruner_prompt(state, texts))],
@@ -213,7 +227,7 @@ class LlmMctsStrategy(LLMStrategy):
     async def think(self, turn: Turn, ctx: MatchContext, budget: Budget, meter: UsageMeter) -> Decision:
         state = rebuild(turn)
         root = state.current_player()
-        evaluator = PrunerCritic(self, root, budget, meter)
+        evaluator = PrunerCritic(self, root, budget, meter, self.order_rng(turn).getrandbits(64))
         tree: Tree = {}
         pruning: dict[tuple[int, ...], asyncio.Task[list[tuple[int, float]]]] = {}
         sims = 0

@@ -14,6 +14,8 @@ the list, a distribution of the wrong length or all zeros) is re-asked with the
 reason up to `bad_output_retries` times, then the `fallback` plays (random legal
 move or no move). A distribution that does not sum to 1 is renormalised when
 `renormalize` is on, else it counts as unusable. Every case is counted in `stats`.
+`shuffle_legal` (default on) lists the legal moves of direct and vote prompts in an order shuffled
+per decision (`LLMStrategy.order_rng`); distribution mode keeps OpenSpiel's order (its numbers follow it).
 """
 
 from __future__ import annotations
@@ -27,7 +29,14 @@ from pydantic import Field
 
 from agents.base import Decision, MatchContext
 from agents.llm.base import LLMError
-from agents.llm.prompts import choose_prompt, legal_texts, retry_prompt, state_prompt, system_prompt
+from agents.llm.prompts import (
+    choose_prompt,
+    legal_texts,
+    retry_prompt,
+    shown_order,
+    state_prompt,
+    system_prompt,
+)
 from agents.llm.strategy import Budget, LLMStrategy, LLMStrategyOptions
 from agents.llm.usage import UsageMeter
 from bus.protocol import Turn
@@ -48,6 +57,12 @@ class LLMPolicyOptions(LLMStrategyOptions):
     renormalize: bool = True
     sum_tolerance: float = Field(default=0.01, ge=0.0)
     max_tokens: int | None = Field(default=None, description="None: the LLM config's max_tokens.")
+    shuffle_legal: bool = Field(
+        default=True,
+        description="direct/vote: list the legal moves in an order shuffled per decision (the same in "
+        "a rerun, different between matches), not OpenSpiel's: the small model answers the first "
+        "listed move most of the time (docs/referee.md, 'The order of the legal moves in LLM prompts').",
+    )
 
 
 _NUMBER_LIST = re.compile(r"\[([^\[\]]*)\]")
@@ -84,8 +99,8 @@ class LLMPolicyStrategy(LLMStrategy):
         system = system_prompt(turn, self.rules(turn, ctx))
         if self.p.mode == "distribution":
             return await self._distribution(turn, system, budget, meter)
-        messages: list[tuple[str, str]] = [("system", system), ("user", choose_prompt(turn))]
-        choices = legal_texts(turn)
+        choices = shown_order(legal_texts(turn), self.order_rng(turn) if self.p.shuffle_legal else None)
+        messages: list[tuple[str, str]] = [("system", system), ("user", choose_prompt(turn, choices))]
         by_text = {a.text: a.id for a in turn.legal_actions}
         for _ in range(self.p.bad_output_retries + 1):
             if self.p.mode == "vote":
@@ -117,7 +132,8 @@ class LLMPolicyStrategy(LLMStrategy):
                     return Decision(action=by_text[result.choice])
                 meter.bad_outputs += 1
             # Re-ask with the reason, as LLM harnesses do; a changed prompt also misses the cache.
-            messages = [*messages, ("assistant", result.text), ("user", retry_prompt(result.text, turn))]
+            retry = retry_prompt(result.text, turn, choices)
+            messages = [*messages, ("assistant", result.text), ("user", retry)]
         raise BadOutput(f"{meter.bad_outputs} unusable answer(s); last: {result.text[:80]!r}")
 
     async def _distribution(self, turn: Turn, system: str, budget: Budget, meter: UsageMeter) -> Decision:

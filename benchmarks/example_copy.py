@@ -10,8 +10,13 @@ prompt; temperature 0; answers constrained to the legal moves unless `--no-const
   move>}` shown as its JSON example, the example the first, the last or a seeded random legal
   move. The row counts answers equal to the example.
 - `placeholder`: today's prompt (`agents.llm.prompts.choose_prompt`: a placeholder where the
-  move goes). The row counts answers equal to the seeded random move the `example=random` row
-  showed (not shown here), and prints how often the answer is the first legal move.
+  move goes), legal moves in OpenSpiel's order. The row counts answers equal to the seeded random
+  move the `example=random` row showed (not shown here), and prints how often the answer is the
+  first legal move.
+- `shuffled`: today's default prompt: the placeholder, legal moves listed in an order shuffled by a
+  seeded RNG (`agents.llm.prompts.shown_order`, as `llm_policy`'s `shuffle_legal`). Prints how
+  often the answer is the first listed move (the model's position bias) and how often it is
+  OpenSpiel's first legal move (the bias a row would inherit from the action order).
 
 `chance` is the mean of 1/(number of legal moves): the rate of a model that ignores the
 example. A copy rate far above it means the row measures the prompt, not the model.
@@ -21,9 +26,13 @@ answers of 200): chance 17.1%; the answer equals the example 92% (46/50) with th
 move as the example, 100% (50/50) with the last, 98% (49/50) with a random one; with today's
 placeholder the answer equals that random move 14% (7/50), chance level, but is the first legal
 move 68% of the time: without an example to copy, the small model still leans on the list order.
+With the list shuffled (`--conditions placeholder,shuffled`, two runs cut short on a loaded machine:
+docs/referee.md, "The order of the legal moves in LLM prompts") it still answers the first listed
+move most of the time, but that is now a random move: OpenSpiel's first legal move only at about
+chance level.
 
-Limits: starts the embedded llama.cpp server (SmolLM2-135M) unless `--base-url` is given; 4 requests
-a position, sequential (about 200 requests at the defaults: minutes on 2 shared cores). Counted,
+Limits: starts the embedded llama.cpp server (SmolLM2-135M) unless `--base-url` is given; 5 requests
+a position, sequential (about 250 requests at the defaults: minutes on 2 shared cores). Counted,
 not timed. A model's bias toward the first listed move shows in `placeholder`'s first-move rate.
 """
 
@@ -39,14 +48,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from agents.llm.client import LLMClient
 from agents.llm.config import LLMConfig
-from agents.llm.prompts import choose_prompt, example_prompt, legal_texts, system_prompt
+from agents.llm.prompts import choose_prompt, example_prompt, legal_texts, shown_order, system_prompt
 from agents.llm.server import EmbeddedServer
 from bus.protocol import GameSpec, Turn
 from games.loader import load_game
 from games.view import SeatHistory, build_turn
 
 GAMES = ("tic_tac_toe", "connect_four", "othello")
-CONDITIONS = ("example=first", "example=last", "example=random", "placeholder")
+CONDITIONS = ("example=first", "example=last", "example=random", "placeholder", "shuffled")
 
 
 def positions(n: int, seed: int) -> list[Turn]:
@@ -75,9 +84,9 @@ def positions(n: int, seed: int) -> list[Turn]:
     return out
 
 
-async def ask(llm: LLMClient, turn: Turn, user: str, constrain: bool) -> str | None:
+async def ask(llm: LLMClient, turn: Turn, user: str, choices: list[str], constrain: bool) -> str | None:
     messages = [("system", system_prompt(turn, None)), ("user", user)]
-    result = await llm.chat(messages, choices=legal_texts(turn), constrain=constrain, temperature=0.0)
+    result = await llm.chat(messages, choices=choices, constrain=constrain, temperature=0.0)
     return result.choice
 
 
@@ -86,6 +95,9 @@ async def run(base_url: str, args: argparse.Namespace) -> int:
     rng = random.Random(args.seed + 1)
     hits = dict.fromkeys(CONDITIONS, 0)
     first_when_placeholder = 0
+    shuffled_first_shown = 0
+    shuffled_first_legal = 0
+    order_rng = random.Random(args.seed + 2)
     unusable = 0
     chance = 0.0
     turns = positions(args.positions, args.seed)
@@ -95,19 +107,28 @@ async def run(base_url: str, args: argparse.Namespace) -> int:
             chance += 1 / len(texts)
             hidden = rng.choice(texts)
             examples = {"example=first": texts[0], "example=last": texts[-1], "example=random": hidden}
-            for cond in CONDITIONS:
+            shown = shown_order(texts, order_rng)
+            for cond in args.conditions:
                 example = examples.get(cond, hidden)
-                user = choose_prompt(turn) if cond == "placeholder" else example_prompt(turn, example)
-                answer = await ask(llm, turn, user, args.constrain)
+                choices = shown if cond == "shuffled" else texts
+                if cond in ("placeholder", "shuffled"):
+                    user = choose_prompt(turn, choices)
+                else:
+                    user = example_prompt(turn, example)
+                answer = await ask(llm, turn, user, choices, args.constrain)
                 unusable += answer is None
                 hits[cond] += answer == example
                 if cond == "placeholder":
                     first_when_placeholder += answer == texts[0]
+                if cond == "shuffled":
+                    shuffled_first_shown += answer == shown[0]
+                    shuffled_first_legal += answer == texts[0]
             # Running totals: a run cut short still says what it measured.
-            so_far = " ".join(f"{c}={hits[c]}" for c in CONDITIONS)
+            so_far = " ".join(f"{c}={hits[c]}" for c in args.conditions)
             print(
                 f"  {i + 1:3d}/{len(turns)} {turn.game.name:13s} legal={len(texts):2d}  {so_far} "
-                f"placeholder=first:{first_when_placeholder} chance={chance:.2f}",
+                f"placeholder=first:{first_when_placeholder} shuffled=listed-first:{shuffled_first_shown},"
+                f"first:{shuffled_first_legal} chance={chance:.2f}",
                 flush=True,
             )
     finally:
@@ -116,11 +137,15 @@ async def run(base_url: str, args: argparse.Namespace) -> int:
     games = ", ".join(GAMES)
     print(f"\nexample copy on {n} positions of {games} (constrain={args.constrain}, seed={args.seed})")
     print(f"chance (mean 1/legal moves): {chance / n:6.1%}")
-    for cond in CONDITIONS:
-        what = "answer = hidden random move" if cond == "placeholder" else "answer = example"
+    for cond in args.conditions:
+        what = "answer = hidden random move" if cond in ("placeholder", "shuffled") else "answer = example"
         print(f"{cond:15s} {what:28s} {hits[cond] / n:6.1%}  ({hits[cond]}/{n})")
-    print(f"{'placeholder':15s} {'answer = first legal move':28s} {first_when_placeholder / n:6.1%}")
-    print(f"unusable answers: {unusable} of {n * len(CONDITIONS)}")
+    if "placeholder" in args.conditions:
+        print(f"{'placeholder':15s} {'answer = first legal move':28s} {first_when_placeholder / n:6.1%}")
+    if "shuffled" in args.conditions:
+        print(f"{'shuffled':15s} {'answer = first listed move':28s} {shuffled_first_shown / n:6.1%}")
+        print(f"{'shuffled':15s} {'answer = first legal move':28s} {shuffled_first_legal / n:6.1%}")
+    print(f"unusable answers: {unusable} of {n * len(args.conditions)}")
     return 0
 
 
@@ -130,7 +155,16 @@ async def main() -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-constrain", dest="constrain", action="store_false")
     ap.add_argument("--base-url", default=None)
+    ap.add_argument(
+        "--conditions",
+        default=",".join(CONDITIONS),
+        help="comma-separated subset of " + ", ".join(CONDITIONS) + " (default: all)",
+    )
     args = ap.parse_args()
+    args.conditions = [c.strip() for c in args.conditions.split(",") if c.strip()]
+    unknown = sorted(set(args.conditions) - set(CONDITIONS))
+    if unknown:
+        ap.error(f"--conditions: unknown {', '.join(unknown)}")
     server = None
     base_url = args.base_url
     if base_url is None:

@@ -8,6 +8,7 @@ the history to the last `HISTORY_ITEMS` steps so a prompt fits the small embedde
 from __future__ import annotations
 
 import json
+import random
 
 from bus.protocol import Turn
 
@@ -24,6 +25,20 @@ def legal_texts(turn: Turn) -> list[str]:
     return [a.text for a in turn.legal_actions]
 
 
+def shown_order(texts: list[str], rng: random.Random | None) -> list[str]:
+    """The legal moves in the order a prompt lists them: shuffled by `rng` (the decision's seeded
+    RNG: the same in a rerun, different between matches), or OpenSpiel's order when None.
+
+    Why: with no example to copy, SmolLM2 still answers the first listed move about 68% of the time
+    (`benchmarks/example_copy.py`); in OpenSpiel's order that is a fixed move (chess `a3`, Go `a1`),
+    so a row would measure the action order. Shuffled, the first listed move is a random one."""
+    if rng is None:
+        return list(texts)
+    shown = list(texts)
+    rng.shuffle(shown)
+    return shown
+
+
 def system_prompt(turn: Turn, rules: str | None) -> str:
     text = f"You are an expert player of the game {turn.game.label()}. You play as player {turn.seat}."
     if rules:
@@ -31,11 +46,12 @@ def system_prompt(turn: Turn, rules: str | None) -> str:
     return text
 
 
-def state_prompt(turn: Turn) -> str:
+def state_prompt(turn: Turn, shown: list[str] | None = None) -> str:
+    """`shown`: the legal moves in the order to list them (`shown_order`); default OpenSpiel's."""
     return (
         f"Current state:\n{turn.observation}\n\n"
         f"Moves so far: {history_text(turn)}\n"
-        f"Legal moves: {', '.join(legal_texts(turn))}"
+        f"Legal moves: {', '.join(legal_texts(turn) if shown is None else shown)}"
     )
 
 
@@ -45,8 +61,8 @@ def state_prompt(turn: Turn) -> str:
 ANSWER_FORMAT = 'Answer with JSON of the form {"action": "<one legal move, written exactly as listed>"}.'
 
 
-def choose_prompt(turn: Turn) -> str:
-    return f"{state_prompt(turn)}\n\nChoose your next move. {ANSWER_FORMAT}"
+def choose_prompt(turn: Turn, shown: list[str] | None = None) -> str:
+    return f"{state_prompt(turn, shown)}\n\nChoose your next move. {ANSWER_FORMAT}"
 
 
 def example_prompt(turn: Turn, example: str) -> str:
@@ -59,9 +75,9 @@ def example_prompt(turn: Turn, example: str) -> str:
     )
 
 
-def retry_prompt(answer: str, turn: Turn) -> str:
-    shown = answer.strip()[:80] or "(empty)"
+def retry_prompt(answer: str, turn: Turn, shown: list[str] | None = None) -> str:
+    said = answer.strip()[:80] or "(empty)"
     return (
-        f"Your answer {shown!r} is not one of the legal moves. "
-        f"Answer with exactly one of: {', '.join(legal_texts(turn))}."
+        f"Your answer {said!r} is not one of the legal moves. "
+        f"Answer with exactly one of: {', '.join(legal_texts(turn) if shown is None else shown)}."
     )

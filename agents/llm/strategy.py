@@ -108,6 +108,13 @@ class LLMStrategy(Strategy):
         same way however many matches it serves at once). Outside a decision, a per-agent RNG."""
         return _DECISION_RNG.get() or self._idle_rng
 
+    def order_rng(self, turn: Turn) -> random.Random:
+        """The RNG that orders a prompt's legal moves (`agents.llm.prompts.shown_order`): a function
+        of the agent's seed (0 without one), the turn's `match_seed` and what the seat knows, never
+        unseeded, so a rerun or a `spielbus replay` of the run asks the recorded prompts again
+        while other matches list the moves otherwise. Apart from `rng`, whose draws stay as they were."""
+        return decision_rng(self.opts.seed or 0, turn)
+
     def models(self) -> list[str]:
         return [f"{self.opts.llm.backend}:{self.opts.llm.model}"]
 
