@@ -99,14 +99,14 @@ async def test_cwm_quick_report_on_the_reference_model(tmp_path: Path, smallest:
         "leduc_poker-llm_calls",
         "leduc_poker-vs-random",
         "tic_tac_toe-vs-gt_mcts",
-        "quadranto-vs-random",
+        "gin_rummy-vs-random",
     ]
     out = tmp_path / "cwm"
     cells = await CwmReport(_args(), out, Console(quiet=True)).run(names)
     by = {c.name: c for c in cells}
     for name in ("leduc_poker-train_transition", "leduc_poker-llm_calls"):
         assert "needs a model that writes code" in by[name].why
-    assert "no hand-written reference model of quadranto" in by["quadranto-vs-random"].why
+    assert "no hand-written reference model of gin_rummy" in by["gin_rummy-vs-random"].why
     assert by["leduc_poker-test_transition"].score == 1.0 and by["leduc_poker-test_inference"].score == 1.0
     assert by["leduc_poker-vs-random"].unit == "payoff" and by["tic_tac_toe-vs-gt_mcts"].unit == "share"
     _check_sources(out, cells)
