@@ -54,7 +54,8 @@ def plot_solve_rates(out: Path, cells: dict[str, Cell], numbers: dict[str, Paper
         ax.plot([d for d, _ in paper], [v for _, v in paper], ls="--", color=colour, alpha=0.6)
         ours = [cells[n] for d in DEPTHS if (n := f"t2-d{d}-{m}") in cells and cells[n].score is not None]
         if ours:
-            xs = [int(c.name.split("-")[1][1:]) for c in ours]
+            # Offset per method so that equal points (e.g. all 0 of 1) do not hide each other.
+            xs = [int(c.name.split("-")[1][1:]) + 0.07 * (i - 1.5) for c in ours]
             ys = [c.score or 0.0 for c in ours]
             errs = [[y - (c.low or 0.0) for y, c in zip(ys, ours, strict=True)],
                     [(c.high or 0.0) - y for y, c in zip(ys, ours, strict=True)]]  # fmt: skip
