@@ -74,7 +74,7 @@ def tournament_toml(
         'format = "round_robin"',
         f"games_per_pairing = {games_per_pairing}",
         "concurrency = 1",
-        "deadline_ms = 120000",
+        "deadline_ms = 300000",  # a generous turn: three llama.cpp servers on a shared, loaded CPU
         f"seed = {seed}",
         f"run_dir = {_toml_value(str(run_dir))}",
         "allow_fallbacks = true",
@@ -97,7 +97,7 @@ def tournament_toml(
             'backend = "openai"',
             'model = "smollm2"',
             f"base_url = {_toml_value(url)}",
-            "timeout_s = 120",
+            "timeout_s = 300",
             "options = { max_tokens = 32 }",
         ]
     for i, name in enumerate(LLM_AGENTS):
