@@ -26,10 +26,9 @@ answers of 200): chance 17.1%; the answer equals the example 92% (46/50) with th
 move as the example, 100% (50/50) with the last, 98% (49/50) with a random one; with today's
 placeholder the answer equals that random move 14% (7/50), chance level, but is the first legal
 move 68% of the time: without an example to copy, the small model still leans on the list order.
-With the list shuffled (`--conditions placeholder,shuffled`, two runs cut short on a loaded machine:
-docs/referee.md, "The order of the legal moves in LLM prompts") it still answers the first listed
-move most of the time, but that is now a random move: OpenSpiel's first legal move only at about
-chance level.
+With the list shuffled (`--conditions placeholder,shuffled`, seed 1, 50 positions) it still answers
+the first listed move 72% of the time, but that is now a random move: OpenSpiel's first legal move
+12% (chance 17%); docs/referee.md, "The order of the legal moves in LLM prompts", has both seeds.
 
 Limits: starts the embedded llama.cpp server (SmolLM2-135M) unless `--base-url` is given; 5 requests
 a position, sequential (about 250 requests at the defaults: minutes on 2 shared cores). Counted,
