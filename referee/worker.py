@@ -27,6 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 import nats.errors
+import nats.js.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js.api import AckPolicy, ConsumerConfig
@@ -43,6 +44,13 @@ from referee.service import RefereeService
 from referee.wake import any_set
 
 log = logging.getLogger(__name__)
+# What a pull raises while the bus is away or JetStream is not serving: transient by nature.
+_BUS_AWAY: tuple[type[Exception], ...] = (
+    nats.js.errors.ServiceUnavailableError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.NoRespondersError,
+    nats.errors.StaleConnectionError,
+)
 
 ACK_WAIT_S = 30.0
 DURABLE = "referee"
@@ -347,8 +355,13 @@ class RefereeWorker:
                     for _ in range(n):
                         slots.release()
                     break
+                except _BUS_AWAY as exc:
+                    # The server going away or JetStream not ready yet (its 503 while it stops or
+                    # starts): expected, said in one line, pulled again once the bus is back.
+                    log.warning("referee worker: fetch failed (%s); pulling again", type(exc).__name__)
+                    await asyncio.sleep(0.5)
                 except Exception:
-                    # Reconnecting, or a transient JetStream error: wait and pull again.
+                    # Anything else is not expected: keep its traceback for the log.
                     log.warning("referee worker: fetch failed", exc_info=True)
                     await asyncio.sleep(0.5)
                 for _ in range(n - len(msgs)):

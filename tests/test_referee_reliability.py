@@ -8,15 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import random
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import nats.errors
 import pytest
+from nats.aio.client import Client as NATS
 
 from agents.base import StrategyOptions
 from agents.random_agent import FirstLegalStrategy
@@ -709,3 +712,43 @@ async def test_under_accounts_the_referee_hears_failed_specs_and_checks_stored_r
             assert not await RefereeWorker(bots["alice"], subjects=subjects)._already_ended(specs[1])
         for c in (ref, *bots.values()):
             await c.close()
+
+
+async def test_a_pull_refused_while_jetstream_stops_is_one_line_not_a_traceback(
+    nc: NATS, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """JetStream answers a pull with 503 while its server stops (seen under load as `spielbus
+    referee` went down with its bus): an expected state, logged in one line, and the worker pulls
+    again rather than dumping a traceback or stopping."""
+    from nats.js.client import JetStreamContext
+    from nats.js.errors import ServiceUnavailableError
+
+    real_fetch = JetStreamContext.PullSubscription.fetch
+    refused = 0
+
+    async def fetch(self: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal refused
+        if refused < 2:
+            refused += 1
+            raise ServiceUnavailableError
+        return await real_fetch(self, *args, **kwargs)
+
+    monkeypatch.setattr(JetStreamContext.PullSubscription, "fetch", fetch)
+    subjects = Subjects(prefix=f"pull{uid('p').replace('-', '')}")
+    await ensure_streams(nc.jetstream(), subjects)
+    worker = RefereeWorker(nc, subjects=subjects)
+    caplog.set_level(logging.WARNING, logger="referee.worker")
+    task = asyncio.create_task(worker.run())
+    try:
+        for _ in range(600):
+            if refused >= 2 and any("pulling again" in r.getMessage() for r in caplog.records):
+                break
+            await asyncio.sleep(0.1)
+        await asyncio.sleep(1.0)  # a further pull, through the real fetch, with the worker alive
+        assert not task.done()
+    finally:
+        worker.stop()
+        await asyncio.wait_for(task, 120)
+    fetch_logs = [r for r in caplog.records if "fetch failed" in r.getMessage()]
+    assert len(fetch_logs) == 2, [r.getMessage() for r in fetch_logs]
+    assert all(r.exc_info is None and "ServiceUnavailableError" in r.getMessage() for r in fetch_logs)
