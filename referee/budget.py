@@ -19,6 +19,7 @@ a timeout or a service error carries none.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import ValidationError
@@ -125,4 +126,17 @@ def by_budget_class(records: list[MatchRecord]) -> list[MatchRecord]:
                 }
             )
         )
+    return out
+
+
+def seat_budgets(
+    own: Mapping[str, Budget | None], default: Budget | None, seats: list[str]
+) -> dict[str, Budget]:
+    """Each seat's LLM budget: its agent's own, else the file's `[budget]` (neither: unlimited)."""
+    out = {}
+    for s in seats:
+        mine = own.get(s)
+        budget = mine if mine is not None else default
+        if budget is not None:
+            out[s] = budget
     return out

@@ -70,6 +70,7 @@ from pydantic import (
 
 from bus.protocol import Budget, FaultPolicy, GameSpec
 from bus.subjects import check_agent_name, check_token
+from referee.budget import seat_budgets
 from referee.sprt import SprtConfig
 
 
@@ -246,13 +247,7 @@ class TournamentConfig(BaseModel):
 
     def seat_budgets(self, seats: list[str]) -> dict[str, Budget]:
         """Each seat's LLM budget: its agent's own, else the tournament's `[budget]` (none: unlimited)."""
-        out = {}
-        for s in seats:
-            agent = self.agents.get(s)
-            budget = agent.budget if agent is not None and agent.budget is not None else self.budget
-            if budget is not None:
-                out[s] = budget
-        return out
+        return seat_budgets({n: a.budget for n, a in self.agents.items()}, self.budget, seats)
 
     def agent_options(self, name: str) -> dict[str, Any]:
         """The options an agent process is started with: its own, plus its named LLM endpoint."""

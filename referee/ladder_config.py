@@ -37,8 +37,8 @@ from pathlib import Path
 from pydantic import BaseModel, Field, field_validator
 
 from bus.protocol import Budget, FaultPolicy, GameSpec
-from bus.subjects import check_token
-from referee.budget import budget_label
+from bus.subjects import check_agent_name, check_token
+from referee.budget import budget_label, seat_budgets
 from referee.config import FILE, ConfigError, parse_toml
 from referee.ladder_store import BUCKET
 
@@ -81,17 +81,12 @@ class LadderConfig(BaseModel):
     @classmethod
     def _agent_names(cls, v: dict[str, LadderAgent]) -> dict[str, LadderAgent]:
         for name in v:
-            check_token(name, "agent name")
+            check_agent_name(name)
         return v
 
     def seat_budgets(self, seats: list[str]) -> dict[str, Budget]:
-        out = {}
-        for s in seats:
-            agent = self.agents.get(s)
-            budget = agent.budget if agent is not None and agent.budget is not None else self.budget
-            if budget is not None:
-                out[s] = budget
-        return out
+        """Each seat's LLM budget: its agent's own, else the ladder's `[budget]` (none: unlimited)."""
+        return seat_budgets({n: a.budget for n, a in self.agents.items()}, self.budget, seats)
 
     def budget_class(self, name: str) -> str:
         agent = self.agents.get(name)

@@ -43,6 +43,7 @@ from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
 from bus.subjects import REFEREE_SERVICE, Subjects
 from referee.config import ConfigError, parse_config
+from referee.ladder_config import parse_ladder
 from tests.helpers import serving, spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -460,5 +461,7 @@ async def test_no_agent_may_take_the_referee_service_name(tmp_path: Path, nc: NA
     )
     with pytest.raises(ConfigError, match="reserved"):
         parse_config(toml)
+    with pytest.raises(ConfigError, match="reserved"):
+        parse_ladder(f'name = "l"\n[[games]]\nname = "tic_tac_toe"\n[agents.{REFEREE_SERVICE}]\n[agents.b]\n')
     with pytest.raises(ValueError, match="reserved"):
         AgentService(nc, RandomStrategy(StrategyOptions(seed=1)), name=REFEREE_SERVICE)
