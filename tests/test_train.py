@@ -8,8 +8,10 @@ shared two-core machine one step of 4 answers takes minutes.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -139,6 +141,23 @@ def test_two_steps_change_the_adapter_and_the_model_plays(tmp_path: Path) -> Non
     again = train(export, out, settings, progress=False)
     assert again.resumed_from == 2 and again.rewards == []
     assert again.adapter_change == pytest.approx(result.adapter_change, rel=1e-6)
+
+    # A run stopped after step 1 (mid-epoch: two rows, one prompt a step), resumed with --steps 1:
+    # nothing is trained (the trainer's loop used to run one more step before its stop check) and
+    # the model is step 1's checkpoint.
+    from safetensors.torch import load_file
+
+    stopped = tmp_path / "stopped"
+    shutil.copytree(out, stopped)
+    shutil.rmtree(stopped / "checkpoints" / "checkpoint-2")
+    log_before = (stopped / "train_log.jsonl").read_text()
+    lower = train(export, stopped, dataclasses.replace(settings, steps=1), progress=False)
+    assert lower.resumed_from == 1 and lower.rewards == []
+    assert (stopped / "train_log.jsonl").read_text() == log_before
+    assert not (stopped / "checkpoints" / "checkpoint-2").exists()
+    step1 = load_file(str(stopped / "checkpoints" / "checkpoint-1" / "adapter_model.safetensors"))
+    step1_change = sum(float(t.abs().sum()) for k, t in step1.items() if "lora_B" in k)
+    assert lower.adapter_change == pytest.approx(step1_change, rel=1e-6)
 
     # The trained model plays: served by the embedded llama.cpp server, as an ordinary llm_policy agent
     # in a `spielbus run` tournament (allow_fallbacks off: the run fails if most moves were fallbacks).

@@ -20,7 +20,8 @@ answers all score the same teaches nothing (GRPO's advantages are zero), which i
 answer starts at `[`; docs/coach.md has the measured share of valid answers under each mode.
 
 Out (DIR): `checkpoints/` (TRL's checkpoints, every `--save-every` steps; running the same
-command again resumes from the last one and stops at `--steps` in all), `train_log.jsonl` (one
+command again resumes from the last one and stops at `--steps` in all; if a checkpoint is already
+at or past `--steps`, nothing is trained and the model is the first such checkpoint), `train_log.jsonl` (one
 line per step: reward, loss, seconds), `adapter/` (the LoRA adapter, PEFT format), `model.gguf`
 (the base GGUF with the LoRA merged into the projections it touched, `research.coach.gguf_merge`:
 `llm_policy` plays it through `spielbus llm serve --model DIR/model.gguf`) and `train.json`.
@@ -35,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -311,6 +313,35 @@ def load_base(gguf_path: Path) -> tuple[Any, Any]:
 
 # --- training -------------------------------------------------------------------------------------
 
+CHECKPOINT = re.compile(r"^checkpoint-(\d+)$")
+
+
+def pick_checkpoint(folder: Path, steps: int) -> tuple[Path | None, int]:
+    """The checkpoint to resume from and its step: the first at or past `steps` if there is one
+    (the model is then that checkpoint, nothing is trained), else the last (training continues)."""
+    found = sorted(
+        (int(m.group(1)), p)
+        for p in (folder.iterdir() if folder.is_dir() else ())
+        if p.is_dir() and (m := CHECKPOINT.match(p.name))
+    )
+    if not found:
+        return None, 0
+    step, path = next(((n, p) for n, p in found if n >= steps), found[-1])
+    return path, step
+
+
+def load_adapter(peft_model: Any, checkpoint: Path) -> None:
+    """Load a checkpoint's LoRA weights into the trainer's PEFT model, as its resume would."""
+    from peft import set_peft_model_state_dict
+    from safetensors.torch import load_file
+
+    weights = load_file(str(checkpoint / "adapter_model.safetensors"))
+    loaded = set_peft_model_state_dict(peft_model, weights)
+    if loaded.unexpected_keys:
+        raise TrainError(
+            f"{checkpoint}: adapter weights the model does not have: {loaded.unexpected_keys[:3]}"
+        )
+
 
 def train(
     export_path: Path,
@@ -326,7 +357,6 @@ def train(
         import torch
         from peft import LoraConfig
         from transformers import TrainerCallback
-        from transformers.trainer_utils import get_last_checkpoint
         from trl import GRPOConfig, GRPOTrainer
     except ImportError as exc:
         raise TrainError(
@@ -359,8 +389,7 @@ def train(
     )
     out.mkdir(parents=True, exist_ok=True)
     ckpt_dir = out / "checkpoints"
-    last = get_last_checkpoint(str(ckpt_dir)) if ckpt_dir.is_dir() else None
-    resumed_from = int(last.rsplit("-", 1)[1]) if last else 0
+    last, resumed_from = pick_checkpoint(ckpt_dir, settings.steps)
     log_path = out / "train_log.jsonl"
     args = GRPOConfig(
         output_dir=str(ckpt_dir),
@@ -437,8 +466,14 @@ def train(
         callbacks=[StepLog()],
     )
     t0 = time.monotonic()
-    # Also when the checkpoint is already at --steps: Trainer then loads it and trains no further.
-    trainer.train(resume_from_checkpoint=last)
+    if last is not None and resumed_from >= settings.steps:
+        # Nothing left to train. Not `trainer.train`: resumed mid-epoch, its loop runs one step
+        # before it checks `max_steps`, so a run stopped early and resumed with the steps it
+        # reached trained one more (tests/test_train.py).
+        load_adapter(trainer.model, last)
+        result.steps = resumed_from  # the model is that checkpoint (past --steps if none is at it)
+    else:
+        trainer.train(resume_from_checkpoint=str(last) if last else None)
     result.seconds = time.monotonic() - t0
     peft_model: Any = trainer.model  # a peft.PeftModel (TRL wraps the model with peft_config)
     peft_model.save_pretrained(str(out / "adapter"))
@@ -463,6 +498,7 @@ def train(
         "rows": len(rows),
         "settings": asdict(settings),
         "resumed_from": resumed_from,
+        "model_step": result.steps,
         "seconds": round(result.seconds, 1),
         "step_seconds": result.step_seconds,
         "step_cpu_seconds": result.step_cpu_seconds,
