@@ -112,6 +112,12 @@ def _parser() -> argparse.ArgumentParser:
     t1.add_argument("--games-per-pairing", type=int, default=10)
     t1.add_argument("--solve-iterations", type=int, default=1000, help="CFVFP iterations of the yardstick")
     t1.add_argument("--quiet", action="store_true")
+    t1.add_argument(
+        "--rescore",
+        action="store_true",
+        help="no training or play: the table again from OUT's last finished tournament (its records "
+        "and trainings), e.g. for the dominated-move columns of a run made before they existed",
+    )
     _server_timeout_flag(t1)
     _train_flags(t1)
     return p
@@ -313,8 +319,19 @@ def _cmd_train(args: argparse.Namespace) -> int:
 
 
 def _cmd_table1(args: argparse.Namespace) -> int:
-    from research.coach.table1 import render, table1
+    from agents.policy_dataset import DatasetError
+    from research.coach.table1 import render, rescore, table1
     from research.coach.train import TrainError
+
+    if args.rescore:
+        try:
+            result = rescore(Path(args.dir), Path(args.out))
+        except (RuntimeError, DatasetError, OSError) as exc:
+            print(f"{PROG} table1: {exc}", file=sys.stderr)
+            return 1
+        print(render(result))
+        print(f"\nwritten: {Path(args.out) / 'table1.md'}, {Path(args.out) / 'table1.json'}")
+        return 0
 
     try:
         settings = _settings(args)

@@ -13,11 +13,14 @@ Printed and written to OUT/table1.json and OUT/table1.md: per agent Elo, Bradley
 interval), the paper's Elo where it has one (Table 1: coach 1549 +- 32, CFVFP 1470 +- 31, its
 Qwen2.5-32B after 50 GRPO steps of 128 samples each), mean payoff against `cfvfp_table`, the
 share of answers the agent could not use (re-asked: `bad_outputs`), of sums it renormalised,
-and of moves played by the fallback; and per trained model the training's steps, seconds a step
-(wall clock and CPU) and mean reward at the first and last steps.
+of moves played by the fallback, and of dominated moves with the mean chips a move gave up
+against the table (`research.coach.dominated`: more than 0.5 chips below the best legal action's
+expected payoff when both play the table elsewhere); and per trained model the training's
+steps, seconds a step (wall clock and CPU) and mean reward at the first and last steps.
 
 Every stage resumes: exports are rewritten, a model whose `train.json` shows the requested
-steps is not trained again, `train` itself resumes from checkpoints. Limits: SmolLM2-135M on a
+steps is not trained again, `train` itself resumes from checkpoints; the tournament is played
+again, unless `--rescore` asks for the table from the last finished one's records. Limits: SmolLM2-135M on a
 shared CPU trains a few steps in the time the paper's run trains hundreds; the table measures
 the pipeline and what these few steps change, not the paper's effect size. The game must be
 small enough for `solve` (Leduc, Kuhn, a tiny-deck simplified Hold'em).
@@ -36,8 +39,9 @@ from typing import Any
 import agents.policy_dataset as ds
 from agents.llm.server import EmbeddedServer, find_model
 from bus.protocol import MatchRecord
-from games.loader import parse_spec
+from games.loader import load_game, parse_spec
 from research.coach.coach import SERVER_TIMEOUT_S
+from research.coach.dominated import MARGIN, move_losses, table_values
 from research.coach.export import export
 from research.coach.train import TrainSettings, train
 
@@ -142,9 +146,20 @@ def train_once(export_file: Path, out: Path, settings: TrainSettings, progress: 
     return dict(json.loads(summary.read_text(encoding="utf-8")))
 
 
-def agent_stats(records: list[MatchRecord]) -> dict[str, dict[str, float]]:
-    """Per agent: moves, the shares of re-asked answers, renormalised sums and fallback moves, and
-    the mean payoff against the yardstick."""
+def read_table(path: Path, game: str) -> dict[str, dict[int, float]]:
+    """A `solve` table as information set -> {action id: probability}."""
+    return {
+        row.infoset: {a.id: p for a, p in zip(row.legal, row.policy, strict=True)}
+        for row in ds.iter_rows(path, ds.TableRow, game)
+    }
+
+
+def agent_stats(
+    records: list[MatchRecord], values: dict[str, dict[int, float]] | None = None
+) -> dict[str, dict[str, float]]:
+    """Per agent: moves, the shares of re-asked answers, renormalised sums and fallback moves, the
+    mean payoff against the yardstick and, given the table's action values
+    (`research.coach.dominated`), the share of dominated moves and the mean chips a move gave up."""
     moves: dict[str, int] = defaultdict(int)
     counts: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     payoff: dict[str, list[float]] = defaultdict(list)
@@ -175,14 +190,23 @@ def agent_stats(records: list[MatchRecord]) -> dict[str, dict[str, float]]:
             "payoff_vs_cfvfp_table": sum(payoff[name]) / len(payoff[name]) if payoff[name] else float("nan"),
             "matches_vs_cfvfp_table": len(payoff[name]),
         }
+    if values is not None and records:
+        losses = move_losses(records, load_game(records[0].game), values).summary(MARGIN)
+        for name, row in out.items():
+            row.update(losses.get(name, {}))
     return out
+
+
+def _rate(s: dict[str, float], key: str, fmt: str) -> str:
+    v = s.get(key)
+    return "-" if v is None or v != v else format(v, fmt)
 
 
 def render(result: dict[str, Any]) -> str:
     rows = [
         "| agent | Elo (ours) | Bradley-Terry (95% interval) | Elo (paper) | payoff vs cfvfp_table | "
-        "re-asked answers | renormalised | fallback moves |",
-        "|---|---|---|---|---|---|---|---|",
+        "re-asked answers | renormalised | fallback moves | dominated moves | chips given up a move |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["ratings"]:
         s = result["stats"].get(r["agent"], {})
@@ -192,7 +216,8 @@ def render(result: dict[str, Any]) -> str:
             f"{PAPER_ELO.get(r['agent'], '-')} | "
             + (f"{pay:+.3f} ({s.get('matches_vs_cfvfp_table', 0)})" if pay == pay else "-")
             + f" | {s.get('bad_output_rate', 0):.1%} | {s.get('renormalized_rate', 0):.1%} | "
-            f"{s.get('fallback_rate', 0):.1%} |"
+            f"{s.get('fallback_rate', 0):.1%} | {_rate(s, 'dominated_rate', '.1%')} | "
+            f"{_rate(s, 'mean_loss_vs_best', '.3f')} |"
         )
     rows += [
         "",
@@ -209,7 +234,13 @@ def render(result: dict[str, Any]) -> str:
             f"{(sum(cpus) / len(cpus)) if cpus else float('nan'):.1f} | "
             f"{(f'{rew[0]:.3f} -> {rew[-1]:.3f}') if rew else '-'} | {t.get('replaced_tensors', 0)} |"
         )
-    rows += ["", f"Game: {result['game']}; {result['matches']} matches; {PAPER_NOTE}"]
+    rows += [
+        "",
+        f"Game: {result['game']}; {result['matches']} matches. Dominated: a move whose expected payoff "
+        f"against the CFVFP table, at its information set, is more than {MARGIN} chips below the best "
+        "legal action's; chips given up: that gap, averaged over the agent's moves "
+        f"(research/coach/dominated.py). {PAPER_NOTE}",
+    ]
     return "\n".join(rows)
 
 
@@ -285,24 +316,50 @@ def table1(
     new = sorted(set(runs.glob("*")) - before)
     if code != 0 or not new:
         raise RuntimeError(f"the tournament failed (spielbus run exited {code}); see {toml}")
-    run_folder = new[-1]
+    return summarise(data, out, new[-1], training, round(play_s, 1))
+
+
+def summarise(
+    data: Path, out: Path, run_folder: Path, training: dict[str, Any], play_s: float | None
+) -> dict[str, Any]:
+    """Table 1 from a finished tournament's records; writes OUT/table1.json and OUT/table1.md."""
+    meta, _ = ds.read_nodes(data)
     ratings = json.loads((run_folder / "ratings.json").read_text(encoding="utf-8"))
     records = [
         MatchRecord.model_validate_json(line)
         for line in (run_folder / "matches.jsonl").read_text(encoding="utf-8").splitlines()
         if line.strip()
     ]
+    values = table_values(load_game(meta.game), read_table(out / "cfvfp-table.jsonl", meta.game))
     result = {
         "game": meta.game,
         "data": str(data),
         "run": str(run_folder),
         "matches": len(records),
-        "play_seconds": round(play_s, 1),
+        "play_seconds": play_s,
         "ratings": ratings,
-        "stats": agent_stats(records),
+        "stats": agent_stats(records, values),
+        "dominated_margin": MARGIN,
         "training": training,
         "paper": {"elo": PAPER_ELO, "note": PAPER_NOTE},
     }
     (out / "table1.json").write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
     (out / "table1.md").write_text(render(result) + "\n", encoding="utf-8")
     return result
+
+
+def rescore(data: Path, out: Path) -> dict[str, Any]:
+    """Table 1 again from OUT's last finished tournament and trainings, without training or
+    playing (`table1 --rescore`: a tournament costs an hour here, its records keep what it showed)."""
+    finished = sorted(p.parent for p in (out / "runs").glob("*/ratings.json"))
+    if not finished:
+        raise RuntimeError(f"{out / 'runs'}: no finished tournament to rescore (run table1 first)")
+    training = {}
+    for name in ("cfvfp_distilled", "coach_distilled"):
+        summary = out / name / "train.json"
+        if not summary.exists():
+            raise RuntimeError(f"{summary}: missing (run table1 first)")
+        training[name] = json.loads(summary.read_text(encoding="utf-8"))
+    before = out / "table1.json"
+    play_s = json.loads(before.read_text(encoding="utf-8")).get("play_seconds") if before.exists() else None
+    return summarise(data, out, finished[-1], training, play_s)
