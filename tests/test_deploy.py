@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMPOSE = ROOT / "docker-compose.yml"
 GPU = ROOT / "docker-compose.gpu.yml"
 PROM_CONFIG = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+OFFLINE = ROOT / "deploy" / "offline" / "docker-compose.offline.yml"
 # The auth folder: a named volume in compose, written by the one-shot `auth-init` service.
 AUTH = "/auth"
 ONE_SHOT = {"auth-init", "tournament"}
@@ -163,6 +164,28 @@ def test_prometheus_config_passes_promtool_and_scrapes_every_service() -> None:
         if cmd[:1] == ["spielbus"] and "--metrics-port" in cmd:
             port = cmd[cmd.index("--metrics-port") + 1]
             assert f"{name}:{port}" in targets, f"Prometheus does not scrape {name}:{port}"
+
+
+def test_offline_override_puts_every_service_on_the_host_network() -> None:
+    """deploy/offline/compose.sh (the Docker stack test's way up): every service shares the daemon's
+    network and every name Prometheus scrapes resolves to it. A service the override leaves out
+    lands on a bridge network of its own, where `nats` does not resolve and Prometheus cannot reach
+    it: the `ladder` service's target was never up for that reason."""
+    offline = yaml.safe_load(OFFLINE.read_text())
+    names = {host.split(":")[0] for host in offline["x-names"]}
+    for name, svc in _compose()["services"].items():
+        if svc.get("profiles"):
+            continue  # opt-in (Ollama): not part of the offline stack
+        assert (offline["services"].get(name) or {}).get("network_mode") == "host", (
+            f"{name} is not on the host network in {OFFLINE.name}"
+        )
+    scraped = {
+        t.rsplit(":", 1)[0]
+        for job in yaml.safe_load(PROM_CONFIG.read_text())["scrape_configs"]
+        for sc in job["static_configs"]
+        for t in sc["targets"]
+    }
+    assert scraped - {"localhost"} <= names, f"Prometheus targets without a name: {scraped - names}"
 
 
 def _spielbus_services() -> dict[str, list[str]]:

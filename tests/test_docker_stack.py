@@ -13,7 +13,9 @@ What it does, as a new user on a registry-less host would (docs/deploy.md):
 While the tournament runs it restarts the referee container and then the NATS container (its
 JetStream volume kept); the tournament must still record every match exactly once. Then it checks
 every service healthy, the live page and every metrics endpoint, Prometheus scraping every target,
-every Grafana dashboard query returning series from that Prometheus, NATS refusing a login without
+the `ladder` service (deploy/ladder.toml, beside the tournament) rating the stack's agents with its
+counted games in Prometheus and on its leaderboard, every Grafana dashboard query returning series
+from that Prometheus, NATS refusing a login without
 a password, the LLM agent's moves made by the model rather than fallbacks, a stopped agent's turns
 recorded as faults in a second tournament, and a clean `down`.
 
@@ -47,8 +49,8 @@ BASES_SH = ROOT / "deploy" / "offline" / "make-base-images.sh"
 DASHBOARDS = sorted((ROOT / "deploy" / "grafana" / "dashboards").glob("*.json"))
 PROJECT = "spielbustest"
 MATCHES = 24  # deploy/tournament.toml: 3 agents, 2 games, both seat orders, 2 games per pairing
-HEALTHY = ("nats", "llm-server", "referee", "random", "mcts", "llm", "prometheus")
-METRICS_PORTS = (9400, 9410, 9411, 9412)
+HEALTHY = ("nats", "llm-server", "referee", "ladder", "random", "mcts", "llm", "prometheus")
+METRICS_PORTS = (9400, 9401, 9410, 9411, 9412)
 
 
 class Stack:
@@ -232,7 +234,20 @@ def test_prometheus_scrapes_every_target_and_every_dashboard_query_has_data(stac
         return active if active and all(t["health"] == "up" for t in active) else None
 
     active = stack.wait("every Prometheus target up", targets_up, timeout=300)
-    assert {t["labels"]["job"] for t in active} >= {"spielbus-referee", "spielbus-agents"}
+    assert {t["labels"]["job"] for t in active} >= {"spielbus-referee", "spielbus-ladder", "spielbus-agents"}
+
+    # The ladder has played beside the tournament (which ran first): its counted games are scraped
+    # (two entries a match) and its leaderboard rates the stack's agents with games played.
+    def ladder_games() -> float:
+        url = "http://127.0.0.1:9090/api/v1/query?query=sum(spielbus_ladder_games)"
+        result = json.loads(stack.get(url))["data"]["result"]
+        return float(result[0]["value"][1]) if result else 0.0
+
+    assert stack.wait("a ladder game counted in Prometheus", ladder_games, timeout=600) >= 2
+    board = json.loads(stack.get("http://127.0.0.1:8401/api/ladder"))
+    assert board["ladder"] == "compose-ladder" and board["rows"], board
+    rated = {r["name"] for r in board["rows"] if r["game"] == "tic_tac_toe" and r["games"] > 0}
+    assert len(rated) >= 2 and rated <= {"random", "mcts", "llm"}, board
     empty = []
     for path in DASHBOARDS:
         dash = json.loads(path.read_text())
