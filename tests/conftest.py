@@ -2,6 +2,10 @@
 
 NATS is never mocked. Tests get a fresh connection each (`nc`) and use unique
 agent names and match ids (`tests.helpers.uid`) so that they cannot hear each other.
+
+Under accounts (module fixtures): `auth_dir` is a `spielbus auth init` folder with one login per
+name of the module's `AUTH_AGENTS` (default alice and bob) plus the referee's, and `auth_server`
+a nats-server of its own enforcing it. A module that defines a fixture of the same name keeps its own.
 """
 
 from __future__ import annotations
@@ -9,9 +13,11 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 
+from bus.auth import config_path, write_auth
 from bus.connect import connect
 from bus.server import EmbeddedNats
 
@@ -50,3 +56,16 @@ async def nc(nats_url: str) -> AsyncIterator[object]:
     conn = await connect(nats_url, name="test")
     yield conn
     await conn.drain()
+
+
+@pytest.fixture(scope="module")
+def auth_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("auth")
+    write_auth(list(getattr(request.module, "AUTH_AGENTS", ("alice", "bob"))), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def auth_server(auth_dir: Path) -> Iterator[EmbeddedNats]:
+    with EmbeddedNats(config=config_path(auth_dir)) as srv:
+        yield srv

@@ -1,12 +1,16 @@
 """Helpers for tests that play through the real bus: serve a strategy in-process, play a match,
-and raw misbehaving responders for the fault tests."""
+raw misbehaving responders for the fault tests, and a `spielbus` command as a child process."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from nats.aio.client import Client as NATS
@@ -15,10 +19,13 @@ from nats.aio.msg import Msg
 from agents.base import Strategy
 from agents.runtime import AgentService
 from bus.connect import flush
+from bus.process import die_with_parent
 from bus.protocol import FaultPolicy, GameSpec, MatchEvent, MatchRecord, MatchSpec, Turn
 from bus.subjects import Subjects
 from games.loader import parse_spec
 from referee.match import MatchRunner
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def ended_event(rec: MatchRecord) -> MatchEvent:
@@ -120,3 +127,22 @@ async def until(
         if loop.time() > end:
             raise AssertionError(f"not reached within {timeout_s:g} s: {what}")
         await asyncio.sleep(0.05)
+
+
+def spielbus_process(*args: str) -> subprocess.Popen[str]:
+    """`spielbus ARGS` (this interpreter's `python -m spielbus.cli`) from the repository root, its
+    output unbuffered so a test reads each line (stdout and stderr merged) as it is printed.
+
+    The developer's NATS_URL is dropped (the test names its server), and the child dies with the
+    test process (die_with_parent). The caller stops it (bus.process.stop_process)."""
+    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
+    env["PYTHONUNBUFFERED"] = "1"
+    return subprocess.Popen(
+        [sys.executable, "-m", "spielbus.cli", *args],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=die_with_parent,
+    )

@@ -27,7 +27,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from nats.aio.msg import Msg
 from nats.js.errors import NotFoundError
 
 from agents.random_agent import RandomStrategy
-from bus.auth import AuthBundle, AuthUser, config_path, load_auth, write_auth
+from bus.auth import AuthBundle, AuthUser, load_auth
 from bus.connect import flush
 from bus.protocol import MatchEvent, MatchRecord
 from bus.server import EmbeddedNats
@@ -53,6 +53,7 @@ from tests.helpers import serving, spec, uid
 ROOT = Path(__file__).resolve().parents[1]
 S = Subjects()
 MALLORY, VICTIM = "mallory", "victim"
+AUTH_AGENTS = [MALLORY, VICTIM]  # the logins of tests/conftest.py's auth_dir
 # Where the bot answers a relayed request: a header the bot-check login sets, the bot obeys.
 RELAY = "Relay-Reply"
 # Where a spectator's account may reach the JetStream read API (bus.auth.spectator_api).
@@ -60,11 +61,8 @@ SPECTATOR_API = f"{S.prefix}.replay.API"
 
 
 @pytest.fixture(scope="module")
-def auth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[EmbeddedNats, AuthBundle]]:
-    out: Path = tmp_path_factory.mktemp("attack-auth")
-    write_auth([MALLORY, VICTIM], out)
-    with EmbeddedNats(config=config_path(out)) as srv:
-        yield srv, load_auth(out)
+def auth(auth_server: EmbeddedNats, auth_dir: Path) -> tuple[EmbeddedNats, AuthBundle]:
+    return auth_server, load_auth(auth_dir)
 
 
 @pytest.fixture

@@ -6,13 +6,10 @@ is never heard, so that name never joins, plays or appears on the leaderboard.""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from agents.random_agent import RandomStrategy
-from bus.auth import config_path, load_auth, write_auth
+from bus.auth import load_auth
 from bus.connect import connect
 from bus.protocol import GameSpec
 from bus.server import EmbeddedNats
@@ -23,21 +20,8 @@ from tests.example_bots import running_bot
 from tests.helpers import serving, uid, until
 
 # `alice` is a built-in agent, `pybot` the outside bot, `carol` a listed name nobody logs in as;
-# `mallory` has a login but is not in the ladder and serves as `carol`.
-NAMES = ["alice", "pybot", "carol", "mallory"]
-
-
-@pytest.fixture(scope="module")
-def auth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("ladder-bots-auth")
-    write_auth(NAMES, out)
-    return out
-
-
-@pytest.fixture(scope="module")
-def auth_server(auth_dir: Path) -> Iterator[EmbeddedNats]:
-    with EmbeddedNats(config=config_path(auth_dir)) as srv:
-        yield srv
+# `mallory` has a login but is not in the ladder and serves as `carol` (tests/conftest.py's auth_dir).
+AUTH_AGENTS = ["alice", "pybot", "carol", "mallory"]
 
 
 async def test_outside_bot_joins_and_impostor_is_refused(auth_server: EmbeddedNats, auth_dir: Path) -> None:

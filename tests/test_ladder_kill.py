@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,14 +17,12 @@ from nats.js.errors import KeyNotFoundError
 from agents.base import Decision, MatchContext
 from agents.random_agent import RandomStrategy
 from bus.connect import connect
-from bus.process import die_with_parent, stop_process
+from bus.process import stop_process
 from bus.protocol import MatchEvent, Turn
 from referee.ladder_board import board
 from referee.ladder_store import LadderStore, result_key
 from referee.worker import RefereeWorker
-from tests.helpers import serving, uid, until
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers import serving, spielbus_process, uid, until
 
 
 class SlowRandom(RandomStrategy):
@@ -35,20 +31,6 @@ class SlowRandom(RandomStrategy):
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         await asyncio.sleep(0.3)
         return await super().decide(turn, ctx)
-
-
-def _spawn(*args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
-    env["PYTHONUNBUFFERED"] = "1"
-    return subprocess.Popen(
-        [sys.executable, "-m", "spielbus.cli", *args],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=die_with_parent,
-    )
 
 
 @pytest.mark.slow
@@ -77,8 +59,8 @@ async def test_kill_ladder_and_referee_mid_match(nats_url: str, tmp_path: Path) 
             serving(nc, SlowRandom.from_options({"seed": 1}), a),
             serving(nc, SlowRandom.from_options({"seed": 2}), b),
         ):
-            referee = _spawn("referee", "--nats", nats_url, "--concurrency", "2")
-            ladder = _spawn("ladder", str(cfg), "--nats", nats_url)
+            referee = spielbus_process("referee", "--nats", nats_url, "--concurrency", "2")
+            ladder = spielbus_process("ladder", str(cfg), "--nats", nats_url)
             procs += [referee, ladder]
 
             async def counted() -> set[str]:
@@ -102,7 +84,7 @@ async def test_kill_ladder_and_referee_mid_match(nats_url: str, tmp_path: Path) 
             # Another referee (in this process) and a new ladder on the same bucket.
             worker = RefereeWorker(nc, concurrency=2)
             wt = asyncio.create_task(worker.run())
-            ladder2 = _spawn("ladder", str(cfg), "--nats", nats_url)
+            ladder2 = spielbus_process("ladder", str(cfg), "--nats", nats_url)
             procs.append(ladder2)
 
             async def resumed() -> bool:

@@ -6,11 +6,9 @@ and its Prometheus endpoint the series per entry."""
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 import signal
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -20,12 +18,10 @@ from nats.micro.service import ServiceConfig
 
 from agents.random_agent import RandomStrategy
 from bus.connect import connect
-from bus.process import die_with_parent, stop_process
+from bus.process import stop_process
 from referee.worker import RefereeWorker
-from tests.helpers import raw_responder, serving, uid
+from tests.helpers import raw_responder, serving, spielbus_process, uid
 from tests.test_live_page import CHROMIUM_ARGS, _chromium
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _read_urls(proc: subprocess.Popen[str]) -> tuple[str, str]:
@@ -88,20 +84,7 @@ async def test_leaderboard_in_headless_chromium(nats_url: str, tmp_path: Path) -
         f'[[games]]\nname = "tic_tac_toe"\n[agents.{a}]\n[agents.{b}]\n[agents.{bad}]\n'
     )
     nc = await connect(nats_url, name="ladder-page")
-    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
-    env["PYTHONUNBUFFERED"] = "1"
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "spielbus.cli", "ladder", str(cfg), "--nats", nats_url),
-            *("--web-port", "0", "--metrics-port", "0"),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        preexec_fn=die_with_parent,
-    )
+    proc = spielbus_process("ladder", str(cfg), "--nats", nats_url, "--web-port", "0", "--metrics-port", "0")
 
     async def garbage(turn: object, msg: object) -> bytes:
         return b"{not json"

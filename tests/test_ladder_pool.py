@@ -4,17 +4,16 @@ another agent's name while the real agent, with its own login, joins."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from agents.random_agent import RandomStrategy
-from bus.auth import config_path, load_auth, write_auth
+from bus.auth import load_auth
 from bus.connect import connect
 from bus.server import EmbeddedNats
 from referee.ladder_pool import Pool, probe
 from tests.helpers import serving
+
+AUTH_AGENTS = ["alice", "bob"]  # the logins of tests/conftest.py's auth_dir
 
 
 async def test_join_and_leave(nats_url: str) -> None:
@@ -45,19 +44,6 @@ async def test_changed_provenance_is_a_new_entry(nats_url: str) -> None:
         assert first != second
     finally:
         await nc.drain()
-
-
-@pytest.fixture(scope="module")
-def auth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("ladder-auth")
-    write_auth(["alice", "bob"], out)
-    return out
-
-
-@pytest.fixture(scope="module")
-def auth_server(auth_dir: Path) -> Iterator[EmbeddedNats]:
-    with EmbeddedNats(config=config_path(auth_dir)) as srv:
-        yield srv
 
 
 async def test_impostor_refused_and_login_joins(auth_server: EmbeddedNats, auth_dir: Path) -> None:

@@ -10,7 +10,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from observability.web.app import make_app
 from observability.web.feed import MatchFeed
 from referee.match import MatchRunner
 from referee.worker import EventPublisher
-from tests.helpers import serving, spec, uid
+from tests.helpers import serving, spec, spielbus_process, uid
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -138,18 +137,9 @@ def test_live_page_in_headless_chromium(tmp_path: Path) -> None:
     # Enough search per move (tens of milliseconds or more) that a match is still being played
     # while the browser opens the page and a new move arrives.
     cfg.write_text(LONG.format(sims=20_000))
-    env = {k: v for k, v in os.environ.items() if k != "NATS_URL"}
-    env["PYTHONUNBUFFERED"] = "1"
-    proc = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "spielbus.cli", "run", str(cfg)),
-            *("--run-dir", str(tmp_path / "runs"), "--web-port", "0", "--metrics-port", "off", "--quiet"),
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    proc = spielbus_process(
+        *("run", str(cfg), "--run-dir", str(tmp_path / "runs")),
+        *("--web-port", "0", "--metrics-port", "off", "--quiet"),
     )
     try:
         assert proc.stdout is not None
