@@ -25,9 +25,11 @@ llama-server's per-task timings), the rest came from its prompt cache.
 Limits: the setup of a tournament (nats-server, agent processes: several seconds) is outside its
 span. llama-cpp-python counts a prompt remainder of one token as generation, not prompt eval (it
 always re-runs at least the last prompt token), so its evaluated count is low by up to one token
-per request. Both servers are started once, for all concurrencies, with the same thread count
-(llama-cpp-python's default: half the cores), and take turns (concurrency outside, server inside;
-the idle one only holds memory); their warm-up requests are outside every phase. On a
+per request. Both servers run with the same thread count (llama-cpp-python's default: half the
+cores) and take turns (concurrency outside, server inside; the idle one only holds memory). Each
+phase starts on a freshly started server (its start and warm-up request outside the phase's span
+and counts): the load generator sends the tournament's very prompts, which a prompt cache kept
+from the tournament (llama-cpp-python's saved states, llama-server's slots) would already hold. On a
 loaded machine, compare the ratios and the two servers within one run, not absolute rates across
 runs.
 
@@ -247,7 +249,13 @@ async def main() -> int:
         # Concurrency outside, server inside: the two servers at one concurrency run minutes apart.
         for c in args.concurrency:
             for kind, (server, log) in started.items():
+                # Each phase on a freshly started server: the load generator sends the tournament's
+                # very prompts, which a kept prompt cache (saved states, slots) would already hold.
+                server.stop()
+                server.start()
                 t, requests = await tournament(server.base_url, log, c, max(args.matches, c), args.game)
+                server.stop()
+                server.start()
                 g = await load_generator(server.base_url, log, c, requests, t.decisions)
                 rows += [_row(kind, c, "tournament", t), _row(kind, c, "load generator", g)]
                 rates[kind, c] = (t.rate, g.rate)
