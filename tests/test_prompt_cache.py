@@ -211,3 +211,16 @@ def test_interleaved_matches_each_find_their_previous_prompt(tmp_path: Path) -> 
     # Without the cache the server starts again after the rules (the prefix shared with match B):
     # all 20 moves of match A again, over half the prompt. With it, the new move and what follows.
     assert len(evaluated) == 1 and evaluated[0] < sent / 4
+
+
+def test_save_state_sees_one_row_of_scores() -> None:
+    pytest.importorskip("llama_cpp")
+    from agents.llm.llama_cpp_serve import lean_save_state
+
+    class Model:
+        scores = np.zeros((512, 1000), dtype=np.single)
+
+    model = Model()
+    full = model.scores
+    copied = lean_save_state(model, lambda m: m.scores[:300].copy())  # as `save_state` slices it
+    assert copied.shape == (1, 1000) and model.scores is full  # restored after the save
