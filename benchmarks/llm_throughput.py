@@ -20,7 +20,9 @@ requests). The ratio is (a)/(b): the share of what the server gives a bare clien
 gets. Prompt tokens: sent is the servers' own count of each request's prompt (usage); evaluated is
 what the server actually ran through the model, read from its log over the phase (`prompt eval
 time = ... / N tokens`: llama-cpp-python's per-request perf line, with `--verbose True`;
-llama-server's per-task timings), the rest came from its prompt cache.
+llama-server's per-task timings), the rest came from its prompt cache. Server s: the server's own
+time per request (its `total time` lines), summed over the phase: for llama-cpp-python, which
+serves one request at a time, the span minus this is time the server waited for the client.
 
 Limits: the setup of a tournament (nats-server, agent processes: several seconds) is outside its
 span. llama-cpp-python counts a prompt remainder of one token as generation, not prompt eval (it
@@ -64,6 +66,7 @@ from referee.config import TournamentConfig
 from spielbus.run import RunOptions, run_tournament
 
 EVAL_LINE = re.compile(rb"prompt eval time =\s*[\d.]+ ms /\s*(\d+) tokens")
+TOTAL_LINE = re.compile(rb"\btotal time =\s*([\d.]+) ms")
 TIMEOUT_S = 600.0
 
 
@@ -74,6 +77,7 @@ class Phase:
     seconds: float
     sent: int  # prompt tokens, as the server counted each request's prompt
     evaluated: int  # prompt tokens the server ran through the model
+    server_s: float  # the server's own time over the phase's requests, summed
     errors: int = 0
 
     @property
@@ -82,7 +86,8 @@ class Phase:
 
 
 class LogCounter:
-    """Prompt tokens evaluated, from the server's log, between `mark()` and `count()`."""
+    """Prompt tokens evaluated and the server's time per request (summed), from its log, between
+    `mark()` and `count()`."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -91,10 +96,12 @@ class LogCounter:
     def mark(self) -> None:
         self.offset = self.path.stat().st_size
 
-    def count(self) -> int:
+    def count(self) -> tuple[int, float]:
         with open(self.path, "rb") as f:
             f.seek(self.offset)
-            return sum(int(m.group(1)) for m in EVAL_LINE.finditer(f.read()))
+            text = f.read()
+        evaluated = sum(int(m.group(1)) for m in EVAL_LINE.finditer(text))
+        return evaluated, sum(float(m.group(1)) for m in TOTAL_LINE.finditer(text)) / 1000
 
 
 def _config(base_url: str, concurrency: int, matches: int, game: str) -> TournamentConfig:
@@ -137,7 +144,7 @@ async def tournament(
     with tempfile.TemporaryDirectory(prefix="llm_throughput-") as tmp:
         log.mark()
         result = await run_tournament(config, RunOptions(run_dir=tmp, quiet=True), Console(quiet=True))
-        evaluated = log.count()
+        evaluated, server_s = log.count()
         requests, sent = recorded_requests(result.path / "llm")
         records = [json.loads(line) for line in (result.path / "matches.jsonl").read_text().splitlines()]
     t0, t1 = min(r["started_at"] for r in records), max(r["ended_at"] for r in records)
@@ -148,7 +155,7 @@ async def tournament(
         if m.get("usage") and (m["usage"].get("llm_calls") or m["usage"].get("cache_hits"))
     )
     fallbacks = sum(1 for r in records for m in r["moves"] if (m.get("stats") or {}).get("fallback"))
-    return Phase(decisions, len(requests), t1 - t0, sent, evaluated, fallbacks), requests
+    return Phase(decisions, len(requests), t1 - t0, sent, evaluated, server_s, fallbacks), requests
 
 
 async def load_generator(
@@ -184,17 +191,17 @@ async def load_generator(
         t0 = time.monotonic()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         seconds = time.monotonic() - t0
-        evaluated = log.count()
+        evaluated, server_s = log.count()
     finally:
         await backend.aclose()
-    return Phase(decisions, len(requests), seconds, sent, evaluated, errors)
+    return Phase(decisions, len(requests), seconds, sent, evaluated, server_s, errors)
 
 
 def _row(server: str, c: int, who: str, p: Phase) -> str:
     share = p.evaluated / p.sent if p.sent else float("nan")
     return (
         f"| {server} | {c} | {who} | {p.decisions} | {p.requests} | {p.seconds:.1f} | {p.rate:.2f} "
-        f"| {p.sent} | {p.evaluated} | {share:.2f} | {p.errors} |"
+        f"| {p.sent} | {p.evaluated} | {share:.2f} | {p.server_s:.1f} | {p.errors} |"
     )
 
 
@@ -227,7 +234,9 @@ async def main() -> int:
         servers.remove("llama-server")
     header = (
         "| server | concurrency | phase | decisions | server requests | span s | decisions/s "
-        "| prompt tokens sent | evaluated | evaluated/sent | fallbacks or errors |\n" + "|---" * 11 + "|"
+        "| prompt tokens sent | evaluated | evaluated/sent | server s | fallbacks or errors |\n"
+        + "|---" * 12
+        + "|"
     )
     rows: list[str] = []
     ratios: list[str] = []
