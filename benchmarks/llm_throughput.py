@@ -22,7 +22,10 @@ what the server actually ran through the model, read from its log over the phase
 time = ... / N tokens`: llama-cpp-python's per-request perf line, with `--verbose True`;
 llama-server's per-task timings), the rest came from its prompt cache. Server s: the server's own
 time per request (its `total time` lines), summed over the phase: for llama-cpp-python, which
-serves one request at a time, the span minus this is time the server waited for the client.
+serves one request at a time, the span minus this is time the server waited for the client. Client
+CPU s: CPU seconds of everything but the server over the phase (this process: the referee, or the
+load generator's HTTP client; and the agent processes and nats-server the tournament started and
+ended), what competed with the server for the cores.
 
 Limits: the setup of a tournament (nats-server, agent processes: several seconds) is outside its
 span. llama-cpp-python counts a prompt remainder of one token as generation, not prompt eval (it
@@ -46,6 +49,7 @@ import asyncio
 import contextlib
 import json
 import re
+import resource
 import sys
 import tempfile
 import time
@@ -78,11 +82,18 @@ class Phase:
     sent: int  # prompt tokens, as the server counted each request's prompt
     evaluated: int  # prompt tokens the server ran through the model
     server_s: float  # the server's own time over the phase's requests, summed
+    client_cpu_s: float  # CPU of this process and of the children the phase ended (agents, nats-server)
     errors: int = 0
 
     @property
     def rate(self) -> float:
         return self.decisions / self.seconds
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children that have ended (not the running server)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 class LogCounter:
@@ -143,8 +154,10 @@ async def tournament(
     config = _config(url, concurrency, matches, game)
     with tempfile.TemporaryDirectory(prefix="llm_throughput-") as tmp:
         log.mark()
+        cpu = _cpu_s()
         result = await run_tournament(config, RunOptions(run_dir=tmp, quiet=True), Console(quiet=True))
         evaluated, server_s = log.count()
+        cpu = _cpu_s() - cpu
         requests, sent = recorded_requests(result.path / "llm")
         records = [json.loads(line) for line in (result.path / "matches.jsonl").read_text().splitlines()]
     t0, t1 = min(r["started_at"] for r in records), max(r["ended_at"] for r in records)
@@ -155,7 +168,7 @@ async def tournament(
         if m.get("usage") and (m["usage"].get("llm_calls") or m["usage"].get("cache_hits"))
     )
     fallbacks = sum(1 for r in records for m in r["moves"] if (m.get("stats") or {}).get("fallback"))
-    return Phase(decisions, len(requests), t1 - t0, sent, evaluated, server_s, fallbacks), requests
+    return Phase(decisions, len(requests), t1 - t0, sent, evaluated, server_s, cpu, fallbacks), requests
 
 
 async def load_generator(
@@ -188,20 +201,22 @@ async def load_generator(
 
     try:
         log.mark()
+        cpu = _cpu_s()
         t0 = time.monotonic()
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         seconds = time.monotonic() - t0
         evaluated, server_s = log.count()
+        cpu = _cpu_s() - cpu
     finally:
         await backend.aclose()
-    return Phase(decisions, len(requests), seconds, sent, evaluated, server_s, errors)
+    return Phase(decisions, len(requests), seconds, sent, evaluated, server_s, cpu, errors)
 
 
 def _row(server: str, c: int, who: str, p: Phase) -> str:
     share = p.evaluated / p.sent if p.sent else float("nan")
     return (
         f"| {server} | {c} | {who} | {p.decisions} | {p.requests} | {p.seconds:.1f} | {p.rate:.2f} "
-        f"| {p.sent} | {p.evaluated} | {share:.2f} | {p.server_s:.1f} | {p.errors} |"
+        f"| {p.sent} | {p.evaluated} | {share:.2f} | {p.server_s:.1f} | {p.client_cpu_s:.1f} | {p.errors} |"
     )
 
 
@@ -234,9 +249,8 @@ async def main() -> int:
         servers.remove("llama-server")
     header = (
         "| server | concurrency | phase | decisions | server requests | span s | decisions/s "
-        "| prompt tokens sent | evaluated | evaluated/sent | server s | fallbacks or errors |\n"
-        + "|---" * 12
-        + "|"
+        "| prompt tokens sent | evaluated | evaluated/sent | server s | client CPU s "
+        "| fallbacks or errors |\n" + "|---" * 13 + "|"
     )
     rows: list[str] = []
     ratios: list[str] = []
