@@ -215,6 +215,13 @@ def _wait_line(proc: subprocess.Popen[str], pattern: str) -> list[str]:
     pytest.fail(f"exited with {proc.wait()} before printing {pattern!r}:\n" + "\n".join(seen[-30:]))
 
 
+def _unused_port(taken: set[str]) -> str:
+    while (port := str(free_port())) in taken:
+        pass
+    taken.add(port)
+    return port
+
+
 def _total(result: list[dict]) -> float:
     return sum(float(r["value"][1]) for r in result)
 
@@ -225,6 +232,7 @@ def _scrape(url: str) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(600)  # seven process starts and a model load; at load 8 one at a time took over 300 s
 def test_compose_service_commands_start_here(tmp_path: Path) -> None:
     """The compose stack as local processes: every long-running `spielbus` service starts with its
     compose arguments, serves its metrics port, and the one-shot `tournament` command submits the
@@ -249,6 +257,7 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
         env.update(NATS_URL=srv.url, OLLAMA_HOST=f"http://127.0.0.1:{free_port()}")
         procs: dict[str, subprocess.Popen[str]] = {}
         local_cmds: dict[str, list[str]] = {}
+        taken: set[str] = set()  # the services start together, so no port is bound between picks
         try:
             for name, cmd in services.items():
                 if name in ONE_SHOT:
@@ -271,10 +280,13 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
                 # Compose's fixed host ports moved to free ones: a `spielbus run` on this machine
                 # (default live page 8400, metrics 9400) must not fail the test.
                 flags = ("--metrics-port", "--web-port")
-                ports: dict[str, str] = {f: str(free_port()) for f in flags if f in cmd}
+                ports: dict[str, str] = {f: _unused_port(taken) for f in flags if f in cmd}
                 cmd = _local(cmd, {**paths, **ports})
                 local_cmds[name] = cmd
                 procs[name] = _start(cmd, env)
+            # Started together and then awaited: one at a time, six Python starts on a loaded
+            # machine outlasted the test's timeout.
+            for name, cmd in local_cmds.items():
                 ready = {"referee": r"referee worker on", "ladder": r"ladder \S+ on "}.get(
                     name, rf"agent {name} \(.*\) ready"
                 )
