@@ -86,24 +86,36 @@ system-deps:
 # llama.cpp's own `llama-server` (parallel slots, continuous batching) for `spielbus llm serve --server
 # llama-server`, built from the llama.cpp source vendored in the llama-cpp-python sdist of the version
 # pyproject.toml pins (the same source the embedded server's wheel compiles), only the server target,
-# statically linked, into $(BIN)/llama-server. Once per venv and version (the stamp names the version).
-# Opt-in: `make test` does not build it (its test skips saying `make llama-server`).
+# statically linked, into $(BIN)/llama-server. `make test` builds it (tests/test_llama_server.py).
+# The build (about 7 minutes on 2 idle cores) is kept per machine in $(LLAMA_SERVER_CACHE), keyed by
+# the version, as pip keeps the wheel it compiles: a fresh clone on the same machine copies it in
+# seconds. `make llama-server LLAMA_SERVER_CACHE=` builds without the cache.
 LLAMA_CPP_PYTHON := $(shell grep -o 'llama-cpp-python\[server\]==[0-9.]*' pyproject.toml | cut -d= -f3)
 LLAMA_SERVER_STAMP := $(VENV)/.llama-server-$(LLAMA_CPP_PYTHON)
 LLAMA_BUILD := $(VENV)/llama-server-build
+LLAMA_SERVER_CACHE ?= $(HOME)/.cache/spielbus/llama-server-$(LLAMA_CPP_PYTHON)
 $(LLAMA_SERVER_STAMP): $(STAMP)
-	@echo "Building llama-server from llama-cpp-python $(LLAMA_CPP_PYTHON)'s llama.cpp (2 cores: several minutes)..."
-	rm -rf $(LLAMA_BUILD) && mkdir -p $(LLAMA_BUILD)
-	$(BIN)/pip download --quiet --no-binary :all: --no-deps -d $(LLAMA_BUILD) llama-cpp-python==$(LLAMA_CPP_PYTHON)
-	tar -xzf $(LLAMA_BUILD)/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C $(LLAMA_BUILD)
-	nice -n 10 cmake -S $(LLAMA_BUILD)/llama_cpp_python-$(LLAMA_CPP_PYTHON)/vendor/llama.cpp -B $(LLAMA_BUILD)/build \
-		-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-		-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON > $(LLAMA_BUILD)/configure.log 2>&1 \
-		|| { tail -30 $(LLAMA_BUILD)/configure.log; exit 1; }
-	nice -n 10 cmake --build $(LLAMA_BUILD)/build --target llama-server -j2 > $(LLAMA_BUILD)/build.log 2>&1 \
-		|| { tail -30 $(LLAMA_BUILD)/build.log; exit 1; }
-	cp $(LLAMA_BUILD)/build/bin/llama-server $(BIN)/llama-server
-	rm -rf $(LLAMA_BUILD)
+	@if [ -n "$(LLAMA_SERVER_CACHE)" ] && [ -x "$(LLAMA_SERVER_CACHE)/llama-server" ] \
+		&& "$(LLAMA_SERVER_CACHE)/llama-server" --version >/dev/null 2>&1; then \
+		echo "llama-server $(LLAMA_CPP_PYTHON): the build kept in $(LLAMA_SERVER_CACHE)"; \
+		cp "$(LLAMA_SERVER_CACHE)/llama-server" $(BIN)/llama-server; \
+	else \
+		echo "Building llama-server from llama-cpp-python $(LLAMA_CPP_PYTHON)'s llama.cpp (2 cores: about 7 minutes)..."; \
+		rm -rf $(LLAMA_BUILD) && mkdir -p $(LLAMA_BUILD) \
+		&& $(BIN)/pip download --quiet --no-binary :all: --no-deps -d $(LLAMA_BUILD) llama-cpp-python==$(LLAMA_CPP_PYTHON) \
+		&& tar -xzf $(LLAMA_BUILD)/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C $(LLAMA_BUILD) \
+		&& { nice -n 10 cmake -S $(LLAMA_BUILD)/llama_cpp_python-$(LLAMA_CPP_PYTHON)/vendor/llama.cpp -B $(LLAMA_BUILD)/build \
+			-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+			-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON > $(LLAMA_BUILD)/configure.log 2>&1 \
+			|| { tail -30 $(LLAMA_BUILD)/configure.log; exit 1; }; } \
+		&& { nice -n 10 cmake --build $(LLAMA_BUILD)/build --target llama-server -j2 > $(LLAMA_BUILD)/build.log 2>&1 \
+			|| { tail -30 $(LLAMA_BUILD)/build.log; exit 1; }; } \
+		&& cp $(LLAMA_BUILD)/build/bin/llama-server $(BIN)/llama-server \
+		&& if [ -n "$(LLAMA_SERVER_CACHE)" ]; then mkdir -p "$(LLAMA_SERVER_CACHE)" \
+			&& cp $(BIN)/llama-server "$(LLAMA_SERVER_CACHE)/llama-server.tmp" \
+			&& mv "$(LLAMA_SERVER_CACHE)/llama-server.tmp" "$(LLAMA_SERVER_CACHE)/llama-server"; fi \
+		&& rm -rf $(LLAMA_BUILD) || exit 1; \
+	fi
 	touch $@
 
 llama-server: $(LLAMA_SERVER_STAMP)

@@ -15,9 +15,18 @@ with one thread the same level plays the same on a fast or a loaded machine (a t
 limit is not: a busy machine searches less in 100 ms). The search never takes more
 than half the turn deadline (a wall cap that a node limit should never reach).
 
-Faults: one engine process per agent, one search at a time (a lock: UCI engines
-think about one position at once). If the engine dies or misbehaves, the move in
-flight fails (the referee records `error`) and the next turn starts a new engine.
+Engines: one engine process per match in flight, up to `engines` (default 4), as
+engine testers (fastchess, cutechess-cli) give each concurrent game its own engines.
+An engine is bound to its match until the match ends, so it keeps its hash between
+the match's moves and python-chess sends `ucinewgame` only at the match's first move:
+a match plays the same moves whatever else the agent plays at the same time. With
+more matches in flight than `engines`, the least recently used engine passes to the
+new match (its old match gets another on its next turn, with a fresh `ucinewgame`),
+which is how a single shared engine behaved for every match before.
+
+Faults: one search at a time per engine (a lock: UCI engines think about one
+position at once). If an engine dies or misbehaves, the move in flight fails (the
+referee records `error`) and the next turn starts a new engine in its place.
 A missing binary is an option error naming how to install it.
 """
 
@@ -27,6 +36,7 @@ import asyncio
 import contextlib
 import logging
 import shutil
+from dataclasses import dataclass, field
 from typing import Any
 
 import chess
@@ -73,6 +83,12 @@ class StockfishOptions(StrategyOptions):
         default=None, ge=1, description="search time per move (ms); machine-dependent"
     )
     threads: int = Field(default=1, ge=1, le=64)
+    engines: int = Field(
+        default=4,
+        ge=1,
+        le=64,
+        description="engine processes at most, one per match in flight (more matches share them)",
+    )
     hash_mb: int = Field(default=16, ge=1, le=4096)
     path: str | None = Field(default=None, description="the stockfish binary (default: PATH, /usr/games)")
 
@@ -86,6 +102,21 @@ class StockfishOptions(StrategyOptions):
         return self
 
 
+@dataclass
+class _Engine:
+    """One engine process (started on first use) and the match it is bound to."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    protocol: chess.engine.UciProtocol | None = None
+    transport: asyncio.SubprocessTransport | None = None
+    match_id: str | None = None
+    used: int = 0  # when last taken, for least-recently-used reuse
+
+    @property
+    def alive(self) -> bool:
+        return self.protocol is not None and not (self.transport is not None and self.transport.is_closing())
+
+
 class StockfishStrategy(Strategy):
     kind = "stockfish"
     version = "1"
@@ -95,39 +126,65 @@ class StockfishStrategy(Strategy):
     def __init__(self, options: StockfishOptions) -> None:
         super().__init__(options)
         self.opts = options
-        self._engine: chess.engine.UciProtocol | None = None
-        self._transport: asyncio.SubprocessTransport | None = None
-        self._lock = asyncio.Lock()
+        self._engines: list[_Engine] = []
+        self._bound: dict[str, _Engine] = {}
+        self._ticks = 0
         self.restarts = 0
         # match id -> (start fen, actions applied, board after them)
         self._boards: dict[str, tuple[str | None, list[int], chess.Board]] = {}
 
     @property
     def engine_pid(self) -> int | None:
-        return self._transport.get_pid() if self._transport is not None else None
+        """The pid of the most recently used live engine (None when none runs)."""
+        live = [(e.used, e.transport) for e in self._engines if e.alive and e.transport is not None]
+        return max(live, key=lambda u: u[0])[1].get_pid() if live else None
 
-    async def _ensure_engine(self) -> chess.engine.UciProtocol:
-        if self._engine is not None and not (self._transport and self._transport.is_closing()):
-            return self._engine
-        if self._engine is not None:
-            await self._drop_engine()
+    @property
+    def engine_pids(self) -> list[int]:
+        return [e.transport.get_pid() for e in self._engines if e.alive and e.transport is not None]
+
+    def _engine_for(self, match_id: str) -> _Engine:
+        """The engine bound to `match_id`; else a free one, a new one, or the least recently used."""
+        slot = self._bound.get(match_id)
+        if slot is None:
+            free = [e for e in self._engines if e.match_id is None]
+            if free:
+                slot = max(free, key=lambda e: e.alive)
+            elif len(self._engines) < self.opts.engines:
+                slot = _Engine()
+                self._engines.append(slot)
+            else:
+                slot = min(self._engines, key=lambda e: e.used)
+                self._bound.pop(slot.match_id or "", None)
+            slot.match_id = match_id
+            self._bound[match_id] = slot
+        self._ticks += 1
+        slot.used = self._ticks
+        return slot
+
+    async def _ensure_engine(self, slot: _Engine) -> chess.engine.UciProtocol:
+        if slot.alive:
+            assert slot.protocol is not None
+            return slot.protocol
+        if slot.protocol is not None:
+            await self._drop_engine(slot)
             self.restarts += 1
         assert self.opts.path is not None
-        self._transport, engine = await chess.engine.popen_uci(self.opts.path)
+        slot.transport, engine = await chess.engine.popen_uci(self.opts.path)
+        slot.protocol = engine
         try:
             config: dict[str, Any] = {"Threads": self.opts.threads, "Hash": self.opts.hash_mb}
             config["Skill Level"] = self.opts.skill_level
             await engine.configure({k: v for k, v in config.items() if k in engine.options})
         except Exception:
-            self._engine = engine
-            await self._drop_engine()
+            await self._drop_engine(slot)
             raise
-        self._engine = engine
         return engine
 
-    async def _drop_engine(self) -> None:
-        engine, transport = self._engine, self._transport
-        self._engine = self._transport = None
+    @staticmethod
+    async def _drop_engine(slot: _Engine) -> None:
+        engine, transport = slot.protocol, slot.transport
+        slot.protocol = slot.transport = None
         if engine is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(engine.quit(), 2.0)
@@ -147,8 +204,9 @@ class StockfishStrategy(Strategy):
             raise ValueError(f"stockfish plays chess only, not {turn.game.label()}")
         fen_param = turn.game.params.get("fen")
         board = self._board(turn.match_id, fen_param if isinstance(fen_param, str) else None, turn.state)
-        async with self._lock:
-            engine = await self._ensure_engine()
+        slot = self._engine_for(turn.match_id)
+        async with slot.lock:
+            engine = await self._ensure_engine(slot)
             try:
                 result = await asyncio.wait_for(
                     engine.play(
@@ -159,7 +217,7 @@ class StockfishStrategy(Strategy):
             except (chess.engine.EngineError, TimeoutError, OSError) as exc:
                 # The engine is in an unknown state: the next turn gets a new one.
                 log.warning("stockfish failed (%s); it restarts on the next turn", exc)
-                await self._drop_engine()
+                await self._drop_engine(slot)
                 self.restarts += 1
                 raise RuntimeError(f"stockfish engine failed: {type(exc).__name__}: {exc}") from exc
         if result.move is None:
@@ -188,9 +246,16 @@ class StockfishStrategy(Strategy):
 
     async def match_ended(self, msg: MatchEnded, ctx: MatchContext) -> None:
         self._boards.pop(msg.match_id, None)
+        slot = self._bound.pop(msg.match_id, None)
+        if slot is None:
+            return
+        slot.match_id = None
         # A dead engine is replaced now, so the next match does not pay for it on its first move.
-        if self._transport is not None and self._transport.is_closing() and not self._lock.locked():
-            await self._drop_engine()
+        if slot.transport is not None and slot.transport.is_closing() and not slot.lock.locked():
+            await self._drop_engine(slot)
 
     async def close(self) -> None:
-        await self._drop_engine()
+        for slot in self._engines:
+            await self._drop_engine(slot)
+        self._engines.clear()
+        self._bound.clear()

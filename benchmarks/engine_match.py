@@ -6,9 +6,17 @@ For each setting (nodes per move x concurrency) and each round, alternating:
     `stockfish` agents as processes, one referee worker in this process): a round robin of two
     identical Stockfish agents (fixed nodes, one thread, 16 MB hash) over `--openings` openings in
     both colours (8 games by default);
-(b) loop: the same games driven by python-chess directly: two Stockfish processes (one per side, as
-    the arena has one per agent, each searching one position at a time), the same `Limit`, the same
-    openings and colours, the same concurrency.
+(b) loop: the same games driven by python-chess directly, each game in flight with its own two
+    Stockfish processes (one per side), as engine testers (fastchess, cutechess-cli) run concurrent
+    games and as the arena's `stockfish` agents keep one engine per match in flight; the same
+    `Limit`, the same openings and colours, the same concurrency;
+(c) bus floor (`--floor`, on by default): the loop with each side's engine moved behind a bare NATS
+    request, the least any arena over a bus can do: two child processes (this script with
+    `--floor-agent`), each holding one engine per game in flight and a board per game, answer
+    `nc.request`s that carry
+    the start FEN and the game's moves so far (as a turn carries the history) with the engine's
+    move; no referee, no protocol model, no validation, no record. Its ratio to the loop bounds
+    what the arena's can reach on this machine.
 
 Plies per second: (a) counts the plies of the match records over the span from the first match's
 start to the last match's end; (b) from before its engines start to its last ply (each side starts
@@ -22,6 +30,7 @@ about 5-10 s) is outside both spans. A loaded machine widens the gap (the arena 
 processes to schedule); compare ratios of the same run, not numbers across runs.
 
     .venv/bin/python benchmarks/engine_match.py [--nodes 230 3000] [--concurrency 1 2] [--rounds 2]
+        [--no-floor]
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ import chess.engine
 from rich.console import Console
 
 from agents.stockfish_agent import find_stockfish
+from bus.server import EmbeddedNats
 from games.chess.openings import opening_fen
 from referee.config import TournamentConfig
 from spielbus.run import RunOptions, run_tournament
@@ -125,6 +135,17 @@ class CpuSampler:
         return dict(out)
 
 
+def _over(board: chess.Board) -> bool:
+    """The game ended as OpenSpiel's chess ends it (mate, stalemate, too little material, a third
+    repetition or 50 moves without a capture or pawn move: no claim needed), or `MAX_TURNS` plies."""
+    return (
+        board.is_game_over()
+        or board.is_repetition(3)
+        or board.halfmove_clock >= 100
+        or len(board.move_stack) >= MAX_TURNS
+    )
+
+
 @dataclass
 class Result:
     rates: list[float] = field(default_factory=list)
@@ -173,31 +194,111 @@ async def loop(nodes: int, concurrency: int, openings: list[str], out: Result) -
     plies = 0
     with CpuSampler() as cpu:
         t0, w0 = time.perf_counter(), time.time()
-        engines = []
-        for _ in range(2):
-            transport, engine = await chess.engine.popen_uci(path)
-            await engine.configure({"Threads": 1, "Hash": 16, "Skill Level": 20})
-            engines.append((transport, engine, asyncio.Lock()))
         queue = list(enumerate(games))
+        started: list[tuple[asyncio.SubprocessTransport, chess.engine.UciProtocol]] = []
 
         async def worker() -> None:
             nonlocal plies
+            engines = []
+            for _ in range(2):  # this worker's games' own engines, one per side
+                transport, engine = await chess.engine.popen_uci(path)
+                await engine.configure({"Threads": 1, "Hash": 16, "Skill Level": 20})
+                started.append((transport, engine))
+                engines.append(engine)
             while queue:
                 gid, (fen, flip) = queue.pop(0)
                 board = chess.Board(fen)
-                while not board.is_game_over(claim_draw=True) and len(board.move_stack) < MAX_TURNS:
-                    _, engine, lock = engines[(board.turn == chess.WHITE) ^ flip]
-                    async with lock:
-                        played = await engine.play(board, limit, game=gid)
+                while not _over(board):
+                    engine = engines[(board.turn == chess.WHITE) ^ flip]
+                    played = await engine.play(board, limit, game=gid)
                     assert played.move is not None
                     board.push(played.move)
                     plies += 1
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         seconds = time.perf_counter() - t0
-        for transport, engine, _ in engines:
+        for transport, engine in started:
             await engine.quit()
             transport.close()
+    out.add(plies, seconds, cpu.by_kind(w0, w0 + seconds))
+
+
+async def floor_agent(url: str, subject: str, nodes: int) -> None:
+    """Child process of the bus floor: an engine per driver worker (so per game in flight), a board
+    per game kept and extended."""
+    import nats
+
+    limit = chess.engine.Limit(nodes=nodes, time=DEADLINE_MS / 1000 * 0.5)
+    boards: dict[str, chess.Board] = {}
+    engines: dict[int, chess.engine.UciProtocol] = {}
+    nc = await nats.connect(url)
+
+    async def on_request(msg: nats.aio.msg.Msg) -> None:
+        req = json.loads(msg.data)
+        engine = engines.get(req["w"])
+        if engine is None:
+            _, engine = await chess.engine.popen_uci(find_stockfish() or "stockfish")
+            await engine.configure({"Threads": 1, "Hash": 16, "Skill Level": 20})
+            engines[req["w"]] = engine
+        board = boards.get(req["g"]) or chess.Board(req["fen"])
+        for uci in req["moves"][len(board.move_stack) :]:
+            board.push_uci(uci)
+        boards[req["g"]] = board
+        played = await engine.play(board, limit, game=req["g"])
+        assert played.move is not None
+        await msg.respond(played.move.uci().encode())
+
+    await nc.subscribe(subject, cb=on_request)
+    await nc.flush()
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until the parent closes it
+    await nc.drain()
+    for engine in engines.values():
+        await engine.quit()
+
+
+async def floor(nodes: int, concurrency: int, openings: list[str], out: Result) -> None:
+    import nats
+
+    games = [(opening_fen(o), flip) for o in openings for flip in (False, True)]
+    plies = 0
+    with EmbeddedNats(jetstream=False) as srv, CpuSampler() as cpu:
+        children = [
+            await asyncio.create_subprocess_exec(
+                *[sys.executable, __file__, "--floor-agent", srv.url, f"floor.{side}", "--nodes", str(nodes)],
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+            )
+            for side in (0, 1)
+        ]
+        for child in children:
+            assert child.stdout is not None and (await child.stdout.readline()).strip() == b"ready"
+        nc = await nats.connect(srv.url)
+        t0, w0 = time.perf_counter(), time.time()
+        queue = list(enumerate(games))
+
+        async def worker(w: int) -> None:
+            nonlocal plies
+            while queue:
+                gid, (fen, flip) = queue.pop(0)
+                board = chess.Board(fen)
+                moves: list[str] = []
+                while not _over(board):
+                    side = int((board.turn == chess.WHITE) ^ flip)
+                    req = json.dumps({"w": w, "g": str(gid), "fen": fen, "moves": moves}).encode()
+                    reply = await nc.request(f"floor.{side}", req, timeout=DEADLINE_MS / 1000)
+                    uci = reply.data.decode()
+                    board.push_uci(uci)
+                    moves.append(uci)
+                    plies += 1
+
+        await asyncio.gather(*(worker(w) for w in range(concurrency)))
+        seconds = time.perf_counter() - t0
+        await nc.close()
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.close()
+            await asyncio.wait_for(child.wait(), 10)
     out.add(plies, seconds, cpu.by_kind(w0, w0 + seconds))
 
 
@@ -207,23 +308,38 @@ async def main() -> None:
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 2])
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--openings", type=int, default=4, help=f"how many of {OPENINGS} (games = 2 x this)")
+    p.add_argument("--no-floor", dest="floor", action="store_false", help="skip the bus floor phase")
+    p.add_argument("--floor-agent", nargs=2, metavar=("URL", "SUBJECT"), help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.floor_agent:
+        await floor_agent(*args.floor_agent, nodes=args.nodes[0])
+        return
     if find_stockfish() is None:
         sys.exit("stockfish not found (apt-get install stockfish)")
     openings = OPENINGS[: args.openings]
     for nodes in args.nodes:
         for conc in args.concurrency:
-            a, b = Result(), Result()
+            a, b, f = Result(), Result(), Result()
             for _ in range(args.rounds):
                 await arena(nodes, conc, openings, a)
                 await loop(nodes, conc, openings, b)
+                if args.floor:
+                    await floor(nodes, conc, openings, f)
             ra, rb = statistics.median(a.rates), statistics.median(b.rates)
             print(f"nodes {nodes}, concurrency {conc}, {2 * len(openings)} games, {args.rounds} rounds:")
             print(f"  arena {ra:7.0f} plies/s  (plies per round {a.plies})")
             print(f"  loop  {rb:7.0f} plies/s  (plies per round {b.plies})   arena/loop = {ra / rb:.2f}")
             wa, wb = 1e3 / ra, 1e3 / rb
             print(f"  wall per ply: arena {wa:.2f} ms, loop {wb:.2f} ms, overhead {wa - wb:.2f} ms")
-            for label, res in (("arena", a), ("loop", b)):
+            phases = [("arena", a), ("loop", b)]
+            if args.floor:
+                rf = statistics.median(f.rates)
+                print(
+                    f"  floor {rf:7.0f} plies/s  (plies per round {f.plies})   floor/loop = {rf / rb:.2f}, "
+                    f"arena/floor = {ra / rf:.2f}, floor overhead {1e3 / rf - wb:.2f} ms per ply"
+                )
+                phases.append(("floor", f))
+            for label, res in phases:
                 parts = ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in sorted(res.cpu_us.items()))
                 print(f"  CPU us per ply, {label}: {parts}")
 

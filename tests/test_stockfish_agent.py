@@ -15,7 +15,7 @@ import pytest
 from agents.cli import main as agent_main
 from agents.random_agent import FirstLegalStrategy
 from agents.stockfish_agent import StockfishOptions, StockfishStrategy, find_stockfish
-from bus.protocol import GameSpec, MatchEvent
+from bus.protocol import GameSpec, MatchEvent, MatchSpec
 from referee.match import MatchRunner
 from tests.helpers import play, serving, spec, uid
 
@@ -120,3 +120,29 @@ def test_board_is_kept_per_match_and_extended_not_rebuilt() -> None:
     other = sf._board("m1", None, actions[:1])
     assert other is not first and other.move_stack == board.move_stack[:1]
     assert sf._board("m2", None, []).fen() == chess.STARTING_FEN
+
+
+async def test_concurrent_matches_play_as_they_would_alone(nc) -> None:
+    """Issue 32: each match in flight has its own engine, bound until the match ends, so a match's
+    moves do not depend on what else the agent plays. One engine shared by two interleaved matches
+    cleared its hash (`ucinewgame`) before every move and played other games than at concurrency 1."""
+    white, black = uid("sfw"), uid("sfb")
+    opts = {"nodes": 3000}
+    a, b = StockfishStrategy(StockfishOptions(**opts)), StockfishStrategy(StockfishOptions(**opts))
+
+    def match() -> MatchSpec:
+        return spec("chess", [black, white], max_turns=60, deadline_ms=120_000)
+
+    try:
+        async with serving(nc, a, white), serving(nc, b, black):
+            alone = [await play(nc, match()) for _ in range(2)]
+            together = await asyncio.gather(play(nc, match()), play(nc, match()))
+            moves = [[m.text for m in rec.moves] for rec in [*alone, *together]]
+            assert all(not rec.faults for rec in [*alone, *together])
+            assert moves[0] == moves[1]  # a fresh engine per match: the same game each time
+            assert moves[2] == moves[0] and moves[3] == moves[0]
+            # Two matches were in flight at once: two engines for each agent.
+            assert len(a.engine_pids) == 2 and len(b.engine_pids) == 2
+    finally:
+        await a.close()
+        await b.close()
