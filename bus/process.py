@@ -5,6 +5,7 @@ up. Pure standard library, so any package may use it."""
 from __future__ import annotations
 
 import ctypes
+import os
 import signal
 import socket
 import subprocess
@@ -21,11 +22,19 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def die_with_parent() -> None:
-    """`preexec_fn` for child services: on Linux, SIGTERM the child when its parent dies, so a
-    killed `spielbus run` (SIGKILL, a crashed test) leaves no agent, LLM or NATS server behind.
-    Elsewhere a no-op: the parent's own clean shutdown still stops its children. Linux ties this
-    to the spawning *thread*: start children from a long-lived thread (the main one), never from
-    a worker thread."""
+    """`preexec_fn` for child services: the child gets a session of its own, and on Linux it is
+    sent SIGTERM when its parent dies, so a killed `spielbus run` (SIGKILL, a crashed test) leaves
+    no agent, LLM or NATS server behind.
+
+    The session: a terminal's Ctrl-C signals the whole foreground process group. Children in it
+    (the embedded nats-server, the agents) quit at once while the parent was still draining its
+    matches, which then lost their bus or agent mid-move; now only the parent is signalled, and
+    it stops its children in order once the drain is done.
+
+    The death signal is Linux only (elsewhere the parent's own clean shutdown still stops its
+    children). Linux ties it to the spawning *thread*: start children from a long-lived thread
+    (the main one), never from a worker thread."""
+    os.setsid()
     if not sys.platform.startswith("linux"):
         return
     try:

@@ -250,9 +250,14 @@ class RefereeWorker:
                 return
             try:
                 await msg.ack_sync(timeout=10)
-            except Exception:
+            except Exception as exc:
                 # The record is stored; a redelivery replays the match and its `ended` is deduplicated.
-                log.warning("match %s: spec ack not confirmed", spec.match_id, exc_info=True)
+                # Expected when the bus goes away (no traceback: nothing is wrong with the code).
+                log.warning(
+                    "match %s: spec ack not confirmed (%s); the record is stored, a replay is deduplicated",
+                    spec.match_id,
+                    type(exc).__name__,
+                )
         except asyncio.CancelledError:
             # Drain ran out of grace: hand the spec back at once for another worker.
             with contextlib.suppress(Exception):

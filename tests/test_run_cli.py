@@ -194,3 +194,44 @@ def _cmdline(pid: int) -> bytes:
         return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return b""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_ctrl_c_at_a_terminal_drains_the_run_before_its_bus_and_agents_stop(tmp_path: Path) -> None:
+    """A terminal's Ctrl-C signals the whole foreground process group. The embedded nats-server and
+    the agents were in it, so they quit at once while the referee was still draining: in-flight
+    matches were aborted on a lost connection and a finished match's ack failed with a traceback.
+    The run's children now have their own session: only `spielbus run` gets the signal, and it stops
+    them after the drain."""
+    cfg = _cfg(
+        tmp_path,
+        **{"games_per_pairing = 1": "games_per_pairing = 5000", "concurrency = 2": "concurrency = 4"},
+    )
+    run = subprocess.Popen(
+        [*SPIELBUS, "run", str(cfg), "--run-dir", str(tmp_path / "runs"), "--quiet", *QUIET_PORTS],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "NATS_URL"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell gives a foreground job
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        runs = tmp_path / "runs"
+        while not any(p.stat().st_size > 2000 for p in runs.glob("*/matches.jsonl")):
+            assert run.poll() is None, run.stdout.read() if run.stdout else ""
+            time.sleep(0.05)
+        os.killpg(run.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        out, _ = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert run.returncode == 130, out
+    assert "Traceback" not in out, out
+    assert "disconnected from" not in out and "aborted" not in out, out
+    (folder,) = [p for p in runs.iterdir() if p.is_dir()]
+    assert shlex.join(["spielbus", "run", str(cfg), "--resume", str(folder)]) in out, out
+    records = [json.loads(line) for line in (folder / "matches.jsonl").read_text().splitlines()]
+    assert records and not [r["match_id"] for r in records if r.get("faults")]
