@@ -89,9 +89,10 @@ def distribution_schema(k: int) -> dict[str, Any]:
 
 class LLMPolicyStrategy(LLMStrategy):
     kind = "llm_policy"
-    # 2: the stable-prefix prompt layout (agents/llm/prompts.py, issue 32). The version is in every
-    # record's provenance, so a run recorded with other prompts shows it, split by provenance too.
-    version = "2"
+    # 2: the stable-prefix prompt layout (agents/llm/prompts.py, issue 32); 3: past 40 steps the
+    # history window moves 20 steps at a time, not one per turn. The version is in every record's
+    # provenance, so a run recorded with other prompts shows it, split by provenance too.
+    version = "3"
     Options: ClassVar[type[LLMPolicyOptions]] = LLMPolicyOptions
 
     def __init__(self, options: LLMPolicyOptions, client: Any = None) -> None:

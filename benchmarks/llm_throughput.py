@@ -40,6 +40,7 @@ runs.
 
     .venv/bin/python benchmarks/llm_throughput.py [--concurrency 1 2 4 8] [--matches 8] [--game tic_tac_toe]
         [--servers llama-cpp-python llama-server] [--parallel 8] [--prompt-cache-mb 256]   # defaults
+        [--max-turns N]
 """
 
 from __future__ import annotations
@@ -115,11 +116,14 @@ class LogCounter:
         return evaluated, sum(float(m.group(1)) for m in TOTAL_LINE.finditer(text)) / 1000
 
 
-def _config(base_url: str, concurrency: int, matches: int, game: str) -> TournamentConfig:
+def _config(
+    base_url: str, concurrency: int, matches: int, game: str, max_turns: int | None = None
+) -> TournamentConfig:
     llm = {"base_url": base_url, "timeout_s": TIMEOUT_S, "retries": 0}
     return TournamentConfig.model_validate(
         {
             "name": "llm_throughput",
+            **({"max_turns": max_turns} if max_turns else {}),
             "games_per_pairing": max(1, matches // 2),
             "concurrency": concurrency,
             "deadline_ms": int(TIMEOUT_S * 1000),
@@ -149,9 +153,9 @@ def recorded_requests(folder: Path) -> tuple[list[dict[str, Any]], int]:
 
 
 async def tournament(
-    url: str, log: LogCounter, concurrency: int, matches: int, game: str
+    url: str, log: LogCounter, concurrency: int, matches: int, game: str, max_turns: int | None = None
 ) -> tuple[Phase, list[dict[str, Any]]]:
-    config = _config(url, concurrency, matches, game)
+    config = _config(url, concurrency, matches, game, max_turns)
     with tempfile.TemporaryDirectory(prefix="llm_throughput-") as tmp:
         log.mark()
         cpu = _cpu_s()
@@ -230,6 +234,12 @@ async def main() -> int:
         help="matches per phase (both seat orders; at least the concurrency)",
     )
     ap.add_argument("--game", default="tic_tac_toe", help="the game of every match (an OpenSpiel name)")
+    ap.add_argument(
+        "--max-turns",
+        type=int,
+        default=None,
+        help="end each match after this many turns (long games: chess, go); default the game's own end",
+    )
     ap.add_argument("--servers", nargs="+", choices=SERVER_KINDS, default=list(SERVER_KINDS))
     ap.add_argument("--parallel", type=int, default=8, help="llama-server's slots")
     ap.add_argument(
@@ -276,7 +286,9 @@ async def main() -> int:
                 # very prompts, which a kept prompt cache (saved states, slots) would already hold.
                 server.stop()
                 server.start()
-                t, requests = await tournament(server.base_url, log, c, max(args.matches, c), args.game)
+                t, requests = await tournament(
+                    server.base_url, log, c, max(args.matches, c), args.game, args.max_turns
+                )
                 server.stop()
                 server.start()
                 g = await load_generator(server.base_url, log, c, requests, t.decisions)

@@ -29,7 +29,7 @@ from agents.base import MatchContext
 from agents.llm.base import BackendReply, BackendRequest
 from agents.llm.client import LLMClient
 from agents.llm.config import LLMConfig
-from agents.llm.prompts import HISTORY_ITEMS, history_text
+from agents.llm.prompts import HISTORY_ITEMS, history_start, history_text
 from agents.llm.server import EmbeddedServer
 from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy
 from bus.protocol import GameSpec, Turn
@@ -62,8 +62,8 @@ def _rendered(request: BackendRequest) -> str:
     return "\x00".join(f"{role}\x01{text}" for role, text in request.messages)
 
 
-async def _match_prompts(game_name: str, match_seed: int) -> list[tuple[Turn, str]]:
-    """Every (turn, prompt) of one match of `llm_policy` against itself, in order."""
+async def _match_prompts(game_name: str, match_seed: int, turns: int | None = None) -> list[tuple[Turn, str]]:
+    """Every (turn, prompt) of one match of `llm_policy` against itself, in order (the first `turns`)."""
     spec = GameSpec(name=game_name)
     game = load_game(spec)
     state = game.new_initial_state()
@@ -76,7 +76,7 @@ async def _match_prompts(game_name: str, match_seed: int) -> list[tuple[Turn, st
     rng = random.Random(match_seed)
     out: list[tuple[Turn, str]] = []
     number = 0
-    while not state.is_terminal():
+    while not state.is_terminal() and (turns is None or number < turns):
         seat = state.current_player()
         number += 1
         turn = build_turn(
@@ -115,6 +115,31 @@ async def test_a_seats_next_prompt_repeats_its_previous_one_up_to_the_newest_mov
     assert t0.rules and t1.rules
     seat_at = p0.index("You play as player")
     assert p0[:seat_at] == q1[:seat_at] and t0.rules[:100] in p0[:seat_at]
+
+
+async def test_past_the_history_limit_the_window_moves_in_steps_and_the_prefix_holds_between() -> None:
+    """A long game (chess): past `HISTORY_ITEMS` steps the shown history's start moves only every
+    `HISTORY_STEP` steps, so a seat's next prompt still repeats its previous one up to the newest
+    move on all other turns. It used to move every turn, leaving only the rules and the seat."""
+    prompts = await _match_prompts("chess", 5, turns=150)
+    kept = moved = 0
+    for seat in (0, 1):
+        mine = [(t, p) for t, p in prompts if t.seat == seat]
+        for (before, p1), (after, p2) in itertools.pairwise(mine):
+            if len(before.history) <= HISTORY_ITEMS:
+                continue
+            moves = f"Moves so far: {history_text(before)}"
+            end = p1.index(moves) + len(moves)
+            if p2.startswith(p1[:end]):
+                kept += 1
+            else:  # only where the window's start moved
+                assert history_start(len(after.history)) != history_start(len(before.history))
+                moved += 1
+    assert moved >= 2 and kept >= 4 * moved, (kept, moved)
+    for turn, prompt in prompts:
+        start = history_start(len(turn.history))
+        assert len(turn.history) - start <= HISTORY_ITEMS
+        assert (f"(the first {start} moves are not shown)" in prompt) == (start > 0)
 
 
 # -- the cache's accounting ----------------------------------------------------------------------

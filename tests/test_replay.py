@@ -24,6 +24,7 @@ from agents.llm.recording import (
     verify_recording,
 )
 from agents.llm.strategy import Budget
+from agents.llm_policy import LLMPolicyStrategy
 from bus.protocol import GameSpec, MatchRecord, MatchSpec, Provenance
 from spielbus import replay
 from tests.llm_fixtures import llm_server  # noqa: F401  (fixture)
@@ -127,9 +128,10 @@ def test_replay_refuses_a_run_recorded_by_another_strategy_version(
     old = Provenance(agent="a", kind="llm_policy", version="1", models=["smollm2"], config_hash="x")
     (run / "matches.jsonl").write_text(rec.model_copy(update={"provenance": [old]}).model_dump_json() + "\n")
     assert replay.main([str(run)]) == 1
-    assert "agent 'a' (llm_policy): version 1 recorded, 2 here" in capsys.readouterr().err
+    here = LLMPolicyStrategy.version
+    assert f"agent 'a' (llm_policy): version 1 recorded, {here} here" in capsys.readouterr().err
     assert not (run / "replay").exists()  # nothing was played
-    current = old.model_copy(update={"version": "2"})
+    current = old.model_copy(update={"version": here})
     assert replay.changed_versions([rec.model_copy(update={"provenance": [current]})]) == []
 
 

@@ -10,9 +10,12 @@ seat, "Moves so far" (which only grows within a match), then the observation and
 legal moves, then the question. Any reordering here changes every prompt's bytes, so every
 recorded request key: `LLMPolicyStrategy.version` says which layout a record's agent used.
 
-Limits: rules are truncated to `RULES_CHARS` and the history to the last `HISTORY_ITEMS` steps so a
-prompt fits the small embedded model's context; past that many steps the history's start moves
-every turn, and a cache reuses only the rules and the seat.
+Limits: rules are truncated to `RULES_CHARS`, and the history to at most `HISTORY_ITEMS` steps so a
+prompt fits the small embedded model's context. Past that many steps the shown window's start moves
+forward `HISTORY_STEP` steps at a time (it shows the last 21 to 40 steps, saying how many earlier
+ones it leaves out), not one step every turn: a start that moved every turn left a cache only the
+rules and the seat to reuse on long games (chess, Go), where now it reuses the window too for 20
+turns out of 20 (llm_policy version 3).
 """
 
 from __future__ import annotations
@@ -24,11 +27,22 @@ from bus.protocol import Turn
 
 RULES_CHARS = 1500
 HISTORY_ITEMS = 40
+HISTORY_STEP = 20
+
+
+def history_start(steps: int) -> int:
+    """The first of `steps` history steps a prompt shows: 0 up to `HISTORY_ITEMS` steps, then a
+    multiple of `HISTORY_STEP` that leaves at most `HISTORY_ITEMS` shown."""
+    if steps <= HISTORY_ITEMS:
+        return 0
+    return -(-(steps - HISTORY_ITEMS) // HISTORY_STEP) * HISTORY_STEP
 
 
 def history_text(turn: Turn) -> str:
-    steps = [f"P{h.player}: {h.text}" for h in turn.history[-HISTORY_ITEMS:] if h.text is not None]
-    return ", ".join(steps) if steps else "(none)"
+    start = history_start(len(turn.history))
+    steps = [f"P{h.player}: {h.text}" for h in turn.history[start:] if h.text is not None]
+    text = ", ".join(steps) if steps else "(none)"
+    return f"(the first {start} moves are not shown) {text}" if start else text
 
 
 def legal_texts(turn: Turn) -> list[str]:
