@@ -52,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import chess
 import chess.engine
+from nats.aio.msg import Msg
 from rich.console import Console
 
 from agents.stockfish_agent import find_stockfish
@@ -233,7 +234,7 @@ async def floor_agent(url: str, subject: str, nodes: int) -> None:
     engines: dict[int, chess.engine.UciProtocol] = {}
     nc = await nats.connect(url)
 
-    async def on_request(msg: nats.aio.msg.Msg) -> None:
+    async def on_request(msg: Msg) -> None:
         req = json.loads(msg.data)
         engine = engines.get(req["w"])
         if engine is None:
@@ -312,7 +313,8 @@ async def main() -> None:
     p.add_argument("--floor-agent", nargs=2, metavar=("URL", "SUBJECT"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.floor_agent:
-        await floor_agent(*args.floor_agent, nodes=args.nodes[0])
+        url, subject = args.floor_agent
+        await floor_agent(url, subject, nodes=args.nodes[0])
         return
     if find_stockfish() is None:
         sys.exit("stockfish not found (apt-get install stockfish)")
