@@ -41,6 +41,7 @@ PYTEST_ARGS ?= -n 2 --dist loadfile --durations=25
 
 test: install train-deps node-deps system-deps llama-server
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(MAKE) --no-print-directory typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
 

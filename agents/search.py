@@ -30,7 +30,6 @@ class SearchOptions(LLMStrategyOptions):
     constrain_words: bool = Field(default=False, description="Ghost: words under a regex schema (slow).")
 
 
-
 def rebuild(turn: Turn) -> pyspiel.State:
     if turn.state is None:
         raise LLMError(f"{turn.game.name} is not a perfect-information game: no state to search")
@@ -47,5 +46,3 @@ def settings_from(o: SearchOptions) -> ProposerSettings:
         max_tokens=o.max_tokens,
         constrain_words=o.constrain_words,
     )
-
-

@@ -308,9 +308,7 @@ async def soak(args: argparse.Namespace) -> int:
         # Share of one core each process used between the first and the last match's end: which
         # process the run waits for (the machine's load average is beside it: a shared machine).
         "cpu_share_of_one_core": {
-            k: round((end[k][1] - start[k][1]) / max(ends[-1] - ends[0], 1e-9), 2)
-            for k in end
-            if k in start
+            k: round((end[k][1] - start[k][1]) / max(ends[-1] - ends[0], 1e-9), 2) for k in end if k in start
         }
         if ends
         else {},

@@ -79,14 +79,20 @@ def main() -> int:
         results[i] = analyse(IndexProvider(ix), c, args.players, False, 0.01)
         idx_times[i] = time.perf_counter() - t
     lengths = [len(c) for c in positions]
-    print(f"positions: {len(positions)} (string lengths {min(lengths)}..{max(lengths)}, "
-          f"median {statistics.median(lengths)}), {args.players} players, careful bot")
-    print(f"indexed: median {statistics.median(idx_times.values()) * 1e3:.2f} ms, "
-          f"max {max(idx_times.values()) * 1e3:.1f} ms over all positions")
+    print(
+        f"positions: {len(positions)} (string lengths {min(lengths)}..{max(lengths)}, "
+        f"median {statistics.median(lengths)}), {args.players} players, careful bot"
+    )
+    print(
+        f"indexed: median {statistics.median(idx_times.values()) * 1e3:.2f} ms, "
+        f"max {max(idx_times.values()) * 1e3:.1f} ms over all positions"
+    )
     # Challenging a word is a set lookup for both methods; compare where there is work to do.
     work = [i for i in idx_times if results[i].scenario != "challenge_word"]
-    print(f"indexed, {len(work)} positions that are not 'challenge word': median "
-          f"{statistics.median(idx_times[i] for i in work) * 1e3:.2f} ms")
+    print(
+        f"indexed, {len(work)} positions that are not 'challenge word': median "
+        f"{statistics.median(idx_times[i] for i in work) * 1e3:.2f} ms"
+    )
 
     scan = ScanProvider(ix.words)
     # Distinct strings only: careful bots meet the empty string at every round's start, and a
@@ -99,18 +105,24 @@ def main() -> int:
         t = time.perf_counter()
         an = analyse(scan, positions[i], args.players, False, 0.01)
         scan_times.append(time.perf_counter() - t)
-        same = an.scenario == results[i].scenario and an.scores.keys() == results[i].scores.keys() and all(
-            abs(v - results[i].scores[k]) < 1e-9 for k, v in an.scores.items()
+        same = (
+            an.scenario == results[i].scenario
+            and an.scores.keys() == results[i].scores.keys()
+            and all(abs(v - results[i].scores[k]) < 1e-9 for k, v in an.scores.items())
         )
         if not same:
             print(f"MISMATCH on {positions[i]!r}", file=sys.stderr)
             return 1
-        print(f"  {positions[i]!r:>12}: scan {scan_times[-1] * 1e3:9.1f} ms, "
-              f"index {idx_times[i] * 1e3:7.2f} ms, {an.scenario}")
+        print(
+            f"  {positions[i]!r:>12}: scan {scan_times[-1] * 1e3:9.1f} ms, "
+            f"index {idx_times[i] * 1e3:7.2f} ms, {an.scenario}"
+        )
     med_idx = statistics.median(idx_times[i] for i in subset)
     med_scan = statistics.median(scan_times)
-    print(f"common subset ({len(subset)} positions): index median {med_idx * 1e3:.2f} ms, "
-          f"scan median {med_scan * 1e3:.1f} ms")
+    print(
+        f"common subset ({len(subset)} positions): index median {med_idx * 1e3:.2f} ms, "
+        f"scan median {med_scan * 1e3:.1f} ms"
+    )
     print(f"ratio (scan / index): {med_scan / med_idx:.0f}x")
     if "" in positions:
         # The round's opening position: analysed once per word list and player count, then cached
@@ -118,8 +130,10 @@ def main() -> int:
         i = positions.index("")
         t = time.perf_counter()
         analyse(scan, "", args.players, False, 0.01)
-        print(f"empty string (round opening, cached by the agent): index {idx_times[i] * 1e3:.0f} ms, "
-              f"scan {(time.perf_counter() - t) * 1e3:.0f} ms")
+        print(
+            f"empty string (round opening, cached by the agent): index {idx_times[i] * 1e3:.0f} ms, "
+            f"scan {(time.perf_counter() - t) * 1e3:.0f} ms"
+        )
     return 0
 
 

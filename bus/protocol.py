@@ -47,6 +47,7 @@ def check_finite(value: Any, where: str = "value", depth: int = 0) -> Any:
             check_finite(v, f"{where}[{i}]", depth + 1)
     return value
 
+
 # `budget` (a v1 addition): the seat's LLM calls or tokens went over the tournament's budget.
 FaultReason = Literal["timeout", "illegal", "malformed", "no_responder", "error", "budget"]
 FAULT_REASONS: tuple[str, ...] = get_args(FaultReason)  # one list: the Literal is the source

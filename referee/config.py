@@ -106,7 +106,8 @@ class RatingsConfig(BaseModel):
         default=ELO_K_NAMES["arena"],
         gt=0,
         allow_inf_nan=False,
-        description="Elo K: a number, or a name: " + ", ".join(f"{k} = {v:g}" for k, v in ELO_K_NAMES.items()),  # noqa: E501
+        description="Elo K: a number, or a name: "
+        + ", ".join(f"{k} = {v:g}" for k, v in ELO_K_NAMES.items()),
     )
     elo_initial: float = 1500.0
     stack: float = Field(

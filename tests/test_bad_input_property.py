@@ -63,9 +63,7 @@ def _json(obj: object) -> bytes:
 MALFORMED = frozenset({"malformed"})
 ILLEGAL = frozenset({"illegal"})
 
-random_bytes = st.binary(min_size=0, max_size=2048).map(
-    lambda b: Bad("random bytes", lambda t: b, MALFORMED)
-)
+random_bytes = st.binary(min_size=0, max_size=2048).map(lambda b: Bad("random bytes", lambda t: b, MALFORMED))
 huge = st.integers(MAX_REPLY_BYTES + 1, 900_000).map(
     lambda n: Bad("huge", lambda t: b'{"pad": "' + b"x" * n + b'"}', MALFORMED)
 )
@@ -112,9 +110,7 @@ missing = st.sampled_from(["match_id", "turn"]).map(
     )
 )
 not_a_move = st.sampled_from(["turn", "match_started", 7, None]).map(
-    lambda ty: Bad(
-        "wrong message type", lambda t: _json({**_move(t, action=0), "type": ty}), MALFORMED
-    )
+    lambda ty: Bad("wrong message type", lambda t: _json({**_move(t, action=0), "type": ty}), MALFORMED)
 )
 # tic-tac-toe ids are 0..8: anything else is out of range.
 out_of_range = st.one_of(st.integers(max_value=-1), st.integers(min_value=9, max_value=10**300)).map(
@@ -165,8 +161,10 @@ lax = st.sampled_from(_LAX).map(
 huge_number = st.sampled_from(["policy", "usage"]).map(
     lambda where: Bad(
         f"1e400 in {where}",
-        lambda t: _json(_move(t, action=t.legal_actions[0].id))[:-1]
-        + (b', "policy": {"0": 1e400}}' if where == "policy" else b', "usage": {"prompt_tokens": 1e400}}'),
+        lambda t: (
+            _json(_move(t, action=t.legal_actions[0].id))[:-1]
+            + (b', "policy": {"0": 1e400}}' if where == "policy" else b', "usage": {"prompt_tokens": 1e400}}')
+        ),
         MALFORMED,
     )
 )

@@ -20,9 +20,7 @@ except SandboxUnavailable as exc:  # pragma: no cover - the Makefile installs wh
 KUHN = reference_code("kuhn_poker")
 # Payoffs with the showdown's winner swapped: a wrong model whose inference is perfect.
 WRONG_PAYOFFS = KUHN + (
-    "\n_true_rewards = get_rewards\n"
-    "def get_rewards(state):\n"
-    "    return [-r for r in _true_rewards(state)]\n"
+    "\n_true_rewards = get_rewards\ndef get_rewards(state):\n    return [-r for r in _true_rewards(state)]\n"
 )
 # An inference function that deals the seat's own card to the opponent too.
 DUPLICATE_DEAL = KUHN + (

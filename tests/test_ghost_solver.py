@@ -114,8 +114,17 @@ async def test_strategy_challenges_a_bluff_and_plays_a_winning_letter(spec: Game
             s.apply_action(a)
         p = s.current_player()
         legal = [LegalAction(id=a, text=s.action_to_string(p, a)) for a in s.legal_actions()]
-        return Turn(match_id="g", game=spec, seat=p, seats=["x", "y"], turn=len(actions),
-                    deadline_ms=5000, observation=s.observation_string(p), legal_actions=legal, state=actions)
+        return Turn(
+            match_id="g",
+            game=spec,
+            seat=p,
+            seats=["x", "y"],
+            turn=len(actions),
+            deadline_ms=5000,
+            observation=s.observation_string(p),
+            legal_actions=legal,
+            state=actions,
+        )
 
     d = await bot.decide(turn([LETTERS.index("q"), LETTERS.index("q")]), MatchContext(match_id="g"))
     assert d.action == CHALLENGE

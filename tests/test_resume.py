@@ -53,7 +53,7 @@ def test_a_cut_off_last_line_is_dropped_and_the_next_record_starts_a_line(tmp_pa
     assert cut_partial_line(path) == 40
     assert [r.match_id for r in read_records(path)] == ["m1"]  # the duplicate is dropped too
     folder = RunFolder(tmp_path, "t")  # opening the folder cuts as well (nothing left to cut here)
-    folder.matches.write_text(one.model_dump_json() + "\n{\"match_id\": \"m2\", \"tourn")
+    folder.matches.write_text(one.model_dump_json() + '\n{"match_id": "m2", "tourn')
     folder.close()
     folder = RunFolder(tmp_path, "t")
     folder.append(two)

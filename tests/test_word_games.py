@@ -166,7 +166,7 @@ def test_word_chain_random_first_letter_is_a_chance_node(chain_words: str) -> No
     assert s.is_chance_node() and len(s.chance_outcomes()) == 26
     s.apply_action(L("e"))
     assert s.current_player() == 0
-    assert "must start with \"e\"" in s.observation_string(0)
+    assert 'must start with "e"' in s.observation_string(0)
 
 
 # --- Wordn't ----------------------------------------------------------------------------------------
