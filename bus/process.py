@@ -4,6 +4,7 @@ up. Pure standard library, so any package may use it."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -34,7 +35,8 @@ def die_with_parent() -> None:
     The death signal is Linux only (elsewhere the parent's own clean shutdown still stops its
     children). Linux ties it to the spawning *thread*: start children from a long-lived thread
     (the main one), never from a worker thread."""
-    os.setsid()
+    with contextlib.suppress(OSError):  # already a session or group leader: nothing to leave
+        os.setsid()
     if not sys.platform.startswith("linux"):
         return
     try:

@@ -93,7 +93,10 @@ async def test_online_accuracy_catches_a_model_without_diagonal_wins(nc, tmp_pat
     model = tmp_path / "model.py"
     model.write_text(model.read_text() + NO_DIAGONALS)
     cwm = _cwm({"model": str(tmp_path), "simulations": 30, "rollouts": 1, "seed": 1})
-    me, rnd = uid("cwm"), uid("rnd")
+    # Fixed names: a seeded agent's decisions depend on the seats' names (agents.base.decision_rng),
+    # so with random names the matches differed every run and the diagonal end (the case to catch)
+    # came before the last match in only about half of the runs.
+    me, rnd = "cwm-online-accuracy", "rnd-online-accuracy"
     try:
         async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 3}), rnd):
             records = [await play(nc, spec("tic_tac_toe", [rnd, me], seed=i, deadline_ms=20000))
