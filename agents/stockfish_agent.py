@@ -127,7 +127,6 @@ class StockfishStrategy(Strategy):
         super().__init__(options)
         self.opts = options
         self._engines: list[_Engine] = []
-        self._bound: dict[str, _Engine] = {}
         self._ticks = 0
         self.restarts = 0
         # match id -> (start fen, actions applied, board after them)
@@ -143,9 +142,13 @@ class StockfishStrategy(Strategy):
     def engine_pids(self) -> list[int]:
         return [e.transport.get_pid() for e in self._engines if e.alive and e.transport is not None]
 
+    def _bound_to(self, match_id: str) -> _Engine | None:
+        # A scan, not a second map to keep in step: at most `engines` (64) entries.
+        return next((e for e in self._engines if e.match_id == match_id), None)
+
     def _engine_for(self, match_id: str) -> _Engine:
         """The engine bound to `match_id`; else a free one, a new one, or the least recently used."""
-        slot = self._bound.get(match_id)
+        slot = self._bound_to(match_id)
         if slot is None:
             free = [e for e in self._engines if e.match_id is None]
             if free:
@@ -153,11 +156,9 @@ class StockfishStrategy(Strategy):
             elif len(self._engines) < self.opts.engines:
                 slot = _Engine()
                 self._engines.append(slot)
-            else:
+            else:  # taken from its match, which gets another engine on its next turn
                 slot = min(self._engines, key=lambda e: e.used)
-                self._bound.pop(slot.match_id or "", None)
             slot.match_id = match_id
-            self._bound[match_id] = slot
         self._ticks += 1
         slot.used = self._ticks
         return slot
@@ -246,16 +247,15 @@ class StockfishStrategy(Strategy):
 
     async def match_ended(self, msg: MatchEnded, ctx: MatchContext) -> None:
         self._boards.pop(msg.match_id, None)
-        slot = self._bound.pop(msg.match_id, None)
+        slot = self._bound_to(msg.match_id)
         if slot is None:
             return
         slot.match_id = None
         # A dead engine is replaced now, so the next match does not pay for it on its first move.
-        if slot.transport is not None and slot.transport.is_closing() and not slot.lock.locked():
+        if slot.protocol is not None and not slot.alive and not slot.lock.locked():
             await self._drop_engine(slot)
 
     async def close(self) -> None:
         for slot in self._engines:
             await self._drop_engine(slot)
         self._engines.clear()
-        self._bound.clear()

@@ -13,10 +13,9 @@ For each setting (nodes per move x concurrency) and each round, alternating:
 (c) bus floor (`--floor`, on by default): the loop with each side's engine moved behind a bare NATS
     request, the least any arena over a bus can do: two child processes (this script with
     `--floor-agent`), each holding one engine per game in flight and a board per game, answer
-    `nc.request`s that carry
-    the start FEN and the game's moves so far (as a turn carries the history) with the engine's
-    move; no referee, no protocol model, no validation, no record. Its ratio to the loop bounds
-    what the arena's can reach on this machine.
+    `nc.request`s that carry the start FEN and the game's moves so far (as a turn carries the
+    history) with the engine's move; no referee, no protocol model, no validation, no record. Its
+    ratio to the loop bounds what the arena's can reach on this machine.
 
 Plies per second: (a) counts the plies of the match records over the span from the first match's
 start to the last match's end; (b) from before its engines start to its last ply (each side starts
@@ -136,6 +135,24 @@ class CpuSampler:
         return dict(out)
 
 
+def _limit(nodes: int) -> chess.engine.Limit:
+    return chess.engine.Limit(nodes=nodes, time=DEADLINE_MS / 1000 * 0.5)  # as agents/stockfish_agent.py
+
+
+def _games(openings: list[str]) -> list[tuple[str, bool]]:
+    """Each opening's start FEN, in both colours."""
+    return [(opening_fen(o), flip) for o in openings for flip in (False, True)]
+
+
+async def _start_engine() -> tuple[asyncio.SubprocessTransport, chess.engine.UciProtocol]:
+    """A Stockfish process configured as the arena's agents configure theirs."""
+    path = find_stockfish()
+    assert path is not None
+    transport, engine = await chess.engine.popen_uci(path)
+    await engine.configure({"Threads": 1, "Hash": 16, "Skill Level": 20})
+    return transport, engine
+
+
 def _over(board: chess.Board) -> bool:
     """The game ended as OpenSpiel's chess ends it (mate, stalemate, too little material, a third
     repetition or 50 moves without a capture or pawn move: no claim needed), or `MAX_TURNS` plies."""
@@ -188,10 +205,7 @@ async def arena(nodes: int, concurrency: int, openings: list[str], out: Result) 
 
 
 async def loop(nodes: int, concurrency: int, openings: list[str], out: Result) -> None:
-    path = find_stockfish()
-    assert path is not None
-    limit = chess.engine.Limit(nodes=nodes, time=DEADLINE_MS / 1000 * 0.5)  # as agents/stockfish_agent.py
-    games = [(opening_fen(o), flip) for o in openings for flip in (False, True)]
+    limit, games = _limit(nodes), _games(openings)
     plies = 0
     with CpuSampler() as cpu:
         t0, w0 = time.perf_counter(), time.time()
@@ -202,10 +216,8 @@ async def loop(nodes: int, concurrency: int, openings: list[str], out: Result) -
             nonlocal plies
             engines = []
             for _ in range(2):  # this worker's games' own engines, one per side
-                transport, engine = await chess.engine.popen_uci(path)
-                await engine.configure({"Threads": 1, "Hash": 16, "Skill Level": 20})
-                started.append((transport, engine))
-                engines.append(engine)
+                started.append(await _start_engine())
+                engines.append(started[-1][1])
             while queue:
                 gid, (fen, flip) = queue.pop(0)
                 board = chess.Board(fen)
@@ -229,7 +241,7 @@ async def floor_agent(url: str, subject: str, nodes: int) -> None:
     per game kept and extended."""
     import nats
 
-    limit = chess.engine.Limit(nodes=nodes, time=DEADLINE_MS / 1000 * 0.5)
+    limit = _limit(nodes)
     boards: dict[str, chess.Board] = {}
     engines: dict[int, chess.engine.UciProtocol] = {}
     nc = await nats.connect(url)
@@ -238,8 +250,7 @@ async def floor_agent(url: str, subject: str, nodes: int) -> None:
         req = json.loads(msg.data)
         engine = engines.get(req["w"])
         if engine is None:
-            _, engine = await chess.engine.popen_uci(find_stockfish() or "stockfish")
-            await engine.configure({"Threads": 1, "Hash": 16, "Skill Level": 20})
+            _, engine = await _start_engine()
             engines[req["w"]] = engine
         board = boards.get(req["g"]) or chess.Board(req["fen"])
         for uci in req["moves"][len(board.move_stack) :]:
@@ -261,7 +272,7 @@ async def floor_agent(url: str, subject: str, nodes: int) -> None:
 async def floor(nodes: int, concurrency: int, openings: list[str], out: Result) -> None:
     import nats
 
-    games = [(opening_fen(o), flip) for o in openings for flip in (False, True)]
+    games = _games(openings)
     plies = 0
     with EmbeddedNats(jetstream=False) as srv, CpuSampler() as cpu:
         children = [
