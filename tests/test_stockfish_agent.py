@@ -12,10 +12,11 @@ import chess
 import chess.engine
 import pytest
 
+from agents.base import Decision, MatchContext
 from agents.cli import main as agent_main
 from agents.random_agent import FirstLegalStrategy
 from agents.stockfish_agent import StockfishOptions, StockfishStrategy, find_stockfish
-from bus.protocol import GameSpec, MatchEvent, MatchSpec
+from bus.protocol import GameSpec, MatchEvent, MatchSpec, Turn
 from referee.match import MatchRunner
 from tests.helpers import play, serving, spec, uid
 
@@ -122,13 +123,31 @@ def test_board_is_kept_per_match_and_extended_not_rebuilt() -> None:
     assert sf._board("m2", None, []).fen() == chess.STARTING_FEN
 
 
+class _Meeting(StockfishStrategy):
+    """With `meet` set, each match's first move waits until the other match's first move has come
+    too, so the two matches are certainly in flight at once: on a loaded machine one of them could
+    otherwise be played out before the other one's first turn reached the agent."""
+
+    def __init__(self, options: StockfishOptions) -> None:
+        super().__init__(options)
+        self.meet = False
+        self._barrier = asyncio.Barrier(2)
+        self._met: set[str] = set()
+
+    async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
+        if self.meet and turn.match_id not in self._met:
+            self._met.add(turn.match_id)
+            await self._barrier.wait()
+        return await super().decide(turn, ctx)
+
+
 async def test_concurrent_matches_play_as_they_would_alone(nc) -> None:
     """Issue 32: each match in flight has its own engine, bound until the match ends, so a match's
     moves do not depend on what else the agent plays. One engine shared by two interleaved matches
     cleared its hash (`ucinewgame`) before every move and played other games than at concurrency 1."""
     white, black = uid("sfw"), uid("sfb")
     opts = {"nodes": 3000}
-    a, b = StockfishStrategy(StockfishOptions(**opts)), StockfishStrategy(StockfishOptions(**opts))
+    a, b = _Meeting(StockfishOptions(**opts)), _Meeting(StockfishOptions(**opts))
 
     def match() -> MatchSpec:
         return spec("chess", [black, white], max_turns=60, deadline_ms=120_000)
@@ -136,6 +155,7 @@ async def test_concurrent_matches_play_as_they_would_alone(nc) -> None:
     try:
         async with serving(nc, a, white), serving(nc, b, black):
             alone = [await play(nc, match()) for _ in range(2)]
+            a.meet = b.meet = True
             together = await asyncio.gather(play(nc, match()), play(nc, match()))
             moves = [[m.text for m in rec.moves] for rec in [*alone, *together]]
             assert all(not rec.faults for rec in [*alone, *together])
