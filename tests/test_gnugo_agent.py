@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from agents.base import Decision, MatchContext
 from agents.gnugo_agent import GnuGoOptions, GnuGoStrategy, find_gnugo
 from agents.random_agent import RandomStrategy
 from agents.registry import strategy_class
-from bus.protocol import GameSpec, MatchEvent, MatchRecord, MoveRecord
+from bus.protocol import GameSpec, MatchRecord, MoveRecord, Turn
 from games.go_score import tromp_taylor_score
 from referee.botcheck import BotChecker, BotCheckOptions
-from referee.match import MatchRunner
 from spielbus.go_report import gnugo_scores, go_rows, print_go_scores
 from tests.helpers import play, serving, spec, uid
 
@@ -81,29 +81,37 @@ async def test_bot_check_passes(nc) -> None:
     assert all(r.ok for r in results), [r for r in results if not r.ok]
 
 
-async def test_a_killed_engine_is_replaced_on_the_next_turn(nc) -> None:
-    go, rnd = uid("gnugo"), uid("rnd")
-    strategy = _gnugo()
-    killed: list[int] = []
+class _KillsItsEngineAfterItsFirstMove(GnuGoStrategy):
+    """Kills its engine once its first move is made and waits until it is dead, before answering:
+    so the engine is dead between two turns. (Killing it from the referee's `moved` event raced the
+    next turn: events go out while the match goes on, and under load the next turn met the engine
+    dying mid-move.)"""
 
-    async def sink(ev: MatchEvent) -> None:
-        # After gnugo's first move, kill its engine: the next turn must start a new one.
-        if ev.type == "moved" and ev.move and ev.move.agent == go and not killed:
-            pid = strategy.engine_pid
+    def __init__(self) -> None:
+        super().__init__(GnuGoOptions.model_validate({"level": 1}))
+        self.killed: list[int] = []
+
+    async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
+        decision = await super().decide(turn, ctx)
+        if not self.killed:
+            pid = self.engine_pid
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
-            killed.append(pid)
-            # Until the kernel has ended it (a fixed 0.2 s was not always enough at load 6-9): the
-            # engine must be dead between the turns, or the next turn meets it dying mid-move.
+            self.killed.append(pid)
             for _ in range(1000):
-                if strategy.engine_pid != pid:
+                if self.engine_pid != pid:
                     break
                 await asyncio.sleep(0.01)
+        return decision
 
+
+async def test_a_killed_engine_is_replaced_on_the_next_turn(nc) -> None:
+    go, rnd = uid("gnugo"), uid("rnd")
+    strategy = _KillsItsEngineAfterItsFirstMove()
     async with serving(nc, strategy, go), serving(nc, _random(), rnd):
-        rec = await MatchRunner(nc, spec(GO5, [go, rnd], deadline_ms=60_000), publish_event=sink).run()
+        rec = await play(nc, spec(GO5, [go, rnd], deadline_ms=60_000))
     await strategy.close()
-    assert killed and strategy.restarts == 1
+    assert strategy.killed and strategy.restarts == 1
     assert not rec.faults and rec.returns[0] > 0
 
 
