@@ -70,6 +70,20 @@ class TurnExpired(RuntimeError):
     """The turn's time ran out before the work could start (the runtime refuses the turn)."""
 
 
+class ProviderFailure(RuntimeError):
+    """The decision failed for the LLM provider's reasons (outage, rate limit, hang, a 200 that is
+    not a completion), not the model's: the runtime answers with the failure instead of a move, and
+    the referee's `provider` policy decides (a provider's outage is never scored as the model's play).
+
+    `calls`: the ids, in the LLM call store, of the failed calls behind it.
+    """
+
+    def __init__(self, cause: str, calls: list[str] | None = None) -> None:
+        super().__init__(cause)
+        self.cause = cause
+        self.calls = list(calls or [])
+
+
 _cpu_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
 
