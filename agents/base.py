@@ -43,6 +43,9 @@ class Decision:
     usage: Usage = field(default_factory=Usage)
     stats: MoveStats | None = None
     note: str | None = None
+    # The LLM calls behind the decision, one summary each (agents/llm fills them: call-store id,
+    # outcome class, tokens, thinking); the runtime sends them in the move for the record.
+    calls: list[dict[str, Any]] | None = None
 
 
 @dataclass
