@@ -10,7 +10,7 @@ import pytest
 from bus.protocol import FaultRecord, GameSpec, MatchRecord
 from referee.config import ConfigError, RatingsConfig, parse_config
 from referee.outcome import ranks_from_returns
-from referee.ratings import _brownian, _pairs, bradley_terry, elo, ratings, standings
+from referee.ratings import bradley_terry, brownian_win_probability, elo, ratings, run_pairs, standings
 from referee.schedule import build_schedule
 
 BASE = """
@@ -115,10 +115,12 @@ def test_elo_matches_seed_004_formula() -> None:
 
 
 def test_brownian_win_probability() -> None:
-    assert _brownian(0.0, 5.0, 100) == pytest.approx(0.5)
+    assert brownian_win_probability(0.0, 5.0, 100) == pytest.approx(0.5)
     # eq. 19: variance floored at 100
-    assert _brownian(0.5, 4.0, 100) == pytest.approx(1 - 1 / (1 + math.exp(2 * 100 * 0.5 / 100)))
-    assert _brownian(-0.5, 400.0, 100) < 0.5
+    assert brownian_win_probability(0.5, 4.0, 100) == pytest.approx(
+        1 - 1 / (1 + math.exp(2 * 100 * 0.5 / 100))
+    )
+    assert brownian_win_probability(-0.5, 400.0, 100) < 0.5
 
 
 def test_invalid_action_adjustment_for_chess() -> None:
@@ -130,10 +132,10 @@ def test_invalid_action_adjustment_for_chess() -> None:
         forfeited=[0],
         faults=[FaultRecord(turn=1, seat=0, agent="a", reason="illegal")],
     )
-    (pair,) = _pairs([rec], RatingsConfig())
+    (pair,) = run_pairs([rec], RatingsConfig())
     assert pair.score == pytest.approx(0.5 * (1 - 0.3))
     rec.faults[0].reason = "timeout"
-    (pair,) = _pairs([rec], RatingsConfig())
+    (pair,) = run_pairs([rec], RatingsConfig())
     assert pair.score == 0.0
 
 
@@ -145,7 +147,7 @@ def test_bradley_terry_orders_and_its_interval_brackets() -> None:
     for r in rates.values():
         assert r.bt_low <= r.bt <= r.bt_high
     assert rates["a"].bt_high > rates["a"].bt_low
-    bt = bradley_terry(_pairs(recs, RatingsConfig()), ["a", "b", "c"])
+    bt = bradley_terry(run_pairs(recs, RatingsConfig()), ["a", "b", "c"])
     assert bt["a"] == pytest.approx(rates["a"].bt, abs=0.1)
 
 

@@ -27,7 +27,7 @@ name's login under accounts) and leaves by stopping. Each agent's budget class i
 leaderboard, enforced by the referee per seat, and only entries of one class are paired.
 
 Games may have any number of players (those of more than two are grouped and rated by openskill;
-referee/ladder_service.py).
+referee/ladder/service.py).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from bus.protocol import Budget, FaultPolicy, GameSpec
 from bus.subjects import check_agent_name, check_token
 from referee.budget import budget_label, seat_budgets
 from referee.config import FILE, ConfigError, parse_toml
-from referee.ladder_store import BUCKET
+from referee.ladder.store import BUCKET
 
 
 class LadderAgent(BaseModel):
