@@ -42,9 +42,7 @@ import asyncio
 import contextlib
 import logging
 import random
-import secrets
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -284,17 +282,8 @@ class Ladder:
     async def _submit(self, label: str, seats: list[str], entries: dict[str, str]) -> None:
         assert self.store is not None
         game = next(g for g in self.config.games if g.label() == label)
-        spec = MatchSpec(
-            match_id=f"{self.config.name}-{uuid.uuid4().hex[:16]}",
-            tournament=self.config.name,
-            game=game,
-            seats=seats,
-            seed=self._rng.randrange(2**31),
-            deadline_ms=self.config.deadline_ms,
-            policy=self.config.policy,
-            max_turns=self.config.max_turns,
-            secret=secrets.token_hex(16),
-            budgets=self.config.seat_budgets(seats),
+        spec = self.config.spec(
+            self.config.new_match_id(), self.config.name, game, seats, self._rng.randrange(2**31)
         )
         pending = Pending(spec=spec, entries=entries, scheduled_at=self.clock())
         # Stored before it is sent: a ladder killed in between sends it again on restart.
