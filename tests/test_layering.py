@@ -2,17 +2,18 @@
 import statement, lazy ones in functions included):
 
     bus                       the wire: nothing of ours
-    games                     bus
+    games                     bus's protocol models only (`bus.protocol`)
     referee, agents           bus, games (neither imports the other)
     observability             bus, games, referee
     spielbus                  all but research (agent processes still start as `python -m agents`)
     research                  everything; nothing imports it (its commands run as `python -m research.X`)
 
-No exceptions. The human seat's page lives with its strategy (`agents.human`); the board pictures
-it shares with the live page are a view of the games (`games.pictures`), the tiny aiohttp helper
-both serve with is `bus.http`. So the referee side never loads agent code, and agents never load
-the supervisor that runs them. Limit: imports by string (`importlib.import_module("...")`) are not
-seen."""
+No exceptions (DESIGN.md's dependency direction; docs/architecture.md). The turn's wire encoding
+is the referee's (referee/turns.py): the games give it the seat's views. The human seat's page
+lives with its strategy (`agents.human`); the board pictures it shares with the live page are a
+view of the games (`games.pictures`), the tiny aiohttp helper both serve with is `bus.http`. So
+the referee side never loads agent code, and agents never load the supervisor that runs them.
+Limit: imports by string (`importlib.import_module("...")`) are not seen."""
 
 from __future__ import annotations
 
@@ -55,6 +56,33 @@ def test_imports_go_only_downwards(package: str) -> None:
         f"{p.relative_to(ROOT)} imports {sorted(bad)}"
         for p in files
         if (bad := imported(p) - ALLOWED[package] - {package})
+    }
+    assert not wrong, wrong
+
+
+# Within an allowed package, the only modules a package may use (none listed: all of them).
+ONLY_MODULES: dict[str, dict[str, set[str]]] = {"games": {"bus": {"bus.protocol"}}}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The dotted modules of ours one module imports (`from a.b import c` counts as `a.b`)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out.add(node.module)
+    return {m for m in out if m.split(".")[0] in ALLOWED}
+
+
+@pytest.mark.parametrize("package", sorted(ONLY_MODULES))
+def test_only_the_allowed_modules_of_a_lower_package(package: str) -> None:
+    """`games` depends on `bus`'s protocol models only: not on connections, subjects or servers."""
+    wrong = {
+        f"{p.relative_to(ROOT)} imports {m}"
+        for p in sorted((ROOT / package).rglob("*.py"))
+        for m in imported_modules(p)
+        if (only := ONLY_MODULES[package].get(m.split(".")[0])) is not None and m not in only
     }
     assert not wrong, wrong
 
@@ -120,3 +148,9 @@ def test_the_private_check_sees_both_forms(tmp_path: Path) -> None:
         "x = r._mm, r.bradley_terry, os._exit, Pair.__init__\n"
     )
     assert private_imports(module, set(ALLOWED)) == {"referee.ratings._fit", "referee.ratings._mm"}
+
+
+def test_the_module_check_sees_a_games_module_reaching_past_the_protocol(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from bus.protocol import Turn\n\ndef f():\n    from bus.subjects import Subjects\n")
+    assert imported_modules(module) == {"bus.protocol", "bus.subjects"}
