@@ -42,6 +42,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from agents.human.seat import tell_player
 from agents.llm.recording import RECORD_ENV, REPLAY_ENV, TAG_ENV
 from bus.auth import config_path, login_for, user_env
 from bus.connect import Login, connect
@@ -336,7 +337,9 @@ class TournamentSession:
         self._start_agents(agent_options, agent_env, seats)
         await self._wait_for_agents(nc)
         for seat in seats.values():  # once their pages are up
-            line = f"Seat of {seat.agent} (human): {seat.private_url}"
+            # The token on the terminal only; a piped or logged console gets a private file's path.
+            private = self.folder.path / "seats" / f"{seat.agent}.url"
+            line = tell_player(f"Seat of {seat.agent} (human)", seat, self.console.is_terminal, private)
             self.console.print(line, highlight=False, soft_wrap=True)  # one line: the address is copied whole
             if self.obs.web is not None:
                 self.obs.web.seats.append({"agent": seat.agent, "url": seat.url})
