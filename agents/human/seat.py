@@ -14,12 +14,13 @@ Routes (served by the human agent process itself, on its own port):
 Trust: the seat is bound to one agent name and protected by a random token, sent by the page
 in the `X-Seat-Token` header. The token travels in the URL's fragment (`#token=...`), which
 browsers never send to a server, and is shown only to whoever started the seat
-(`tell_player`): printed when standard output is a terminal, else written to a file readable by its
-owner only (mode 0600) whose path is printed, so a log or a pipe never holds it; spectators of the live page see a link without it. Without the token nothing of the
-seat is shown (its turns hold the seat's private view: its cards) and no move is taken. A
-move must name a turn that is waiting and one of its legal ids, else it is refused (400/404)
-and the turn keeps waiting. Limits: one token per seat (whoever holds it plays), plain HTTP
-(bind it to 127.0.0.1, the default, or a trusted network), the latest 20 results kept.
+(`tell_player`): printed when standard output is a terminal, else written to a file readable by
+its owner only (mode 0600) whose path is printed, so a log or a pipe never holds it; spectators
+of the live page see a link without it. Without the token nothing of the seat is shown (its
+turns hold the seat's private view: its cards) and no move is taken. A move must name a turn
+that is waiting and one of its legal ids, else it is refused (400/404) and the turn keeps
+waiting. Limits: one token per seat (whoever holds it plays), plain HTTP (bind it to 127.0.0.1,
+the default, or a trusted network), the latest 20 results kept.
 """
 
 from __future__ import annotations
