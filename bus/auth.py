@@ -4,7 +4,7 @@
 
 - `nats-server.conf`: an `accounts` block (below), one user per account role;
 - `auth.json`: every user, its role and password (for `spielbus run --auth`), mode 0600;
-- `referee.env`, `spectator.env`, `botcheck/<name>.env` and `agents/<name>.env`, the bot's one
+- `referee.env`, `spectator.env`, `replay.env`, `botcheck/<name>.env` and `agents/<name>.env`, the bot's one
   login file: `NATS_USER=` / `NATS_PASSWORD=` lines (and `NATS_INBOX_PREFIX=` where the user has
   a private inbox), mode 0600, read by `bus.connect` (and by any bot) from the environment. A
   bot's file also holds its bot-check login (`SPIELBUS_BOTCHECK_*`), so its author needs that
@@ -29,16 +29,24 @@ and a bot-check login could relay an agent's answer onto the JetStream API).
   `$JS.API.STREAM.MSG.GET.M` and `$JS.API.STREAM.INFO.M`. Only this account can write a
   match event or a record, or claim a `Nats-Msg-Id` in a stream. Its users may answer the
   discovery subjects of the workers' own service `spielbus-referee` (inside this account).
+  Exports the two read services to `replay`, not to `spectators`.
 - `agent-N` (user `agent-N`): exports those four services, to `referee` and `botcheck-N`
   only; imports nothing, so nothing its user publishes leaves the account except answers
   to requests it was sent.
 - `botcheck-N` (user `botcheck-N`, what `spielbus bot-check N` logs in as): imports the
   four services of `agent-N`, nothing else. Its inbox is its own account's.
-- `spectators` (user `spectator`): imports the match event streams and the two read
-  services, the latter under `P.replay.API.` (`spectator_api(subjects)`: JetStream's own `$JS.API.`
-  subjects answer "JetStream not enabled" in an account without JetStream, before an
-  import is consulted). Follow stored events with `bus.follow.follow_stream(...,
-  api_prefix=spectator_api(subjects))`.
+- `spectators` (user `spectator`): imports the match event streams, nothing else; its user
+  subscribes to `P.match.>` and publishes nothing. With no service import in the account, no
+  answer of any service can land there: a requester names its answer's subject freely inside
+  its own account, so an account holding requests and the event feed together let one
+  spectator aim JetStream's answers at `P.match.<any>.ended`, where the others listen.
+- `replay` (user `replay`): the stored events' readers. Imports the two read services, under
+  `P.replay.API.` (`spectator_api(subjects)`: JetStream's own `$JS.API.` subjects answer
+  "JetStream not enabled" in an account without JetStream, before an import is consulted);
+  subscribes only to its inbox `_INBOX_replay.>`. Follow stored events with
+  `bus.follow.follow_stream(spectator_nc, ..., reads=replay_nc, api_prefix=spectator_api(subjects))`.
+  Limit: readers share this account, so a reader could aim an answer (a stored public event)
+  at another reader's inbox if it learnt its random name; nothing else listens there.
 
 Users keep narrow subject permissions inside their accounts as a second wall (an agent
 subscribes only to its own subjects and publishes only replies; no user may delete or purge
@@ -62,11 +70,13 @@ from pydantic import BaseModel, Field
 
 from bus.subjects import LADDER_BUCKET, REFEREE_SERVICE, Subjects, check_agent_name
 
-Role = Literal["agent", "referee", "spectator", "botcheck"]
+Role = Literal["agent", "referee", "spectator", "botcheck", "replay"]
 
 REFEREE_USER = "referee"
 SPECTATOR_USER = "spectator"
 SPECTATOR_INBOX = "_INBOX_spectator"
+REPLAY_USER = "replay"
+REPLAY_INBOX = "_INBOX_replay"
 CONFIG_FILE = "nats-server.conf"
 MANIFEST_FILE = "auth.json"
 
@@ -85,6 +95,8 @@ class AuthUser(BaseModel):
         """The private inbox prefix this user must set in its client, if any (`_INBOX.>` is not given)."""
         if self.role == "spectator":
             return SPECTATOR_INBOX
+        if self.role == "replay":
+            return REPLAY_INBOX
         if self.role == "botcheck":
             return botcheck_inbox(self.agent or "")
         return None
@@ -101,6 +113,9 @@ class AuthBundle(BaseModel):
 
     def spectator(self) -> AuthUser:
         return self._only("spectator")
+
+    def replay(self) -> AuthUser:
+        return self._only("replay")
 
     def _only(self, role: Role) -> AuthUser:
         # An AuthError, not StopIteration: a bare `next()` inside a coroutine becomes a RuntimeError.
@@ -265,10 +280,16 @@ def _spectator_reads(subjects: Subjects) -> list[str]:
 
 
 def spectator_permissions(subjects: Subjects) -> dict[str, Any]:
+    """The live feed only: hear the match events, publish nothing (so ask nothing)."""
+    return {"publish": {"deny": [">"]}, "subscribe": {"allow": [f"{subjects.prefix}.match.>"]}}
+
+
+def replay_permissions(subjects: Subjects) -> dict[str, Any]:
+    """The stored events' reader: ask the two read services, hear its own inbox."""
     api = spectator_api(subjects)
     return {
         "publish": {"allow": [s.replace("$JS.API", api, 1) for s in _spectator_reads(subjects)]},
-        "subscribe": {"allow": [f"{subjects.prefix}.match.>", f"{SPECTATOR_INBOX}.>"]},
+        "subscribe": {"allow": [f"{REPLAY_INBOX}.>"]},
     }
 
 
@@ -281,11 +302,14 @@ def permissions_for(user: AuthUser, subjects: Subjects) -> dict[str, Any]:
         return botcheck_permissions(user.agent, subjects)
     if user.role == "referee":
         return referee_permissions(subjects)
+    if user.role == "replay":
+        return replay_permissions(subjects)
     return spectator_permissions(subjects)
 
 
 REFEREE_ACCOUNT = "referee"
 SPECTATORS_ACCOUNT = "spectators"
+REPLAY_ACCOUNT = "replay"
 PUBLIC_EVENTS = ("started", "moved", "forfeit", "ended")
 
 
@@ -345,19 +369,21 @@ def render_accounts(bundle: AuthBundle) -> dict[str, Any]:
         "users": users("referee"),
         "exports": [
             *({"stream": e, "accounts": [SPECTATORS_ACCOUNT]} for e in events),
-            *({"service": r, "accounts": [SPECTATORS_ACCOUNT]} for r in reads),
+            *({"service": r, "accounts": [REPLAY_ACCOUNT]} for r in reads),
         ],
         "imports": referee_imports,
     }
     api = spectator_api(subjects)
+    # The feed and the reads in two accounts: no answer can be aimed where the feed is heard.
     accounts[SPECTATORS_ACCOUNT] = {
         "users": users("spectator"),
+        "imports": [{"stream": {"account": REFEREE_ACCOUNT, "subject": e}} for e in events],
+    }
+    accounts[REPLAY_ACCOUNT] = {
+        "users": users("replay"),
         "imports": [
-            *({"stream": {"account": REFEREE_ACCOUNT, "subject": e}} for e in events),
-            *(
-                {"service": {"account": REFEREE_ACCOUNT, "subject": r}, "to": r.replace("$JS.API", api, 1)}
-                for r in reads
-            ),
+            {"service": {"account": REFEREE_ACCOUNT, "subject": r}, "to": r.replace("$JS.API", api, 1)}
+            for r in reads
         ],
     }
     return accounts
@@ -368,7 +394,8 @@ def render_config(bundle: AuthBundle) -> str:
     body = json.dumps({"accounts": render_accounts(bundle)}, indent=2)
     head = (
         "# nats-server configuration written by `spielbus auth init`: one account per party (the\n"
-        "# referee, with JetStream; each agent; each agent's bot-check; the spectators), see bus/auth.py.\n"
+        "# referee, with JetStream; each agent; each agent's bot-check; the spectators; the replay\n"
+        "# readers), see bus/auth.py.\n"
         "# Start with `nats-server -js -c nats-server.conf` (or `spielbus run --auth <folder>`).\n"
         "# Holds passwords: keep it private.\n"
     )
@@ -437,6 +464,7 @@ def make_bundle(agents: list[str], prefix: str = "spielbus") -> AuthBundle:
     users = [
         AuthUser(role="referee", user=REFEREE_USER, password=pw()),
         AuthUser(role="spectator", user=SPECTATOR_USER, password=pw()),
+        AuthUser(role="replay", user=REPLAY_USER, password=pw()),
         *(AuthUser(role="agent", user=agent_user(n), password=pw(), agent=n) for n in names),
         *(AuthUser(role="botcheck", user=botcheck_user(n), password=pw(), agent=n) for n in names),
     ]
@@ -465,7 +493,9 @@ def _write_bundle(bundle: AuthBundle, out: Path, only: list[AuthUser] | None = N
         if u.role == "referee":
             write_private(out / "referee.env", _env_text(u, "the referee"))
         elif u.role == "spectator":
-            write_private(out / "spectator.env", _env_text(u, "read-only spectator"))
+            write_private(out / "spectator.env", _env_text(u, "read-only spectator (the live events)"))
+        elif u.role == "replay":
+            write_private(out / "replay.env", _env_text(u, "read-only reader of the stored match events"))
         elif u.role == "agent" and u.agent:
             write_private(out / "agents" / f"{u.agent}.env", bot_login_text(bundle, u.agent))
         elif u.agent:
@@ -514,6 +544,8 @@ def login_for(
             return bundle.agent(agent or "")
         if role == "botcheck":
             return bundle.botcheck(agent or "")
+        if role == "replay":
+            return bundle.replay()
         return bundle.referee() if role == "referee" else bundle.spectator()
     except AuthError as exc:
         raise AuthError(f"{out_dir}: {exc}") from exc
@@ -541,6 +573,11 @@ def ensure_auth(
         and u.agent
         and not any(b.role == "botcheck" and b.agent == u.agent for b in bundle.users)
     ]
+    if not any(u.role == "replay" for u in bundle.users):
+        # A folder from before the stored events' readers had an account of their own.
+        reader = AuthUser(role="replay", user=REPLAY_USER, password=secrets.token_urlsafe(24))
+        bundle = bundle.model_copy(update={"users": [*bundle.users, reader]})
+        _write_bundle(bundle, Path(out_dir), only=[reader])
     if not missing:
         conf = config_path(out_dir)
         if conf.exists() and conf.read_text(encoding="utf-8") == render_config(bundle):

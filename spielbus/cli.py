@@ -670,11 +670,12 @@ def _cmd_auth(args: argparse.Namespace) -> int:
         return 0
     names = [u.agent for u in bundle.users if u.role == "agent"]
     console.print(
-        f"wrote {args.out}/nats-server.conf: one account each for the referee, the spectators and "
+        f"wrote {args.out}/nats-server.conf: one account each for the referee, the spectators, "
+        "the replay readers and "
         f"{len(names)} agents ({', '.join(n for n in names if n)}), each agent with a bot-check account;\n"
         f"logins: {args.out}/agents/<name>.env (the bot author's one file: the bot's login and its "
         f"bot-check login, `spielbus bot-check <name> --login FILE`), {args.out}/referee.env, "
-        f"{args.out}/spectator.env (keep them private).\n"
+        f"{args.out}/spectator.env, {args.out}/replay.env (keep them private).\n"
         f"Start with: spielbus run FILE.toml --auth {args.out}\n"
         f"        or: nats-server -js -c {args.out}/nats-server.conf",
         highlight=False,
