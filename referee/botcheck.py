@@ -52,8 +52,9 @@ from bus.replies import check_reply
 from bus.subjects import Subjects
 from games.loader import load_game, parse_spec
 from games.rules import rules_text
-from games.view import SeatHistory, build_turn, match_action
+from games.view import SeatHistory
 from referee.match import MatchRunner
+from referee.turns import TurnFrame, build_turn, match_action
 
 DEFAULT_GAMES = ("tic_tac_toe", "connect_four", "kuhn_poker", "liars_dice")
 TOURNAMENT = "bot-check"
@@ -91,15 +92,7 @@ def first_turn(game: GameSpec, match_id: str, seats: list[str], deadline_ms: int
         state.apply_action(action)
     seat = state.current_player()
     return build_turn(
-        state=state,
-        spec=game,
-        match_id=match_id,
-        seat=seat,
-        seats=seats,
-        turn=1,
-        deadline_ms=deadline_ms,
-        history=hist,
-        rules=rules_text(g),
+        TurnFrame(match_id, game, seats, deadline_ms), state, seat, 1, hist, rules=rules_text(g)
     )
 
 
