@@ -107,6 +107,10 @@ class AuthBundle(BaseModel):
 
     prefix: str = "spielbus"
     users: list[AuthUser]
+    url: str | None = Field(
+        default=None,
+        description="where clients reach the server (`auth init --nats`): each login file's NATS_URL",
+    )
 
     def referee(self) -> AuthUser:
         return self._only("referee")
@@ -402,11 +406,13 @@ def render_config(bundle: AuthBundle) -> str:
     return head + body + "\n"
 
 
-def _env_text(user: AuthUser, what: str) -> str:
+def _env_text(user: AuthUser, what: str, url: str | None = None) -> str:
     text = f"# spielbus credentials: {what}\nNATS_USER={user.user}\nNATS_PASSWORD={user.password}\n"
     inbox = user.inbox_prefix()
     if inbox:
         text += f"NATS_INBOX_PREFIX={inbox}\n"
+    if url:
+        text += f"NATS_URL={url}\n"
     return text
 
 
@@ -417,9 +423,7 @@ def bot_login_text(bundle: AuthBundle, name: str, url: str | None = None) -> str
     """The one login file of bot `name`'s author: the bot's own login (`NATS_USER`, `NATS_PASSWORD`,
     and `NATS_URL` when given) and its bot-check login (`SPIELBUS_BOTCHECK_*`, what `spielbus
     bot-check NAME --login FILE` uses). Both reach only this bot's own account (module docstring)."""
-    text = _env_text(bundle.agent(name), f"bot {name} (keep it private)")
-    if url:
-        text += f"NATS_URL={url}\n"
+    text = _env_text(bundle.agent(name), f"bot {name} (keep it private)", url or bundle.url)
     try:
         check = bundle.botcheck(name)
     except AuthError:  # a folder from before bot-check users: the bot's own login still works
@@ -453,7 +457,7 @@ def write_private(path: Path, text: str) -> None:
     os.chmod(path, 0o600)  # O_CREAT's mode does not apply to a file that already existed
 
 
-def make_bundle(agents: list[str], prefix: str = "spielbus") -> AuthBundle:
+def make_bundle(agents: list[str], prefix: str = "spielbus", url: str | None = None) -> AuthBundle:
     names = list(dict.fromkeys(check_agent_name(a) for a in agents))
     if not names:
         raise AuthError("no agents given")
@@ -468,18 +472,24 @@ def make_bundle(agents: list[str], prefix: str = "spielbus") -> AuthBundle:
         *(AuthUser(role="agent", user=agent_user(n), password=pw(), agent=n) for n in names),
         *(AuthUser(role="botcheck", user=botcheck_user(n), password=pw(), agent=n) for n in names),
     ]
-    return AuthBundle(prefix=prefix, users=users)
+    return AuthBundle(prefix=prefix, users=users, url=url)
 
 
 def write_auth(
-    agents: list[str], out_dir: str | Path, *, prefix: str = "spielbus", force: bool = False
+    agents: list[str],
+    out_dir: str | Path,
+    *,
+    prefix: str = "spielbus",
+    force: bool = False,
+    url: str | None = None,
 ) -> AuthBundle:
-    """Write a fresh auth folder. Refuses to overwrite one unless `force` (new passwords break old bots)."""
+    """Write a fresh auth folder. Refuses to overwrite one unless `force` (new passwords break old bots).
+    `url`: the server's address for clients, written into every login file as NATS_URL."""
     Subjects(prefix).turn("x")  # validates the prefix shape early
     out = Path(out_dir)
     if (out / MANIFEST_FILE).exists() and not force:
         raise AuthError(f"{out} already holds an auth folder; pass --force to replace every password")
-    bundle = make_bundle(agents, prefix)
+    bundle = make_bundle(agents, prefix, url)
     _write_bundle(bundle, out)
     return bundle
 
@@ -491,16 +501,18 @@ def _write_bundle(bundle: AuthBundle, out: Path, only: list[AuthUser] | None = N
     write_private(out / MANIFEST_FILE, bundle.model_dump_json(indent=2) + "\n")
     for u in bundle.users if only is None else only:
         if u.role == "referee":
-            write_private(out / "referee.env", _env_text(u, "the referee"))
+            write_private(out / "referee.env", _env_text(u, "the referee", bundle.url))
         elif u.role == "spectator":
-            write_private(out / "spectator.env", _env_text(u, "read-only spectator (the live events)"))
+            what = "read-only spectator (the live events)"
+            write_private(out / "spectator.env", _env_text(u, what, bundle.url))
         elif u.role == "replay":
-            write_private(out / "replay.env", _env_text(u, "read-only reader of the stored match events"))
+            what = "read-only reader of the stored match events"
+            write_private(out / "replay.env", _env_text(u, what, bundle.url))
         elif u.role == "agent" and u.agent:
             write_private(out / "agents" / f"{u.agent}.env", bot_login_text(bundle, u.agent))
         elif u.agent:
             what = f"`spielbus bot-check {u.agent}` (asks only agent {u.agent})"
-            write_private(out / "botcheck" / f"{u.agent}.env", _env_text(u, what))
+            write_private(out / "botcheck" / f"{u.agent}.env", _env_text(u, what, bundle.url))
             # The bot's own file carries its bot-check login too (one file for its author).
             write_private(out / "agents" / f"{u.agent}.env", bot_login_text(bundle, u.agent))
 
@@ -552,12 +564,24 @@ def login_for(
 
 
 def ensure_auth(
-    agents: list[str], out_dir: str | Path, *, prefix: str = "spielbus"
+    agents: list[str], out_dir: str | Path, *, prefix: str = "spielbus", url: str | None = None
 ) -> tuple[AuthBundle, bool]:
     """`auth init --if-missing`: keep an existing folder (its passwords are in use) if it has a
-    user for every agent and the same prefix; otherwise write a fresh one. Returns (bundle, written)."""
+    user for every agent and the same prefix; otherwise write a fresh one. Returns (bundle, written).
+    A `url` other than the folder's is written into its login files, every password kept."""
+    bundle, written = _ensure_users(agents, out_dir, prefix, url)
+    if url is not None and url != bundle.url:
+        bundle = bundle.model_copy(update={"url": url})
+        _write_bundle(bundle, Path(out_dir))
+        written = True
+    return bundle, written
+
+
+def _ensure_users(
+    agents: list[str], out_dir: str | Path, prefix: str, url: str | None
+) -> tuple[AuthBundle, bool]:
     if not (Path(out_dir) / MANIFEST_FILE).exists():
-        return write_auth(agents, out_dir, prefix=prefix), True
+        return write_auth(agents, out_dir, prefix=prefix, url=url), True
     bundle = load_auth(out_dir)
     if bundle.prefix != prefix:
         raise AuthError(f"{out_dir} is for subject prefix {bundle.prefix!r}, not {prefix!r}; use --force")
