@@ -237,9 +237,9 @@ async def test_bot_check_with_the_login_file_alone_as_docs_protocol_shows_it(tmp
     from bus.process import free_port
 
     srv = EmbeddedNats(port=free_port(), config=config_path(tmp_path / "auth"))
+    cli = [sys.executable, "-m", "spielbus.cli", "auth", "init", "--agents", "mybot"]
     init = subprocess.run(
-        [sys.executable, "-m", "spielbus.cli", "auth", "init", "--agents", "mybot"]
-        + ["--out", str(tmp_path / "auth"), "--nats", srv.url],
+        [*cli, "--out", str(tmp_path / "auth"), "--nats", srv.url],
         capture_output=True,
         text=True,
         cwd=ROOT,
