@@ -441,7 +441,7 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: the run folder keeps every finished match[/yellow]")
         return 130
-    return 1 if result.failed or result.fallbacks else 0
+    return 1 if result.failed or result.fallbacks or result.timeouts else 0
 
 
 def _referee_login(args: argparse.Namespace) -> Login:

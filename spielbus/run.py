@@ -71,7 +71,7 @@ from spielbus.bot_logins import announce_bots, default_auth_dir
 from spielbus.collect import read_records as read_stream_records
 from spielbus.launch import AgentProcess, RefereeProcess, stop_all, wait_for_agents
 from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
-from spielbus.report import print_report, print_sprt
+from spielbus.report import decided_by_timeouts, print_report, print_sprt, timeout_warning
 from spielbus.seats import SeatPlan, plan_seats
 from spielbus.sprt_run import SprtCollect, sprt_status, sprt_summary
 
@@ -122,6 +122,8 @@ class RunResult:
     failed: dict[str, str] = field(default_factory=dict)
     # Agents over the fallback threshold, unless the tournament file allows that.
     fallbacks: list[str] = field(default_factory=list)
+    # Built-in agents (started by this run) that lost matches on time: agent -> matches (the run fails).
+    timeouts: dict[str, int] = field(default_factory=dict)
 
 
 async def _serve_until_signal(console: Console, obs: Observability) -> None:
@@ -572,6 +574,8 @@ class TournamentSession:
         table, rates = summarize(records, config)
         failed = dict(self.collector.failed)
         fallback_agents = [s.agent for s in table if s.over_fallbacks(config.fallback_threshold)]
+        built_in = {n for n, a in config.agents.items() if not a.external}
+        timeouts = decided_by_timeouts(records, built_in)
         self.folder.write_summary(
             table,
             rates,
@@ -584,6 +588,7 @@ class TournamentSession:
                 "mostly_fallbacks": [s.agent for s in table if s.mostly_fallbacks],
                 "fallback_threshold": config.fallback_threshold,
                 "over_fallback_threshold": fallback_agents,
+                "decided_by_builtin_timeouts": timeouts,
                 "nats": self.url,
                 **({"resumed": len(specs) - len(self.todo)} if self.opts.resume else {}),
                 **sprt_summary(config, records),
@@ -608,6 +613,8 @@ class TournamentSession:
                 "accept that)",
                 highlight=False,
             )
+        if timeouts:
+            console.print(f"[red]{timeout_warning(timeouts, len(records))}[/red]", highlight=False)
         if self.opts.keep_serving and self.obs.where():
             await _serve_until_signal(console, self.obs)
         return RunResult(
@@ -615,6 +622,7 @@ class TournamentSession:
             path=self.folder.path,
             failed=failed,
             fallbacks=[] if config.allow_fallbacks else fallback_agents,
+            timeouts=timeouts,
         )
 
 
