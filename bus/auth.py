@@ -4,7 +4,7 @@
 
 - `nats-server.conf`: an `accounts` block (below), one user per account role;
 - `auth.json`: every user, its role and password (for `spielbus run --auth`), mode 0600;
-- `referee.env`, `spectator.env`, `botcheck/<name>.env` and `agents/<name>.env`, the bot's one
+- `referee.env`, `spectator.env`, `replay.env`, `botcheck/<name>.env` and `agents/<name>.env`, the bot's one
   login file: `NATS_USER=` / `NATS_PASSWORD=` lines (and `NATS_INBOX_PREFIX=` where the user has
   a private inbox), mode 0600, read by `bus.connect` (and by any bot) from the environment. A
   bot's file also holds its bot-check login (`SPIELBUS_BOTCHECK_*`), so its author needs that
@@ -29,16 +29,24 @@ and a bot-check login could relay an agent's answer onto the JetStream API).
   `$JS.API.STREAM.MSG.GET.M` and `$JS.API.STREAM.INFO.M`. Only this account can write a
   match event or a record, or claim a `Nats-Msg-Id` in a stream. Its users may answer the
   discovery subjects of the workers' own service `spielbus-referee` (inside this account).
+  Exports the two read services to `replay`, not to `spectators`.
 - `agent-N` (user `agent-N`): exports those four services, to `referee` and `botcheck-N`
   only; imports nothing, so nothing its user publishes leaves the account except answers
   to requests it was sent.
 - `botcheck-N` (user `botcheck-N`, what `spielbus bot-check N` logs in as): imports the
   four services of `agent-N`, nothing else. Its inbox is its own account's.
-- `spectators` (user `spectator`): imports the match event streams and the two read
-  services, the latter under `P.replay.API.` (`spectator_api(subjects)`: JetStream's own `$JS.API.`
-  subjects answer "JetStream not enabled" in an account without JetStream, before an
-  import is consulted). Follow stored events with `bus.follow.follow_stream(...,
-  api_prefix=spectator_api(subjects))`.
+- `spectators` (user `spectator`): imports the match event streams, nothing else; its user
+  subscribes to `P.match.>` and publishes nothing. With no service import in the account, no
+  answer of any service can land there: a requester names its answer's subject freely inside
+  its own account, so an account holding requests and the event feed together let one
+  spectator aim JetStream's answers at `P.match.<any>.ended`, where the others listen.
+- `replay` (user `replay`): the stored events' readers. Imports the two read services, under
+  `P.replay.API.` (`spectator_api(subjects)`: JetStream's own `$JS.API.` subjects answer
+  "JetStream not enabled" in an account without JetStream, before an import is consulted);
+  subscribes only to its inbox `_INBOX_replay.>`. Follow stored events with
+  `bus.follow.follow_stream(spectator_nc, ..., reads=replay_nc, api_prefix=spectator_api(subjects))`.
+  Limit: readers share this account, so a reader could aim an answer (a stored public event)
+  at another reader's inbox if it learnt its random name; nothing else listens there.
 
 Users keep narrow subject permissions inside their accounts as a second wall (an agent
 subscribes only to its own subjects and publishes only replies; no user may delete or purge
@@ -62,11 +70,13 @@ from pydantic import BaseModel, Field
 
 from bus.subjects import LADDER_BUCKET, REFEREE_SERVICE, Subjects, check_agent_name
 
-Role = Literal["agent", "referee", "spectator", "botcheck"]
+Role = Literal["agent", "referee", "spectator", "botcheck", "replay"]
 
 REFEREE_USER = "referee"
 SPECTATOR_USER = "spectator"
 SPECTATOR_INBOX = "_INBOX_spectator"
+REPLAY_USER = "replay"
+REPLAY_INBOX = "_INBOX_replay"
 CONFIG_FILE = "nats-server.conf"
 MANIFEST_FILE = "auth.json"
 
@@ -85,6 +95,8 @@ class AuthUser(BaseModel):
         """The private inbox prefix this user must set in its client, if any (`_INBOX.>` is not given)."""
         if self.role == "spectator":
             return SPECTATOR_INBOX
+        if self.role == "replay":
+            return REPLAY_INBOX
         if self.role == "botcheck":
             return botcheck_inbox(self.agent or "")
         return None
@@ -95,12 +107,19 @@ class AuthBundle(BaseModel):
 
     prefix: str = "spielbus"
     users: list[AuthUser]
+    url: str | None = Field(
+        default=None,
+        description="where clients reach the server (`auth init --nats`): each login file's NATS_URL",
+    )
 
     def referee(self) -> AuthUser:
         return self._only("referee")
 
     def spectator(self) -> AuthUser:
         return self._only("spectator")
+
+    def replay(self) -> AuthUser:
+        return self._only("replay")
 
     def _only(self, role: Role) -> AuthUser:
         # An AuthError, not StopIteration: a bare `next()` inside a coroutine becomes a RuntimeError.
@@ -265,10 +284,16 @@ def _spectator_reads(subjects: Subjects) -> list[str]:
 
 
 def spectator_permissions(subjects: Subjects) -> dict[str, Any]:
+    """The live feed only: hear the match events, publish nothing (so ask nothing)."""
+    return {"publish": {"deny": [">"]}, "subscribe": {"allow": [f"{subjects.prefix}.match.>"]}}
+
+
+def replay_permissions(subjects: Subjects) -> dict[str, Any]:
+    """The stored events' reader: ask the two read services, hear its own inbox."""
     api = spectator_api(subjects)
     return {
         "publish": {"allow": [s.replace("$JS.API", api, 1) for s in _spectator_reads(subjects)]},
-        "subscribe": {"allow": [f"{subjects.prefix}.match.>", f"{SPECTATOR_INBOX}.>"]},
+        "subscribe": {"allow": [f"{REPLAY_INBOX}.>"]},
     }
 
 
@@ -281,11 +306,14 @@ def permissions_for(user: AuthUser, subjects: Subjects) -> dict[str, Any]:
         return botcheck_permissions(user.agent, subjects)
     if user.role == "referee":
         return referee_permissions(subjects)
+    if user.role == "replay":
+        return replay_permissions(subjects)
     return spectator_permissions(subjects)
 
 
 REFEREE_ACCOUNT = "referee"
 SPECTATORS_ACCOUNT = "spectators"
+REPLAY_ACCOUNT = "replay"
 PUBLIC_EVENTS = ("started", "moved", "forfeit", "ended")
 
 
@@ -345,19 +373,21 @@ def render_accounts(bundle: AuthBundle) -> dict[str, Any]:
         "users": users("referee"),
         "exports": [
             *({"stream": e, "accounts": [SPECTATORS_ACCOUNT]} for e in events),
-            *({"service": r, "accounts": [SPECTATORS_ACCOUNT]} for r in reads),
+            *({"service": r, "accounts": [REPLAY_ACCOUNT]} for r in reads),
         ],
         "imports": referee_imports,
     }
     api = spectator_api(subjects)
+    # The feed and the reads in two accounts: no answer can be aimed where the feed is heard.
     accounts[SPECTATORS_ACCOUNT] = {
         "users": users("spectator"),
+        "imports": [{"stream": {"account": REFEREE_ACCOUNT, "subject": e}} for e in events],
+    }
+    accounts[REPLAY_ACCOUNT] = {
+        "users": users("replay"),
         "imports": [
-            *({"stream": {"account": REFEREE_ACCOUNT, "subject": e}} for e in events),
-            *(
-                {"service": {"account": REFEREE_ACCOUNT, "subject": r}, "to": r.replace("$JS.API", api, 1)}
-                for r in reads
-            ),
+            {"service": {"account": REFEREE_ACCOUNT, "subject": r}, "to": r.replace("$JS.API", api, 1)}
+            for r in reads
         ],
     }
     return accounts
@@ -368,18 +398,21 @@ def render_config(bundle: AuthBundle) -> str:
     body = json.dumps({"accounts": render_accounts(bundle)}, indent=2)
     head = (
         "# nats-server configuration written by `spielbus auth init`: one account per party (the\n"
-        "# referee, with JetStream; each agent; each agent's bot-check; the spectators), see bus/auth.py.\n"
+        "# referee, with JetStream; each agent; each agent's bot-check; the spectators; the replay\n"
+        "# readers), see bus/auth.py.\n"
         "# Start with `nats-server -js -c nats-server.conf` (or `spielbus run --auth <folder>`).\n"
         "# Holds passwords: keep it private.\n"
     )
     return head + body + "\n"
 
 
-def _env_text(user: AuthUser, what: str) -> str:
+def _env_text(user: AuthUser, what: str, url: str | None = None) -> str:
     text = f"# spielbus credentials: {what}\nNATS_USER={user.user}\nNATS_PASSWORD={user.password}\n"
     inbox = user.inbox_prefix()
     if inbox:
         text += f"NATS_INBOX_PREFIX={inbox}\n"
+    if url:
+        text += f"NATS_URL={url}\n"
     return text
 
 
@@ -390,9 +423,7 @@ def bot_login_text(bundle: AuthBundle, name: str, url: str | None = None) -> str
     """The one login file of bot `name`'s author: the bot's own login (`NATS_USER`, `NATS_PASSWORD`,
     and `NATS_URL` when given) and its bot-check login (`SPIELBUS_BOTCHECK_*`, what `spielbus
     bot-check NAME --login FILE` uses). Both reach only this bot's own account (module docstring)."""
-    text = _env_text(bundle.agent(name), f"bot {name} (keep it private)")
-    if url:
-        text += f"NATS_URL={url}\n"
+    text = _env_text(bundle.agent(name), f"bot {name} (keep it private)", url or bundle.url)
     try:
         check = bundle.botcheck(name)
     except AuthError:  # a folder from before bot-check users: the bot's own login still works
@@ -426,7 +457,7 @@ def write_private(path: Path, text: str) -> None:
     os.chmod(path, 0o600)  # O_CREAT's mode does not apply to a file that already existed
 
 
-def make_bundle(agents: list[str], prefix: str = "spielbus") -> AuthBundle:
+def make_bundle(agents: list[str], prefix: str = "spielbus", url: str | None = None) -> AuthBundle:
     names = list(dict.fromkeys(check_agent_name(a) for a in agents))
     if not names:
         raise AuthError("no agents given")
@@ -437,21 +468,28 @@ def make_bundle(agents: list[str], prefix: str = "spielbus") -> AuthBundle:
     users = [
         AuthUser(role="referee", user=REFEREE_USER, password=pw()),
         AuthUser(role="spectator", user=SPECTATOR_USER, password=pw()),
+        AuthUser(role="replay", user=REPLAY_USER, password=pw()),
         *(AuthUser(role="agent", user=agent_user(n), password=pw(), agent=n) for n in names),
         *(AuthUser(role="botcheck", user=botcheck_user(n), password=pw(), agent=n) for n in names),
     ]
-    return AuthBundle(prefix=prefix, users=users)
+    return AuthBundle(prefix=prefix, users=users, url=url)
 
 
 def write_auth(
-    agents: list[str], out_dir: str | Path, *, prefix: str = "spielbus", force: bool = False
+    agents: list[str],
+    out_dir: str | Path,
+    *,
+    prefix: str = "spielbus",
+    force: bool = False,
+    url: str | None = None,
 ) -> AuthBundle:
-    """Write a fresh auth folder. Refuses to overwrite one unless `force` (new passwords break old bots)."""
+    """Write a fresh auth folder. Refuses to overwrite one unless `force` (new passwords break old bots).
+    `url`: the server's address for clients, written into every login file as NATS_URL."""
     Subjects(prefix).turn("x")  # validates the prefix shape early
     out = Path(out_dir)
     if (out / MANIFEST_FILE).exists() and not force:
         raise AuthError(f"{out} already holds an auth folder; pass --force to replace every password")
-    bundle = make_bundle(agents, prefix)
+    bundle = make_bundle(agents, prefix, url)
     _write_bundle(bundle, out)
     return bundle
 
@@ -463,14 +501,18 @@ def _write_bundle(bundle: AuthBundle, out: Path, only: list[AuthUser] | None = N
     write_private(out / MANIFEST_FILE, bundle.model_dump_json(indent=2) + "\n")
     for u in bundle.users if only is None else only:
         if u.role == "referee":
-            write_private(out / "referee.env", _env_text(u, "the referee"))
+            write_private(out / "referee.env", _env_text(u, "the referee", bundle.url))
         elif u.role == "spectator":
-            write_private(out / "spectator.env", _env_text(u, "read-only spectator"))
+            what = "read-only spectator (the live events)"
+            write_private(out / "spectator.env", _env_text(u, what, bundle.url))
+        elif u.role == "replay":
+            what = "read-only reader of the stored match events"
+            write_private(out / "replay.env", _env_text(u, what, bundle.url))
         elif u.role == "agent" and u.agent:
             write_private(out / "agents" / f"{u.agent}.env", bot_login_text(bundle, u.agent))
         elif u.agent:
             what = f"`spielbus bot-check {u.agent}` (asks only agent {u.agent})"
-            write_private(out / "botcheck" / f"{u.agent}.env", _env_text(u, what))
+            write_private(out / "botcheck" / f"{u.agent}.env", _env_text(u, what, bundle.url))
             # The bot's own file carries its bot-check login too (one file for its author).
             write_private(out / "agents" / f"{u.agent}.env", bot_login_text(bundle, u.agent))
 
@@ -514,18 +556,32 @@ def login_for(
             return bundle.agent(agent or "")
         if role == "botcheck":
             return bundle.botcheck(agent or "")
+        if role == "replay":
+            return bundle.replay()
         return bundle.referee() if role == "referee" else bundle.spectator()
     except AuthError as exc:
         raise AuthError(f"{out_dir}: {exc}") from exc
 
 
 def ensure_auth(
-    agents: list[str], out_dir: str | Path, *, prefix: str = "spielbus"
+    agents: list[str], out_dir: str | Path, *, prefix: str = "spielbus", url: str | None = None
 ) -> tuple[AuthBundle, bool]:
     """`auth init --if-missing`: keep an existing folder (its passwords are in use) if it has a
-    user for every agent and the same prefix; otherwise write a fresh one. Returns (bundle, written)."""
+    user for every agent and the same prefix; otherwise write a fresh one. Returns (bundle, written).
+    A `url` other than the folder's is written into its login files, every password kept."""
+    bundle, written = _ensure_users(agents, out_dir, prefix, url)
+    if url is not None and url != bundle.url:
+        bundle = bundle.model_copy(update={"url": url})
+        _write_bundle(bundle, Path(out_dir))
+        written = True
+    return bundle, written
+
+
+def _ensure_users(
+    agents: list[str], out_dir: str | Path, prefix: str, url: str | None
+) -> tuple[AuthBundle, bool]:
     if not (Path(out_dir) / MANIFEST_FILE).exists():
-        return write_auth(agents, out_dir, prefix=prefix), True
+        return write_auth(agents, out_dir, prefix=prefix, url=url), True
     bundle = load_auth(out_dir)
     if bundle.prefix != prefix:
         raise AuthError(f"{out_dir} is for subject prefix {bundle.prefix!r}, not {prefix!r}; use --force")
@@ -541,6 +597,11 @@ def ensure_auth(
         and u.agent
         and not any(b.role == "botcheck" and b.agent == u.agent for b in bundle.users)
     ]
+    if not any(u.role == "replay" for u in bundle.users):
+        # A folder from before the stored events' readers had an account of their own.
+        reader = AuthUser(role="replay", user=REPLAY_USER, password=secrets.token_urlsafe(24))
+        bundle = bundle.model_copy(update={"users": [*bundle.users, reader]})
+        _write_bundle(bundle, Path(out_dir), only=[reader])
     if not missing:
         conf = config_path(out_dir)
         if conf.exists() and conf.read_text(encoding="utf-8") == render_config(bundle):

@@ -6,8 +6,11 @@ stream order, then each new one as it is stored, using nothing but read requests
 `subject` as a doorbell. It creates no consumer, so it works for the spectator user of
 `spielbus auth init`, which may not create consumers (a consumer's delivery subject is
 chosen by its creator, in the request body, where subject permissions cannot see it).
-`api_prefix`: where the JetStream API is reached; a spectator's account imports the read
-requests under `bus.auth.spectator_api(subjects)`, not `$JS.API`.
+`api_prefix`: where the JetStream API is reached; a reader's account imports the read
+requests under `bus.auth.spectator_api(subjects)`, not `$JS.API`. `reads`: the connection the
+reads go through, when it is not `nc`: under `spielbus auth init`'s accounts the doorbell is the
+`spectator` login's (it hears the events and asks nothing) and the reads the `replay` login's
+(it asks and hears only its inbox), see bus/auth.py.
 
 Limits: one request per message, so it suits watchers, not bulk export (a referee
 account can use an ordered consumer instead); a doorbell missed in the race between a
@@ -35,9 +38,18 @@ StoredCallback = Callable[[RawStreamMsg], Awaitable[None]]
 
 class StreamFollower:
     def __init__(
-        self, nc: NATS, stream: str, subject: str, cb: StoredCallback, *, poll: float, api_prefix: str | None
+        self,
+        nc: NATS,
+        stream: str,
+        subject: str,
+        cb: StoredCallback,
+        *,
+        poll: float,
+        api_prefix: str | None,
+        reads: NATS | None = None,
     ) -> None:
         self.nc = nc
+        self.reads = reads or nc
         self.api_prefix = api_prefix
         self.stream = stream
         self.subject = subject
@@ -62,7 +74,7 @@ class StreamFollower:
         self._task = asyncio.create_task(self._run())
 
     def _js(self) -> JetStreamContext:
-        return self.nc.jetstream(prefix=self.api_prefix) if self.api_prefix else self.nc.jetstream()
+        return self.reads.jetstream(prefix=self.api_prefix) if self.api_prefix else self.reads.jetstream()
 
     async def _run(self) -> None:
         js = self._js()
@@ -75,7 +87,7 @@ class StreamFollower:
                     await asyncio.wait_for(self._bell.wait(), timeout=self.poll)
                 continue
             except Exception:  # a lost connection or a slow server: try again until closed
-                if self.nc.is_closed:
+                if self.reads.is_closed:
                     return
                 await asyncio.sleep(self.poll)
                 continue
@@ -107,8 +119,9 @@ async def follow_stream(
     new_only: bool = False,
     poll: float = 0.25,
     api_prefix: str | None = None,
+    reads: NATS | None = None,
 ) -> StreamFollower:
     """Start following; `unsubscribe()` the result to stop. `cb` gets messages in stream order."""
-    follower = StreamFollower(nc, stream, subject, cb, poll=poll, api_prefix=api_prefix)
+    follower = StreamFollower(nc, stream, subject, cb, poll=poll, api_prefix=api_prefix, reads=reads)
     await follower.start(new_only=new_only)
     return follower

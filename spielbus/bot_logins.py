@@ -38,13 +38,18 @@ def default_auth_dir(config: TournamentConfig, embedded: bool, run_path: Path, p
     return str(out)
 
 
+def write_bot_login(auth_dir: str | Path, name: str, url: str) -> Path:
+    """Bot `name`'s login file in `auth_dir`, rewritten (mode 0600) with the server's `url`."""
+    path = Path(auth_dir) / "agents" / f"{name}.env"
+    write_private(path, bot_login_text(load_auth(auth_dir), name, url))
+    return path
+
+
 def announce_bots(console: Console, config: TournamentConfig, auth_dir: str, url: str) -> list[Path]:
     """Each external bot's login file, rewritten with `url`; prints the command its author runs."""
-    bundle = load_auth(auth_dir)
     files = []
     for name in external_agents(config):
-        path = Path(auth_dir) / "agents" / f"{name}.env"
-        write_private(path, bot_login_text(bundle, name, url))
+        path = write_bot_login(auth_dir, name, url)
         files.append(path)
         console.print(
             f"External bot {name}: its login file is {path} (private: the bot's and its bot-check's "

@@ -312,6 +312,16 @@ def _parser() -> argparse.ArgumentParser:
     init.add_argument("--agents", default=None, help="comma-separated agent names")
     init.add_argument("--out", required=True, help="folder to write (config, auth.json, *.env)")
     init.add_argument("--prefix", default="spielbus")
+    from bus.connect import nats_url_arg
+
+    init.add_argument(
+        "--nats",
+        type=nats_url_arg,
+        default=None,
+        help="where bots reach the server, written as NATS_URL into every login file, so "
+        "`spielbus bot-check NAME --login FILE` and the example bots need nothing else "
+        "(default: $NATS_URL, else nats://127.0.0.1:4222)",
+    )
     existing = init.add_mutually_exclusive_group()
     existing.add_argument("--force", action="store_true", help="replace an existing folder's passwords")
     existing.add_argument(
@@ -431,7 +441,7 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
     except KeyboardInterrupt:
         console.print("[yellow]interrupted: the run folder keeps every finished match[/yellow]")
         return 130
-    return 1 if result.failed or result.fallbacks else 0
+    return 1 if result.failed or result.fallbacks or result.timeouts else 0
 
 
 def _referee_login(args: argparse.Namespace) -> Login:
@@ -648,6 +658,7 @@ def _cmd_bot_check(args: argparse.Namespace) -> int:
 
 def _cmd_auth(args: argparse.Namespace) -> int:
     from bus.auth import ensure_auth, write_auth
+    from bus.connect import nats_servers, nats_url
 
     console = Console()
     try:
@@ -658,10 +669,15 @@ def _cmd_auth(args: argparse.Namespace) -> int:
             agents += [a.strip() for a in args.agents.split(",") if a.strip()]
         if not agents:
             raise AuthError("name the agents: --agents a,b,... or a tournament file")
+        url = nats_url(args.nats)
+        nats_servers(url, source="--nats")
         if args.if_missing:
-            bundle, written = ensure_auth(agents, args.out, prefix=args.prefix)
+            bundle, written = ensure_auth(agents, args.out, prefix=args.prefix, url=url)
         else:
-            bundle, written = write_auth(agents, args.out, prefix=args.prefix, force=args.force), True
+            bundle, written = (
+                write_auth(agents, args.out, prefix=args.prefix, force=args.force, url=url),
+                True,
+            )
     except (ConfigError, AuthError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
@@ -670,11 +686,12 @@ def _cmd_auth(args: argparse.Namespace) -> int:
         return 0
     names = [u.agent for u in bundle.users if u.role == "agent"]
     console.print(
-        f"wrote {args.out}/nats-server.conf: one account each for the referee, the spectators and "
+        f"wrote {args.out}/nats-server.conf: one account each for the referee, the spectators, "
+        "the replay readers and "
         f"{len(names)} agents ({', '.join(n for n in names if n)}), each agent with a bot-check account;\n"
         f"logins: {args.out}/agents/<name>.env (the bot author's one file: the bot's login and its "
         f"bot-check login, `spielbus bot-check <name> --login FILE`), {args.out}/referee.env, "
-        f"{args.out}/spectator.env (keep them private).\n"
+        f"{args.out}/spectator.env, {args.out}/replay.env (keep them private).\n"
         f"Start with: spielbus run FILE.toml --auth {args.out}\n"
         f"        or: nats-server -js -c {args.out}/nats-server.conf",
         highlight=False,

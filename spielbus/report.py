@@ -33,6 +33,26 @@ def fallback_warnings(table: list[Standing], threshold: float) -> list[str]:
     ]
 
 
+def decided_by_timeouts(records: list[MatchRecord], built_in: set[str]) -> dict[str, int]:
+    """Per agent of `built_in` (the agents the run started itself), the matches it forfeited by
+    running out of time: results that measure the machine's load, not the agent."""
+    lost: Counter[str] = Counter()
+    for r in records:
+        agents = {r.seats[f.seat] for f in r.faults if f.reason == "timeout" and f.seat in r.forfeited}
+        lost.update(a for a in agents if a in built_in)
+    return dict(sorted(lost.items()))
+
+
+def timeout_warning(decided: dict[str, int], matches: int) -> str:
+    """The line that says a run's results were decided by its own agents' clocks, and what to do."""
+    who = ", ".join(f"{a} ({n} of {matches} matches)" for a, n in decided.items())
+    return (
+        f"matches were decided by timeouts of built-in agents: {who}. Their results measure this "
+        "machine's load, not the agents: raise `deadline_ms` in the tournament file, or lighten the "
+        "agents' options (e.g. fewer simulations); the run fails"
+    )
+
+
 def print_report(
     console: Console,
     records: list[MatchRecord],

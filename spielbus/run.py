@@ -42,6 +42,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from agents.human.seat import tell_player
 from agents.llm.recording import RECORD_ENV, REPLAY_ENV, TAG_ENV
 from bus.auth import config_path, login_for, user_env
 from bus.connect import Login, connect
@@ -62,7 +63,7 @@ from spielbus.bot_logins import announce_bots, default_auth_dir
 from spielbus.collect import read_records as read_stream_records
 from spielbus.launch import AgentProcess, RefereeProcess, stop_all, wait_for_agents
 from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
-from spielbus.report import print_report, print_sprt
+from spielbus.report import decided_by_timeouts, print_report, print_sprt, timeout_warning
 from spielbus.seats import SeatPlan, plan_seats
 from spielbus.sprt_run import SprtCollect, sprt_status, sprt_summary
 
@@ -113,6 +114,8 @@ class RunResult:
     failed: dict[str, str] = field(default_factory=dict)
     # Agents over the fallback threshold, unless the tournament file allows that.
     fallbacks: list[str] = field(default_factory=list)
+    # Built-in agents (started by this run) that lost matches on time: agent -> matches (the run fails).
+    timeouts: dict[str, int] = field(default_factory=dict)
 
 
 async def _serve_until_signal(console: Console, obs: Observability) -> None:
@@ -328,7 +331,9 @@ class TournamentSession:
         self._start_agents(agent_options, agent_env, seats)
         await self._wait_for_agents(nc)
         for seat in seats.values():  # once their pages are up
-            line = f"Seat of {seat.agent} (human): {seat.private_url}"
+            # The token on the terminal only; a piped or logged console gets a private file's path.
+            private = self.folder.path / "seats" / f"{seat.agent}.url"
+            line = tell_player(f"Seat of {seat.agent} (human)", seat, self.console.is_terminal, private)
             self.console.print(line, highlight=False, soft_wrap=True)  # one line: the address is copied whole
             if self.obs.web is not None:
                 self.obs.web.seats.append({"agent": seat.agent, "url": seat.url})
@@ -561,6 +566,8 @@ class TournamentSession:
         table, rates = summarize(records, config)
         failed = dict(self.collector.failed)
         fallback_agents = [s.agent for s in table if s.over_fallbacks(config.fallback_threshold)]
+        built_in = {n for n, a in config.agents.items() if not a.external}
+        timeouts = decided_by_timeouts(records, built_in)
         self.folder.write_summary(
             table,
             rates,
@@ -573,6 +580,7 @@ class TournamentSession:
                 "mostly_fallbacks": [s.agent for s in table if s.mostly_fallbacks],
                 "fallback_threshold": config.fallback_threshold,
                 "over_fallback_threshold": fallback_agents,
+                "decided_by_builtin_timeouts": timeouts,
                 "nats": self.url,
                 **({"resumed": len(specs) - len(self.todo)} if self.opts.resume else {}),
                 **sprt_summary(config, records),
@@ -597,6 +605,8 @@ class TournamentSession:
                 "accept that)",
                 highlight=False,
             )
+        if timeouts:
+            console.print(f"[red]{timeout_warning(timeouts, len(records))}[/red]", highlight=False)
         if self.opts.keep_serving and self.obs.where():
             await _serve_until_signal(console, self.obs)
         return RunResult(
@@ -604,6 +614,7 @@ class TournamentSession:
             path=self.folder.path,
             failed=failed,
             fallbacks=[] if config.allow_fallbacks else fallback_agents,
+            timeouts=timeouts,
         )
 
 

@@ -27,7 +27,6 @@ from agents.base import StrategyOptions
 from agents.random_agent import RandomStrategy
 from agents.runtime import AgentService
 from bus.auth import (
-    SPECTATOR_INBOX,
     AuthBundle,
     AuthError,
     AuthUser,
@@ -318,7 +317,8 @@ async def test_spectator_replays_match_events_from_the_stream(login, bundle: Aut
     js_ref = ref.nc.jetstream()
     await ensure_streams(js_ref, S)
     await js_ref.publish(S.match("replayed", "ended"), b'{"n": 1}')
-    spectator = await login(bundle.spectator(), inbox_prefix=SPECTATOR_INBOX)
+    spectator = await login(bundle.spectator())
+    reader = await login(bundle.replay(), inbox_prefix=bundle.replay().inbox_prefix())
     got = asyncio.Event()
     data: list[bytes] = []
 
@@ -329,12 +329,17 @@ async def test_spectator_replays_match_events_from_the_stream(login, bundle: Aut
 
     # Read-only: stored messages one by one, no consumer (see tests/test_spectator_readonly.py).
     follower = await follow_stream(
-        spectator.nc, S.matches_stream, S.match("replayed", "ended"), on, api_prefix=spectator_api(S)
+        spectator.nc,
+        S.matches_stream,
+        S.match("replayed", "ended"),
+        on,
+        api_prefix=spectator_api(S),
+        reads=reader.nc,
     )
     await asyncio.wait_for(got.wait(), timeout=10)
     await follower.unsubscribe()
     assert data[0] == b'{"n": 1}'
-    assert spectator.violations() == []
+    assert spectator.violations() == [] and reader.violations() == []
 
 
 async def test_a_violation_is_logged_by_our_connection_helper(

@@ -227,3 +227,39 @@ async def test_our_own_agent_runtime_passes_every_check(nc) -> None:
     async with serving(nc, RandomStrategy.from_options({"seed": 1}), name):
         results = await BotChecker(nc, name, options=FAST).run()
     assert [r for r in results if not r.ok] == []
+
+
+@pytest.mark.slow
+async def test_bot_check_with_the_login_file_alone_as_docs_protocol_shows_it(tmp_path: Path) -> None:
+    """Issue 40: docs/protocol.md's `spielbus bot-check mybot --login mybot.env`, with no `--nats`
+    and no NATS_URL around, exited 1: `auth init`'s login files held no server address. The
+    operator's `auth init --nats URL` writes it into every login file."""
+    from bus.process import free_port
+
+    srv = EmbeddedNats(port=free_port(), config=config_path(tmp_path / "auth"))
+    cli = [sys.executable, "-m", "spielbus.cli", "auth", "init", "--agents", "mybot"]
+    init = subprocess.run(
+        [*cli, "--out", str(tmp_path / "auth"), "--nats", srv.url],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if not k.startswith("NATS_")},
+    )
+    assert init.returncode == 0, init.stdout + init.stderr
+    login = tmp_path / "auth" / "agents" / "mybot.env"
+    assert _env_file(login)["NATS_URL"] == srv.url
+    assert _env_file(tmp_path / "auth" / "referee.env")["NATS_URL"] == srv.url
+    bundle = load_auth(tmp_path / "auth")
+    with srv:
+        ref = bundle.referee()
+        nc = await connect(srv.url, name="t", user=ref.user, password=ref.password)
+        try:
+            async with running_bot("python", "mybot", srv.url, nc, "--login", str(login)):
+                env = {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
+                cmd = [sys.executable, "-m", "spielbus.cli", "bot-check", "mybot", "--login", str(login)]
+                out = await asyncio.to_thread(
+                    subprocess.run, cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=180
+                )
+        finally:
+            await nc.close()
+    assert out.returncode == 0, out.stdout + out.stderr

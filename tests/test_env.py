@@ -4,15 +4,21 @@ information, and every kind of bad input or odd moment with its documented outco
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import nats
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
+from nats.aio.client import Client as NATS
 
+from bus.auth import read_login_file
 from spielbus.env import BusEnv, EnvError, TrainingSession
 from tests.env_helpers import Stall, ThreadAgent, config
 
@@ -262,3 +268,73 @@ def test_a_game_that_pays_along_the_way_gives_per_step_rewards(nats_url: str, tm
         env.reset(seed=2)
         _, reward, term, _, info = env.step(0)  # right, into the cliff
         assert term and reward == -100.0 == info["returns"][0]
+
+
+class _Spy:
+    """A connection of its own loop in a thread that keeps everything it is let hear on `>` and on
+    the learner's turn subject; None-like (`refused`) when the server turns the login away."""
+
+    def __init__(self, url: str, login: dict[str, str], learner: str) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.heard: set[tuple[str, bytes]] = set()  # each once, however many subscriptions matched
+        self.nc: NATS | None = None
+        self.refused = ""
+        try:
+            self._call(self._start(url, login, learner))
+        except Exception as exc:  # the server refused the connection: what a spy must get
+            self.refused = f"{type(exc).__name__}: {exc}"
+
+    def _call(self, coro):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(30)
+
+    async def _start(self, url: str, login: dict[str, str], learner: str) -> None:
+        self.nc = await nats.connect(url, allow_reconnect=False, connect_timeout=5, **login)
+
+        async def keep(msg) -> None:
+            self.heard.add((msg.subject, msg.data))
+
+        for subject in (">", f"spielbus.turn.{learner}", "spielbus.turn.>", "_INBOX.>"):
+            await self.nc.subscribe(subject, cb=keep)
+        await self.nc.flush()
+
+    def stop(self) -> None:
+        if self.nc is not None and not self.nc.is_closed:
+            with contextlib.suppress(Exception):
+                self._call(self.nc.close())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+def test_nobody_without_the_learners_login_hears_its_private_kuhn_turns(tmp_path: Path) -> None:
+    """The embedded server of a training session runs with accounts (issue 40): a process with no
+    login, and an opponent with its own login, hear none of the learner's private turns."""
+    cfg = config("kuhn_poker", run_dir=tmp_path)
+    with BusEnv(cfg, learner="learner-spied", seat=None) as env:
+        session = env.session
+        spies = {"no login": _Spy(session.url, {}, session.learner)}
+        auth_dir = getattr(session, "auth_dir", None)  # absent before issue 40
+        if auth_dir is not None:
+            rand = read_login_file(auth_dir / "agents" / "rand.env")
+            login = {"user": rand["NATS_USER"], "password": rand["NATS_PASSWORD"]}
+            spies["the opponent's login"] = _Spy(session.url, login, session.learner)
+        try:
+            turns = 0
+            for episode in range(8):
+                _, info = env.reset(seed=episode)
+                turns += 1
+                while True:
+                    _, _, term, trunc, info = env.step(min(info["legal"]))
+                    if term or trunc:
+                        break
+                    turns += 1
+            assert turns >= 8
+            for who, spy in spies.items():
+                learner_turns = [d for s, d in spy.heard if s == f"spielbus.turn.{session.learner}"]
+                assert learner_turns == [], f"{who} heard {len(learner_turns)} of {turns} learner turns"
+            assert spies["no login"].refused, "a process without a login was let onto the bus"
+            assert auth_dir is not None and (auth_dir / "auth.json").stat().st_mode & 0o077 == 0
+        finally:
+            for spy in spies.values():
+                spy.stop()

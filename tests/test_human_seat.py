@@ -255,7 +255,8 @@ async def test_seat_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.slow
 async def test_spielbus_run_seats_a_person(nats_url: str, tmp_path: Path) -> None:
     """examples/human_vs_mcts.toml through `spielbus run`'s own code: the human agent is a child
-    process, the console prints the seat address with its token, the live page links to the seat
+    process, the console (not a terminal) prints the seat address and a private file holds it with
+    its token, the live page links to the seat
     without it, the browser plays, and the run folder records the person's moves."""
     import io
     import json
@@ -284,10 +285,17 @@ async def test_spielbus_run_seats_a_person(nats_url: str, tmp_path: Path) -> Non
     run = asyncio.create_task(run_tournament(config, opts, Console(file=out, width=200)))
     done = asyncio.Event()
     async with aiohttp.ClientSession() as session:
-        while not (m := re.search(r"Seat of you \(human\): (\S+)#token=(\S+)", out.getvalue())):
+        # The console is not a terminal: the token is in a private file, never on the console.
+        pattern = r"Seat of you \(human\): (\S+) \(with its token in (\S+), readable by you only\)"
+        while not (m := re.search(pattern, out.getvalue())):
             assert not run.done(), out.getvalue()
             await asyncio.sleep(0.1)
-        seat_url, token = m.group(1), m.group(2)
+        seat_url, private = m.group(1), Path(m.group(2))
+        assert private.stat().st_mode & 0o777 == 0o600
+        whole = private.read_text().strip()
+        assert whole.startswith(seat_url + "#token=")
+        token = whole.partition("#token=")[2]
+        assert token not in out.getvalue()
         page = re.search(r"Live match page: (\S+)", out.getvalue())
         assert page is not None
         async with session.get(page.group(1) + "api/seats") as r:
@@ -371,3 +379,43 @@ async def test_the_persons_clock_starts_when_their_page_first_loads() -> None:
     finally:
         waiting.cancel()
         await server.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("given", [True, False], ids=["token-from-launcher", "token-of-its-own"])
+def test_the_seat_token_never_reaches_the_agents_log(
+    nats_url: str, tmp_path: Path, given: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 40: the `human` agent, started as `spielbus run` starts it (stdout to
+    logs/<seat>-0.log), wrote its token there for any local user to read. Its log holds the address
+    only; a token of its own goes to a private file (0600) whose path the log names."""
+    import re
+    import time
+
+    from referee.config import AgentConfig
+    from spielbus.launch import AgentProcess, stop_all
+
+    token = "launcher-token-0123456789abc"
+    env = {TOKEN_ENV: token} if given else {}
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    log_path = tmp_path / "logs" / "you-0.log"
+    proc = AgentProcess(
+        uid("you"), AgentConfig(kind="human"), nats_url, "spielbus", log_path, 0, extra_env=env
+    )
+    try:
+        end = time.monotonic() + 120
+        while not re.search(r"seat \S+: http://", text := log_path.read_text(errors="replace")):
+            assert proc.alive() and time.monotonic() < end, text
+            time.sleep(0.1)
+    finally:
+        stop_all([proc])
+    text = log_path.read_text(errors="replace")
+    assert "#token=" not in text and token not in text
+    if not given:
+        m = re.search(r"with its token in (\S+), readable by you only", text)
+        assert m is not None, text
+        private = Path(m.group(1))
+        assert private.stat().st_mode & 0o777 == 0o600
+        assert "#token=" in private.read_text()
+        private.unlink()
+        private.parent.rmdir()

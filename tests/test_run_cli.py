@@ -235,3 +235,23 @@ def test_ctrl_c_at_a_terminal_drains_the_run_before_its_bus_and_agents_stop(tmp_
     assert shlex.join(["spielbus", "run", str(cfg), "--resume", str(folder)]) in out, out
     records = [json.loads(line) for line in (folder / "matches.jsonl").read_text().splitlines()]
     assert records and not [r["match_id"] for r in records if r.get("faults")]
+
+
+@pytest.mark.slow
+def test_a_run_decided_by_a_built_in_agents_timeouts_says_so_and_fails(tmp_path: Path) -> None:
+    """Issue 40: the `wordnt` example forfeited on its clock on a busy machine and the run exited 0.
+    Here a built-in MCTS sized far past its deadline loses every match on time: the run names it,
+    records it in summary.json, and exits 1."""
+    cfg = _cfg(
+        tmp_path,
+        **{
+            "deadline_ms = 5000": "deadline_ms = 100",
+            "simulations = 30, rollouts = 1": "simulations = 200000, rollouts = 1",
+        },
+    )
+    out = _run(["run", str(cfg), "--run-dir", str(tmp_path / "runs"), "--quiet", *QUIET_PORTS])
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert "decided by timeouts of built-in agents: m1" in " ".join(out.stdout.split()), out.stdout
+    (folder,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["decided_by_builtin_timeouts"]["m1"] >= 1

@@ -4,8 +4,12 @@ A JetStream consumer delivers to whatever subject its creator names in the reque
 which subject permissions cannot see: a spectator allowed to create consumers can make the
 server push stored match events into an agent's turn or notify subject. So the spectator
 may create no consumer at all (push, pull, ephemeral or durable) and delete none; it reads
-the stream one stored message at a time (`STREAM.MSG.GET`) and follows it with
-`bus.follow.follow_stream`, which is enough to drive the live page's `MatchFeed`.
+the stream one stored message at a time (`STREAM.MSG.GET`, through the `replay` login) and
+follows it with `bus.follow.follow_stream`, which is enough to drive the live page's `MatchFeed`.
+
+A request's answer lands on whatever reply subject the requester names inside its own account,
+so the feed (`spectator`, account `spectators`) and the reads (`replay`, account `replay`) are
+apart: no spectator can aim a JetStream answer at `spielbus.match.>` where the others listen.
 """
 
 from __future__ import annotations
@@ -133,6 +137,7 @@ async def test_spectator_follows_the_stream_read_only_and_feeds_the_live_page(lo
     publisher = EventPublisher(ref, S)
     errors: list[str] = []
     spectator = await login(bundle.spectator(), errors)
+    reader = await login(bundle.replay(), errors)
     feed = MatchFeed(S)
     events: list[MatchEvent] = []
     got_second = asyncio.Event()
@@ -150,7 +155,12 @@ async def test_spectator_follows_the_stream_read_only_and_feeds_the_live_page(lo
     async with serving(player, RandomStrategy(StrategyOptions(seed=3)), "player"):
         await MatchRunner(ref, first, subjects=S, publish_event=publisher).run()  # stored before we follow
         follower = await follow_stream(
-            spectator, S.matches_stream, f"{S.prefix}.match.>", on_stored, api_prefix=spectator_api(S)
+            spectator,
+            S.matches_stream,
+            f"{S.prefix}.match.>",
+            on_stored,
+            api_prefix=spectator_api(S),
+            reads=reader,
         )
         await MatchRunner(ref, second, subjects=S, publish_event=publisher).run()  # played while we follow
         await asyncio.wait_for(got_second.wait(), timeout=20)
@@ -160,3 +170,52 @@ async def test_spectator_follows_the_stream_read_only_and_feeds_the_live_page(lo
     assert feed.matches[first.match_id].status == "ended"
     assert feed.matches[second.match_id].status == "ended"
     assert [e for e in errors if "permissions violation" in e.lower()] == []
+
+
+async def test_no_reader_can_aim_a_jetstream_answer_where_spectators_listen(login, auth) -> None:
+    """Issue 40: a spectator's JetStream read answered onto `spielbus.match.<any>.ended` (or any
+    subject it named), heard by every other spectator on `spielbus.match.>`. Both read-only logins
+    aim every read they have there; another spectator, listening, hears only the referee."""
+    _, bundle = auth
+    ref = await login(bundle.referee())
+    js_ref = ref.jetstream()
+    await ensure_streams(js_ref, S)
+    await js_ref.publish(S.match("sro-aim", "ended"), b'{"n": 1}')
+    heard: list[tuple[str, bytes]] = []
+
+    async def keep(msg: Msg) -> None:
+        heard.append((msg.subject, msg.data))
+
+    listener = await login(bundle.spectator())
+    await listener.subscribe(f"{S.prefix}.match.>", cb=keep)
+    await flush(listener)
+    api = spectator_api(S)
+    stream = S.matches_stream
+    reads = [
+        (f"{api}.STREAM.MSG.GET.{stream}", {"seq": 1}),
+        (f"{api}.STREAM.MSG.GET.{stream}", {"last_by_subj": S.match("sro-aim", "ended")}),
+        (f"{api}.STREAM.INFO.{stream}", {}),
+        (f"$JS.API.STREAM.MSG.GET.{stream}", {"seq": 1}),
+        (f"$JS.API.STREAM.INFO.{stream}", {}),
+    ]
+    targets = [S.match("evil", "ended"), S.match("sro-aim", "ended"), f"{S.prefix}.match.evil.moved"]
+    attackers = [await login(bundle.spectator())]
+    if hasattr(bundle, "replay"):  # the stored events' reader (absent before issue 40)
+        attackers.append(await login(bundle.replay()))
+    for attacker in attackers:
+        for subject, body in reads:
+            for target in targets:
+                await attacker.publish(subject, json.dumps(body).encode(), reply=target)
+        await flush(attacker)
+    # The reads are answered by JetStream on its own workers: the referee's marker, published
+    # after them and heard, closes the window (plus a settle for the JetStream workers).
+    for _ in range(20):
+        await asyncio.sleep(0.05)
+        await flush(listener)
+    await ref.publish(S.match("sro-marker", "started"), b"{}")
+    await flush(ref)
+    for _ in range(200):
+        if any(s == S.match("sro-marker", "started") for s, _ in heard):
+            break
+        await asyncio.sleep(0.01)
+    assert [s for s, _ in heard] == [S.match("sro-marker", "started")], heard

@@ -13,8 +13,12 @@ tournament's fault policy applies.
 The page is served by this process, on `seat_port` (0: any free port) of `seat_host`
 (127.0.0.1), and guarded by a seat token: `SPIELBUS_SEAT_TOKEN` from the environment (what
 `spielbus run` passes, so it can print the address; 16 to 128 URL-safe characters), else a
-fresh random one. The address with
-the token is printed at start (`seat NAME: http://...#token=...`). Limits: one player per
+fresh random one. Whoever started the seat is told the address with the token
+(`seat NAME: http://...#token=...`) on the terminal only: when standard output is not a terminal
+(a log file, a pipe) the address is printed without it and the whole address is written to a
+private file (mode 0600) in a new temporary folder, whose path is printed; when the token came
+from `SPIELBUS_SEAT_TOKEN` the launcher tells the player, so only the address without it is
+printed. Limits: one player per
 agent name (run one replica); nothing is learned or searched, the person is the strategy.
 """
 
@@ -22,11 +26,14 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
+import tempfile
+from pathlib import Path
 
 from pydantic import Field
 
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions, TurnExpired
-from agents.human.seat import TOKEN_ENV, Seat, SeatServer, start_seat
+from agents.human.seat import TOKEN_ENV, Seat, SeatServer, start_seat, tell_player
 from bus.protocol import MatchEnded, MatchStarted, Turn
 
 
@@ -71,9 +78,13 @@ class HumanStrategy(Strategy):
         except OSError as exc:
             where = f"{self.opts.seat_host}:{self.opts.seat_port}"
             raise ValueError(f"cannot serve the seat page on {where}: {exc.strerror or exc}") from None
-        # The player's address, token included: printed for whoever started the seat (its console
-        # or log), never published on the bus.
-        print(f"seat {name}: {self.server.private_url}", flush=True)
+        # The player's address, token included, for whoever started the seat only: never to a log,
+        # a pipe or the bus. A launcher that gave the token tells the player itself.
+        if given:
+            print(f"seat {name}: {self.server.url} (its token: from {TOKEN_ENV})", flush=True)
+            return
+        private = Path(tempfile.mkdtemp(prefix="spielbus-seat-")) / f"{name}.url"
+        print(tell_player(f"seat {name}", self.server, sys.stdout.isatty(), private), flush=True)
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         try:

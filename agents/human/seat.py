@@ -13,12 +13,14 @@ Routes (served by the human agent process itself, on its own port):
 
 Trust: the seat is bound to one agent name and protected by a random token, sent by the page
 in the `X-Seat-Token` header. The token travels in the URL's fragment (`#token=...`), which
-browsers never send to a server, and is printed only on the console of whoever started the
-seat; spectators of the live page see a link without it. Without the token nothing of the
-seat is shown (its turns hold the seat's private view: its cards) and no move is taken. A
-move must name a turn that is waiting and one of its legal ids, else it is refused (400/404)
-and the turn keeps waiting. Limits: one token per seat (whoever holds it plays), plain HTTP
-(bind it to 127.0.0.1, the default, or a trusted network), the latest 20 results kept.
+browsers never send to a server, and is shown only to whoever started the seat
+(`tell_player`): printed when standard output is a terminal, else written to a file readable by
+its owner only (mode 0600) whose path is printed, so a log or a pipe never holds it; spectators
+of the live page see a link without it. Without the token nothing of the seat is shown (its
+turns hold the seat's private view: its cards) and no move is taken. A move must name a turn
+that is waiting and one of its legal ids, else it is refused (400/404) and the turn keeps
+waiting. Limits: one token per seat (whoever holds it plays), plain HTTP (bind it to 127.0.0.1,
+the default, or a trusted network), the latest 20 results kept.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import re
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
@@ -38,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from agents.human.clicks import click_cells
 from agents.human.page import SEAT_PAGE
+from bus.auth import write_private
 from bus.http import serve_app
 from bus.protocol import MatchEnded, MatchStarted, Turn
 
@@ -302,6 +306,17 @@ class SeatAddress:
     def private_url(self) -> str:
         """The page with the token in its fragment: for the player only."""
         return f"{self.url}#token={self.token}"
+
+
+def tell_player(label: str, seat: SeatAddress, terminal: bool, private_file: Path) -> str:
+    """The line that tells the seat's address to whoever started it: the address with its token
+    when `terminal` (the line goes to a terminal); else the address without it and the path of
+    `private_file`, written now (mode 0600) with the whole address, so a log or a pipe never holds
+    the token."""
+    if terminal:
+        return f"{label}: {seat.private_url}"
+    write_private(private_file, seat.private_url + "\n")
+    return f"{label}: {seat.url} (with its token in {private_file}, readable by you only)"
 
 
 @dataclass(frozen=True)

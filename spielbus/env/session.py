@@ -13,6 +13,15 @@ and every match is stored in `SPIELBUS_MATCHES` and appended to a run folder
 (`<run_dir>/train-<name>-<time>-<hex>/matches.jsonl`), its record marked `training: true`.
 `close()` writes the folder's standings and ratings and stops everything it started.
 
+Accounts, as in a tournament (bus/auth.py): the embedded server runs with an auth folder written
+into the run folder (`<run folder>/auth`) holding the referee, the learner and every agent of the
+file, each in its own account; the referee and the learner connect from this process as their own
+users (two connections), each opponent child as its own. A process without a login cannot connect,
+and no opponent's login can hear the learner's turns. An `external` opponent's login file (with the
+server's URL) is written to `<run folder>/auth/agents/<name>.env` (`login_file(name)`). With
+`nats_url` the server is the operator's: `auth_dir` (an `auth init` folder naming the learner too)
+logs every party in as its user; without it the session connects without a login, as on any open bus.
+
 Limits: the referee runs in this process (not a separate `spielbus referee` worker pool): the
 environment is one user's training run, not a shared tournament. A match aborted by the bus is
 replayed up to `MAX_ATTEMPTS` times, then the episode fails with `EnvError`.
@@ -34,7 +43,8 @@ from typing import Any, TypeVar
 from nats.aio.client import Client as NATS
 
 from agents.runtime import AgentService
-from bus.connect import connect
+from bus.auth import config_path, ensure_auth, login_for, user_env
+from bus.connect import Login, connect
 from bus.protocol import MatchRecord, MatchSpec
 from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
@@ -45,6 +55,7 @@ from referee.config import TournamentConfig, load_config
 from referee.match import MatchAborted
 from referee.run_folder import RunFolder, summarize, tournament_id
 from referee.worker import RefereeWorker
+from spielbus.bot_logins import AUTH_SUBDIR, write_bot_login
 from spielbus.env.bridge import Abandoned, BridgeStrategy, EnvError, Episode
 from spielbus.launch import AgentProcess, stop_all, wait_for_agents
 
@@ -83,6 +94,7 @@ class TrainingSession:
         metrics_port: int | None = None,
         agent_wait_s: float = 120.0,
         absent_limit_s: float = 10.0,
+        auth_dir: str | Path | None = None,
     ) -> None:
         self.config = config if isinstance(config, TournamentConfig) else load_config(config)
         self.learner = check_token(learner, "learner name")
@@ -96,11 +108,13 @@ class TrainingSession:
         self.folder = RunFolder(run_dir or self.config.run_dir, self.tid)
         self.bridge = BridgeStrategy()
         self._url = nats_url or os.environ.get("NATS_URL") or None
+        self.auth_dir = self._auth_dir(auth_dir)
         self._web_port, self._metrics_port = web_port, metrics_port
         self._agent_wait_s, self._absent_limit_s = agent_wait_s, absent_limit_s
         self._embedded: EmbeddedNats | None = None
         self._processes: list[AgentProcess] = []
         self._nc: NATS | None = None
+        self._learner_nc: NATS | None = None
         self._service: AgentService | None = None
         self._obs: Observability | None = None
         self.worker: RefereeWorker | None = None
@@ -115,6 +129,31 @@ class TrainingSession:
         except BaseException:
             self.close()
             raise
+
+    def _auth_dir(self, given: str | Path | None) -> Path | None:
+        """The accounts: the folder given, else (embedded server) one written into the run folder
+        for the referee, the learner and every agent of the file; None on an operator's open bus."""
+        if given is not None:
+            return Path(given)
+        if self._url is not None:
+            return None
+        out = self.folder.path / AUTH_SUBDIR
+        ensure_auth([*self.config.agents, self.learner], out, prefix=self.subjects.prefix)
+        return out
+
+    def _login(self, agent: str | None = None) -> Login:
+        """The referee's login (`agent` None) or agent `agent`'s; none on an open bus."""
+        if self.auth_dir is None:
+            return {}
+        user = login_for(self.auth_dir, "agent" if agent else "referee", agent, prefix=self.subjects.prefix)
+        return {"user": user.user, "password": user.password}
+
+    def login_file(self, name: str) -> Path:
+        """Agent `name`'s login file, holding the server's URL: what an outside bot connects with
+        (`--login FILE`). Only with accounts."""
+        if self.auth_dir is None:
+            raise EnvError("this session has no accounts (an open bus): connect without a login")
+        return Path(self.auth_dir) / "agents" / f"{name}.env"
 
     # -- the loop thread ----------------------------------------------------------------------
 
@@ -132,9 +171,12 @@ class TrainingSession:
 
     async def _start(self) -> None:
         if self._url is None:
-            self._embedded = EmbeddedNats(log_file=self.folder.path / "nats-server.log").start()
+            self._embedded = EmbeddedNats(
+                log_file=self.folder.path / "nats-server.log",
+                config=config_path(self.auth_dir) if self.auth_dir is not None else None,
+            ).start()
             self._url = self._embedded.url
-        self._nc = nc = await connect(self._url, name=f"spielbus-env-{self.tid}")
+        self._nc = nc = await connect(self._url, name=f"spielbus-env-{self.tid}", **self._login())
         await ensure_streams(nc.jetstream(), self.subjects)
         self._obs = await start_observability(
             nc,
@@ -146,7 +188,11 @@ class TrainingSession:
         )
         for name, acfg in self.config.agents.items():
             if acfg.external:
+                if self._embedded is not None and self.auth_dir is not None:
+                    path = write_bot_login(self.auth_dir, name, self._url)
+                    log.warning("external opponent %s: its login file is %s (private)", name, path)
                 continue
+            env = user_env(login_for(self.auth_dir, "agent", name)) if self.auth_dir is not None else {}
             for i in range(acfg.replicas):
                 self._processes.append(
                     AgentProcess(
@@ -157,6 +203,7 @@ class TrainingSession:
                         self.folder.path / "logs" / f"{name}-{i}.log",
                         i,
                         options=self.config.agent_options(name),
+                        extra_env=env,
                     )
                 )
         missing = await wait_for_agents(nc, list(self.config.agents), self._processes, self._agent_wait_s)
@@ -165,7 +212,11 @@ class TrainingSession:
                 f"agents not on the bus after {self._agent_wait_s:.0f} s: {', '.join(missing)} "
                 "(an `external = true` agent must already be serving under its name)"
             )
-        self._service = AgentService(nc, self.bridge, name=self.learner, subjects=self.subjects)
+        # The learner in its own account, on its own connection: as any agent, it hears only its turns.
+        self._learner_nc = await connect(
+            self._url, name=f"spielbus-env-{self.learner}", **self._login(self.learner)
+        )
+        self._service = AgentService(self._learner_nc, self.bridge, name=self.learner, subjects=self.subjects)
         await self._service.start()
         self.worker = RefereeWorker(nc, subjects=self.subjects, absent_limit_s=self._absent_limit_s)
         if self._obs.metrics is not None:
@@ -202,7 +253,7 @@ class TrainingSession:
     @property
     def url(self) -> str:
         """The NATS server's URL (the embedded one's, when the session started it): where an
-        outside bot connects to join as an opponent."""
+        outside bot connects to join as an opponent (with its `login_file`, under accounts)."""
         assert self._url is not None
         return self._url
 
@@ -298,11 +349,13 @@ class TrainingSession:
         if self._obs is not None:
             with contextlib.suppress(Exception):
                 await self._obs.stop()
-        if self._nc is not None:
+        for nc in (self._learner_nc, self._nc):
+            if nc is None:
+                continue
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._nc.drain(), 10)
+                await asyncio.wait_for(nc.drain(), 10)
             with contextlib.suppress(Exception):
-                await self._nc.close()
+                await nc.close()
 
     def __enter__(self) -> TrainingSession:
         return self
