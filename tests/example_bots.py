@@ -1,8 +1,11 @@
 """Starting the example bots of examples/bots/ as real processes, for the bot and bot-check tests.
 
-The bots import nothing of ours: they are started exactly as a user would start them.
-The Node bot needs `npm ci` in examples/bots (`make node-deps`); its tests skip
-with that instruction when node or its `nats` package is missing.
+The bots import nothing of ours: they are started exactly as a user would start them. Kinds:
+`python` (python_bot.py), `node` (node_bot.js), `node_chess` (chess_bot.js, with Debian's
+stockfish), `node_connect_four` (connect_four_bot.js).
+The Node bots need `npm ci` in examples/bots (`make node-deps`); their tests skip
+with that instruction when node or its `nats` package is missing, and the chess bot's when no
+stockfish is installed.
 """
 
 from __future__ import annotations
@@ -23,6 +26,12 @@ from nats.aio.client import Client as NATS
 from spielbus.launch import agent_present
 
 BOTS = Path(__file__).resolve().parents[1] / "examples" / "bots"
+NODE_SCRIPTS = {
+    "node": "node_bot.js",
+    "node_chess": "chess_bot.js",
+    "node_connect_four": "connect_four_bot.js",
+}
+STOCKFISH = ("/usr/games/stockfish", "/usr/bin/stockfish")
 
 
 def bot_command(kind: str, name: str, *extra: str) -> list[str]:
@@ -33,7 +42,9 @@ def bot_command(kind: str, name: str, *extra: str) -> list[str]:
         pytest.skip("node is not installed: the Node example bot cannot run")
     if not (BOTS / "node_modules" / "nats").is_dir():
         pytest.skip("examples/bots/node_modules is missing: run `make node-deps` (npm ci in examples/bots)")
-    return [node, str(BOTS / "node_bot.js"), "--name", name, *extra]
+    if kind == "node_chess" and not any(Path(p).is_file() for p in STOCKFISH):
+        pytest.skip("stockfish is not installed (apt-get install stockfish): the chess bot has no engine")
+    return [node, str(BOTS / NODE_SCRIPTS[kind]), "--name", name, *extra]
 
 
 @contextlib.asynccontextmanager
