@@ -1,5 +1,5 @@
-"""The example bots of examples/bots/ (plain nats-py, and Node with the `nats` npm package) play
-full tournaments as external agents, with and without auth."""
+"""The example bots of examples/bots/ (plain nats-py, Node with the `nats` npm package, Go with
+Debian's nats.go) play full tournaments as external agents, with and without auth."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def _all_clean(records: list, bots: set[str]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["python", "node"])
+@pytest.mark.parametrize("kind", ["python", "node", "go"])
 async def test_example_bot_plays_a_full_tournament(nc, nats_url: str, kind: str, tmp_path: Path) -> None:
     bot, rand = uid(kind), uid("rand")
     async with (
@@ -96,7 +96,7 @@ async def test_both_example_bots_play_each_other_with_auth(tmp_path: Path) -> No
     _all_clean(records, {"pybot", "nodebot"})
 
 
-@pytest.mark.parametrize("kind", ["python", "node"])
+@pytest.mark.parametrize("kind", ["python", "node", "go"])
 async def test_example_bot_refuses_a_version_it_does_not_speak(nc, nats_url: str, kind: str) -> None:
     """docs/protocol.md, versioning: a bot answers a turn of an unknown `v` with a service error."""
     bot = uid(kind)
@@ -108,3 +108,24 @@ async def test_example_bot_refuses_a_version_it_does_not_speak(nc, nats_url: str
         raw["v"] = 2
         refused = await nc.request(f"spielbus.turn.{bot}", json.dumps(raw).encode(), timeout=5)
     assert "protocol version 2 not spoken" in (refused.headers or {}).get("Nats-Service-Error", "")
+
+
+@pytest.mark.slow
+async def test_go_bot_logs_in_with_its_login_file(tmp_path: Path) -> None:
+    """The Go bot reads the same one login file (`--login`) and answers its turns and its discovery
+    under accounts, where it may subscribe to nothing but its own subjects."""
+    write_auth(["pybot", "gobot"], tmp_path / "auth")
+    bundle = load_auth(tmp_path / "auth")
+    logins = {n: str(tmp_path / "auth" / "agents" / f"{n}.env") for n in ("pybot", "gobot")}
+    with EmbeddedNats(config=config_path(tmp_path / "auth")) as srv:
+        ref = bundle.referee()
+        nc = await connect(srv.url, name="t", user=ref.user, password=ref.password)
+        try:
+            async with (
+                running_bot("python", "pybot", srv.url, nc, "--login", logins["pybot"]),
+                running_bot("go", "gobot", srv.url, nc, "--login", logins["gobot"]),
+            ):
+                records = await _tournament(srv.url, "pybot", "gobot", tmp_path / "runs", tmp_path / "auth")
+        finally:
+            await nc.close()
+    _all_clean(records, {"pybot", "gobot"})

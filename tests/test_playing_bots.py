@@ -1,8 +1,9 @@
 """The example bots that play well (examples/bots/chess_bot.js with a UCI engine, connect_four_bot.js
-with alpha-beta search) pass `bot-check` and beat `random` in real matches through the referee.
+with alpha-beta search, go_bot's perfect tic-tac-toe) pass `bot-check` and beat `random` in real
+matches through the referee.
 
-Skipped, saying why, where node, the bots' `nats` package (`npm ci` in examples/bots) or stockfish is
-missing (tests/example_bots.py)."""
+Skipped, saying why, where node, the bots' `nats` package (`npm ci` in examples/bots), stockfish, or
+Go and Debian's nats.go are missing (tests/example_bots.py)."""
 
 from __future__ import annotations
 
@@ -43,10 +44,16 @@ async def test_chess_bot_with_stockfish_beats_random_every_game(nc, nats_url: st
     assert returns == [1.0, 1.0]
 
 
+async def test_go_bot_never_loses_tic_tac_toe_to_random_and_wins_some(nc, nats_url: str) -> None:
+    returns = await _wins(nc, nats_url, "go", "tic_tac_toe", 4)
+    assert min(returns) >= 0.0 and sum(returns) >= 2.0, returns
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "games", "extra"),
     [
+        ("go", ["tic_tac_toe", "connect_four", "kuhn_poker", "liars_dice"], ()),
         ("node_connect_four", ["connect_four", "tic_tac_toe", "kuhn_poker", "liars_dice"], ()),
         ("node_chess", ["chess", "tic_tac_toe", "kuhn_poker"], ("--movetime", "5")),
     ],
