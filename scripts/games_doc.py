@@ -81,6 +81,7 @@ EXAMPLES: tuple[Example, ...] = (
         3,
     ),
     Example("liars_dice", "liars_dice", 3),
+    Example("goofspiel", "goofspiel(num_cards=5)", 3),
     Example("ghost", "ghost(words=scowl70,min_word_length=5)", 3, script=("g", "h", "o", "s", "t")),
     Example("word_chain", "word_chain(threshold=40,pos=adj)", 3),
     Example("wordnt", "wordnt(players=4,rounds=2,min_word_length=4,words=scowl70)", 6),
@@ -195,7 +196,8 @@ def shown_turn(ex: Example, got: Capture) -> dict[str, Any]:
         raise RuntimeError(
             f"{ex.key}: the match had {len(got.turns)} turns, the example shows turn {ex.show}"
         )
-    turn = dict(got.turns[ex.show - 1])
+    # By counter and seat, not arrival: a simultaneous move asks every seat at once.
+    turn = dict(sorted(got.turns, key=lambda t: (t["turn"], t["seat"]))[ex.show - 1])
     if "sent_at" in turn:
         turn["sent_at"] = SENT_AT
     if "rules" in turn:
