@@ -77,23 +77,26 @@ async def test_example_bot_plays_a_full_tournament(nc, nats_url: str, kind: str,
 
 
 @pytest.mark.slow
-async def test_both_example_bots_play_each_other_with_auth(tmp_path: Path) -> None:
-    """External bots log in with the one login file `spielbus auth init` wrote for each (`--login`)."""
-    write_auth(["pybot", "nodebot"], tmp_path / "auth")
+@pytest.mark.parametrize(("kind", "other"), [("node", "nodebot"), ("go", "gobot")])
+async def test_example_bots_play_each_other_with_auth(tmp_path: Path, kind: str, other: str) -> None:
+    """External bots log in with the one login file `spielbus auth init` wrote for each (`--login`),
+    and under accounts may subscribe to nothing but their own subjects (the Go bot answers its own
+    `$SRV.*` requests there too)."""
+    write_auth(["pybot", other], tmp_path / "auth")
     bundle = load_auth(tmp_path / "auth")
-    logins = {n: str(tmp_path / "auth" / "agents" / f"{n}.env") for n in ("pybot", "nodebot")}
+    logins = {n: str(tmp_path / "auth" / "agents" / f"{n}.env") for n in ("pybot", other)}
     with EmbeddedNats(config=config_path(tmp_path / "auth")) as srv:
         ref = bundle.referee()
         nc = await connect(srv.url, name="t", user=ref.user, password=ref.password)
         try:
             async with (
                 running_bot("python", "pybot", srv.url, nc, "--login", logins["pybot"]),
-                running_bot("node", "nodebot", srv.url, nc, "--login", logins["nodebot"]),
+                running_bot(kind, other, srv.url, nc, "--login", logins[other]),
             ):
-                records = await _tournament(srv.url, "pybot", "nodebot", tmp_path / "runs", tmp_path / "auth")
+                records = await _tournament(srv.url, "pybot", other, tmp_path / "runs", tmp_path / "auth")
         finally:
             await nc.close()
-    _all_clean(records, {"pybot", "nodebot"})
+    _all_clean(records, {"pybot", other})
 
 
 @pytest.mark.parametrize("kind", ["python", "node", "go"])
@@ -108,24 +111,3 @@ async def test_example_bot_refuses_a_version_it_does_not_speak(nc, nats_url: str
         raw["v"] = 2
         refused = await nc.request(f"spielbus.turn.{bot}", json.dumps(raw).encode(), timeout=5)
     assert "protocol version 2 not spoken" in (refused.headers or {}).get("Nats-Service-Error", "")
-
-
-@pytest.mark.slow
-async def test_go_bot_logs_in_with_its_login_file(tmp_path: Path) -> None:
-    """The Go bot reads the same one login file (`--login`) and answers its turns and its discovery
-    under accounts, where it may subscribe to nothing but its own subjects."""
-    write_auth(["pybot", "gobot"], tmp_path / "auth")
-    bundle = load_auth(tmp_path / "auth")
-    logins = {n: str(tmp_path / "auth" / "agents" / f"{n}.env") for n in ("pybot", "gobot")}
-    with EmbeddedNats(config=config_path(tmp_path / "auth")) as srv:
-        ref = bundle.referee()
-        nc = await connect(srv.url, name="t", user=ref.user, password=ref.password)
-        try:
-            async with (
-                running_bot("python", "pybot", srv.url, nc, "--login", logins["pybot"]),
-                running_bot("go", "gobot", srv.url, nc, "--login", logins["gobot"]),
-            ):
-                records = await _tournament(srv.url, "pybot", "gobot", tmp_path / "runs", tmp_path / "auth")
-        finally:
-            await nc.close()
-    _all_clean(records, {"pybot", "gobot"})
