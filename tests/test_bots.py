@@ -1,5 +1,5 @@
-"""The example bots of examples/bots/ (plain nats-py, and Node with the `nats` npm package) play
-full tournaments as external agents, with and without auth."""
+"""The example bots of examples/bots/ (plain nats-py, Node with the `nats` npm package, Go with
+Debian's nats.go) play full tournaments as external agents, with and without auth."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def _all_clean(records: list, bots: set[str]) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["python", "node"])
+@pytest.mark.parametrize("kind", ["python", "node", "go"])
 async def test_example_bot_plays_a_full_tournament(nc, nats_url: str, kind: str, tmp_path: Path) -> None:
     bot, rand = uid(kind), uid("rand")
     async with (
@@ -77,26 +77,29 @@ async def test_example_bot_plays_a_full_tournament(nc, nats_url: str, kind: str,
 
 
 @pytest.mark.slow
-async def test_both_example_bots_play_each_other_with_auth(tmp_path: Path) -> None:
-    """External bots log in with the one login file `spielbus auth init` wrote for each (`--login`)."""
-    write_auth(["pybot", "nodebot"], tmp_path / "auth")
+@pytest.mark.parametrize(("kind", "other"), [("node", "nodebot"), ("go", "gobot")])
+async def test_example_bots_play_each_other_with_auth(tmp_path: Path, kind: str, other: str) -> None:
+    """External bots log in with the one login file `spielbus auth init` wrote for each (`--login`),
+    and under accounts may subscribe to nothing but their own subjects (the Go bot answers its own
+    `$SRV.*` requests there too)."""
+    write_auth(["pybot", other], tmp_path / "auth")
     bundle = load_auth(tmp_path / "auth")
-    logins = {n: str(tmp_path / "auth" / "agents" / f"{n}.env") for n in ("pybot", "nodebot")}
+    logins = {n: str(tmp_path / "auth" / "agents" / f"{n}.env") for n in ("pybot", other)}
     with EmbeddedNats(config=config_path(tmp_path / "auth")) as srv:
         ref = bundle.referee()
         nc = await connect(srv.url, name="t", user=ref.user, password=ref.password)
         try:
             async with (
                 running_bot("python", "pybot", srv.url, nc, "--login", logins["pybot"]),
-                running_bot("node", "nodebot", srv.url, nc, "--login", logins["nodebot"]),
+                running_bot(kind, other, srv.url, nc, "--login", logins[other]),
             ):
-                records = await _tournament(srv.url, "pybot", "nodebot", tmp_path / "runs", tmp_path / "auth")
+                records = await _tournament(srv.url, "pybot", other, tmp_path / "runs", tmp_path / "auth")
         finally:
             await nc.close()
-    _all_clean(records, {"pybot", "nodebot"})
+    _all_clean(records, {"pybot", other})
 
 
-@pytest.mark.parametrize("kind", ["python", "node"])
+@pytest.mark.parametrize("kind", ["python", "node", "go"])
 async def test_example_bot_refuses_a_version_it_does_not_speak(nc, nats_url: str, kind: str) -> None:
     """docs/protocol.md, versioning: a bot answers a turn of an unknown `v` with a service error."""
     bot = uid(kind)

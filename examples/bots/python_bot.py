@@ -138,6 +138,8 @@ async def main() -> None:
             version="1.0.0",
             description="example Spielbus bot in plain nats-py",
             metadata={"kind": "example-python", "games": "*", "protocol": str(PROTOCOL_VERSION)},
+            # nats-py's micro puts endpoints in queue group "q" unless told: Spielbus needs the name.
+            queue_group=args.name,
         ),
     )
     await service.add_endpoint(
