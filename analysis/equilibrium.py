@@ -34,7 +34,7 @@ import pyspiel
 
 from analysis.exact import TooLarge
 from analysis.scale import Reference, winning_chances_range
-from analysis.verdict import Verdict
+from analysis.verdict import Verdict, two_player_zero_sum
 
 MAX_HISTORIES = 200_000
 DEFAULT_ITERATIONS = 2_000
@@ -63,13 +63,8 @@ class EquilibriumJudge:
     def __init__(
         self, game: pyspiel.Game, iterations: int = DEFAULT_ITERATIONS, target: float = TARGET_EXPLOITABILITY
     ) -> None:
-        t = game.get_type()
-        if not (
-            game.num_players() == 2
-            and t.utility == pyspiel.GameType.Utility.ZERO_SUM
-            and t.dynamics == pyspiel.GameType.Dynamics.SEQUENTIAL
-        ):
-            raise TooLarge(f"{t.short_name} is not a two-player zero-sum sequential game")
+        if not two_player_zero_sum(game, perfect=False):
+            raise TooLarge(f"{game.get_type().short_name} is not a two-player zero-sum sequential game")
         states = count_states(game, MAX_HISTORIES)
         solver = pyspiel.CFRPlusSolver(game)
         done, exploitability = 0, float("inf")

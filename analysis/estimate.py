@@ -26,26 +26,16 @@ from open_spiel.python.algorithms import mcts
 
 from analysis.exact import TooLarge
 from analysis.scale import Reference, winning_chances_range
-from analysis.verdict import Verdict
+from analysis.verdict import Verdict, two_player_zero_sum
 
 DEFAULT_SIMULATIONS = 2_000
 MIN_VISITS = 30
 _Z = 1.96
 
 
-def estimable(game: pyspiel.Game) -> bool:
-    t = game.get_type()
-    return (
-        game.num_players() == 2
-        and t.information == pyspiel.GameType.Information.PERFECT_INFORMATION
-        and t.utility == pyspiel.GameType.Utility.ZERO_SUM
-        and t.dynamics == pyspiel.GameType.Dynamics.SEQUENTIAL
-    )
-
-
 class EstimateJudge:
     def __init__(self, game: pyspiel.Game, simulations: int = DEFAULT_SIMULATIONS, seed: int = 0) -> None:
-        if not estimable(game):
+        if not two_player_zero_sum(game, perfect=True):
             raise TooLarge(f"{game.get_type().short_name} is not a two-player zero-sum sequential game")
         self.simulations, self.seed = simulations, seed
         self.lo, self.hi = game.min_utility(), game.max_utility()

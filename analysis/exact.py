@@ -21,7 +21,7 @@ from __future__ import annotations
 import pyspiel
 
 from analysis.scale import Reference, winning_chances_range
-from analysis.verdict import Verdict
+from analysis.verdict import Verdict, two_player_zero_sum
 
 MAX_POSITIONS = 250_000
 MAX_DEPTH = 100
@@ -33,14 +33,7 @@ class TooLarge(Exception):
 
 def solvable(game: pyspiel.Game) -> bool:
     """Whether the game is of the kind this solver handles (its size is found out by solving)."""
-    t = game.get_type()
-    return (
-        game.num_players() == 2
-        and t.information == pyspiel.GameType.Information.PERFECT_INFORMATION
-        and t.utility == pyspiel.GameType.Utility.ZERO_SUM
-        and t.dynamics == pyspiel.GameType.Dynamics.SEQUENTIAL
-        and game.max_game_length() <= MAX_DEPTH
-    )
+    return two_player_zero_sum(game, perfect=True) and game.max_game_length() <= MAX_DEPTH
 
 
 class ExactJudge:

@@ -32,5 +32,16 @@ class Judge(Protocol):
         ...
 
 
+def two_player_zero_sum(game: pyspiel.Game, *, perfect: bool) -> bool:
+    """A two-player zero-sum game of sequential moves, of perfect information or not (`perfect`)."""
+    t = game.get_type()
+    return (
+        game.num_players() == 2
+        and t.utility == pyspiel.GameType.Utility.ZERO_SUM
+        and t.dynamics == pyspiel.GameType.Dynamics.SEQUENTIAL
+        and (t.information == pyspiel.GameType.Information.PERFECT_INFORMATION) == perfect
+    )
+
+
 class NoReference(Exception):
     """The game has no reference here (the message says why): its moves are not scored."""

@@ -35,8 +35,7 @@ from analysis.scale import MoveAnalysis
 from analysis.summary import AgentQuality, agent_quality
 from analysis.verdict import NoReference
 from bus.protocol import MatchRecord
-from referee.config import ConfigError
-from spielbus.standings import read_run_records
+from referee.records import JsonlError, read_jsonl
 
 ANALYSIS_FILE = "analysis.jsonl"
 
@@ -60,9 +59,9 @@ def _score(record_json: str) -> Scored:
     return record.match_id, [r.model_dump_json() for r in rows], None
 
 
-def read_analysis(path: Path) -> list[MoveAnalysis]:
+def read_analysis(path: Path, *, repair: bool = True) -> list[MoveAnalysis]:
     """The rows already written, whole matches only: a torn or bad line drops the rest of its match
-    (its rows are contiguous), and the file is rewritten without them."""
+    (its rows are contiguous), and with `repair` the file is rewritten without them."""
     if not path.is_file():
         return []
     rows: list[MoveAnalysis] = []
@@ -79,6 +78,7 @@ def read_analysis(path: Path) -> list[MoveAnalysis]:
     if bad:
         last = rows[-1].match_id if rows else None
         rows = [r for r in rows if r.match_id != last]
+    if bad and repair:
         tmp = path.with_suffix(".jsonl.tmp")
         tmp.write_text("".join(r.model_dump_json() + "\n" for r in rows), encoding="utf-8")
         os.replace(tmp, path)
@@ -154,8 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=False)
     run_dir = Path(args.run_dir)
     try:
-        records = read_run_records(run_dir)
-    except ConfigError as exc:
+        records = list(read_jsonl(run_dir / "matches.jsonl", MatchRecord))
+    except JsonlError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
     settings = Settings(args.nodes, args.stockfish, args.iterations, args.simulations)

@@ -132,3 +132,16 @@ def test_per_agent_figures_and_their_intervals(tmp_path: Path) -> None:
         for iv in (q.accuracy, q.mean_wc_loss, q.blunders_per_100):
             assert iv.lo <= iv.value <= iv.hi
     assert agent_quality(rows) == agent_quality(rows)  # seeded: the same intervals every time
+
+
+def test_standings_show_a_scored_runs_move_quality(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    from spielbus.standings import main as standings
+
+    run = tmp_path / "run"
+    write_run(run, [random_record("tic_tac_toe", n, ["a", "b"]) for n in range(2)])
+    assert standings([str(run)]) == 0
+    assert "Move quality" not in capsys.readouterr().out
+    assert analyse([str(run)]) == 0
+    capsys.readouterr()
+    assert standings([str(run)]) == 0
+    assert "Move quality" in capsys.readouterr().out
