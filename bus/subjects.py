@@ -8,7 +8,7 @@ from typing import Literal, get_args
 
 MATCHES_STREAM = "SPIELBUS_MATCHES"
 SCHEDULE_STREAM = "SPIELBUS_SCHEDULE"
-# The ladder's key-value bucket (referee/ladder_store.py); under accounts the referee may use this one.
+# The ladder's key-value bucket (referee/ladder/store.py); under accounts the referee may use this one.
 LADDER_BUCKET = "SPIELBUS_LADDER"
 # The `nats.micro` service name every referee worker registers (referee/service.py).
 REFEREE_SERVICE = "spielbus-referee"

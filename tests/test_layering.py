@@ -70,3 +70,55 @@ def test_the_check_sees_lazy_imports(tmp_path: Path) -> None:
 def test_nothing_imports_research() -> None:
     """`research` is the top: no package of ours may name it (tests and benchmarks may)."""
     assert all("research" not in allowed for pkg, allowed in ALLOWED.items() if pkg != "research")
+
+
+def private_imports(path: Path, ours: set[str]) -> set[str]:
+    """`_name`s of another module of ours that one module imports (`from m import _x`) or reaches
+    through an imported module (`import m` ... `m._x`). Dunders are not private."""
+
+    def private(name: str) -> bool:
+        return name.startswith("_") and not name.startswith("__")
+
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found: set[str] = set()
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if node.module.split(".")[0] not in ours:
+                continue
+            found |= {f"{node.module}.{a.name}" for a in node.names if private(a.name)}
+            aliases |= {a.asname or a.name: f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] in ours and a.asname:
+                    aliases[a.asname] = a.name
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and private(node.attr)
+        ):
+            found.add(f"{aliases[node.value.id]}.{node.attr}")
+    return found
+
+
+def test_no_module_imports_a_private_name_from_another() -> None:
+    """A leading underscore means "this module's own": another module that needs it needs a public
+    name (the ladder once imported the ratings' `_fit` and `_Pair`). Tests may reach inside."""
+    wrong = {
+        f"{p.relative_to(ROOT)}: {sorted(names)}"
+        for package in ALLOWED
+        for p in sorted((ROOT / package).rglob("*.py"))
+        if (names := private_imports(p, set(ALLOWED)))
+    }
+    assert not wrong, wrong
+
+
+def test_the_private_check_sees_both_forms(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from referee.ratings import Pair, _fit\nfrom referee import ratings as r\nimport os\n"
+        "x = r._mm, r.bradley_terry, os._exit, Pair.__init__\n"
+    )
+    assert private_imports(module, set(ALLOWED)) == {"referee.ratings._fit", "referee.ratings._mm"}
