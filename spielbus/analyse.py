@@ -5,7 +5,8 @@ exact values for small perfect-information games, the CFR+ equilibrium for Kuhn 
 an MCTS estimate elsewhere) and appends one line per move to `RUN_DIR/analysis.jsonl`
 (`analysis.scale.MoveAnalysis`), a match's lines in one write as soon as it is scored. Then it prints
 and writes into `summary.json` (key `analysis`) each agent's accuracy, mean loss and blunders per 100
-moves with 95% intervals (`analysis.summary`).
+moves with 95% intervals (`analysis.summary`), and per game the reference's time per move
+against the agents' own.
 
 Resumable: a match already in analysis.jsonl is not scored again, so after Ctrl-C (exit 130) or a
 crash the same command scores the rest; a torn last line (a crash mid-write) is dropped with the
@@ -105,7 +106,25 @@ def print_quality(console: Console, table: list[AgentQuality]) -> None:
     console.print(t)
 
 
-def write_summary(run_dir: Path, table: list[AgentQuality], skipped: dict[str, str]) -> None:
+def cost(rows: list[MoveAnalysis], records: list[MatchRecord]) -> dict[str, dict[str, float]]:
+    """Per game: the reference's mean time per scored move against the agents' own (the record's
+    turn latency), both in milliseconds, over the moves scored."""
+    latency = {(r.match_id, i): m.latency_ms for r in records for i, m in enumerate(r.moves)}
+    out: dict[str, dict[str, float]] = {}
+    for game in sorted({r.game for r in rows}):
+        mine = [r for r in rows if r.game == game]
+        played = [t for r in mine if (t := latency.get((r.match_id, r.index))) is not None]
+        out[game] = {
+            "moves": len(mine),
+            "analysis_ms_per_move": sum(r.analysis_ms for r in mine) / len(mine),
+            "play_ms_per_move": sum(played) / len(played) if played else 0.0,
+        }
+    return out
+
+
+def write_summary(
+    run_dir: Path, table: list[AgentQuality], skipped: dict[str, str], costs: dict[str, dict[str, float]]
+) -> None:
     """`summary.json` gains (or has replaced) its `analysis` key; the rest is kept."""
     path = run_dir / "summary.json"
     try:
@@ -114,7 +133,7 @@ def write_summary(run_dir: Path, table: list[AgentQuality], skipped: dict[str, s
         summary = {}
     if not isinstance(summary, dict):
         summary = {}
-    summary["analysis"] = {"agents": [q.model_dump() for q in table], "not_scored": skipped}
+    summary["analysis"] = {"agents": [q.model_dump() for q in table], "not_scored": skipped, "cost": costs}
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(summary, indent=2), encoding="utf-8")
     os.replace(tmp, path)
@@ -184,7 +203,14 @@ def main(argv: list[str] | None = None) -> int:
         console.print(f"not scored: {match_id}: {why}", highlight=False, soft_wrap=True)
     table = agent_quality(rows)
     print_quality(console, table)
-    write_summary(run_dir, table, skipped)
+    costs = cost(rows, records)
+    for game, c in costs.items():
+        console.print(
+            f"{game}: the reference took {c['analysis_ms_per_move']:.1f} ms per move, "
+            f"the agents {c['play_ms_per_move']:.1f} ms",
+            highlight=False,
+        )
+    write_summary(run_dir, table, skipped, costs)
     console.print(f"{len(rows)} moves scored in {out}")
     return 0
 

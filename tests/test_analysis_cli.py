@@ -85,6 +85,9 @@ def test_a_run_is_scored_in_parallel_and_resumed_after_a_torn_write(tmp_path: Pa
         (a, g) for a in "ab" for g in ("tic_tac_toe", "kuhn_poker")
     }
     assert "goofspiel-0" in summary["analysis"]["not_scored"]
+    cost = summary["analysis"]["cost"]
+    assert cost["tic_tac_toe"]["moves"] + cost["kuhn_poker"]["moves"] == len(first)
+    assert cost["tic_tac_toe"]["analysis_ms_per_move"] > 0
 
     # A crash mid-write: the last match's final line is torn. The rerun drops that match and scores it
     # again; the rest is kept as it was.
