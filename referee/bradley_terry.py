@@ -11,6 +11,9 @@ ladder's leaderboard and its matchmaking (referee/ladder/) fit the same model th
 - `profile_intervals`: 95% profile-likelihood intervals, defined for perfect scores too.
 - `fit_with_intervals`: MM to get close, Newton to finish (MM's last digits converge slowly),
   and the intervals: what a leaderboard shows.
+- `anchors` (in `fit`, `profile_intervals`, `fit_with_intervals`): agents held at given
+  log-strengths instead of the mean-0 constraint, so runs that share anchors share one scale
+  (`[ratings] anchors`, docs/referee.md).
 
 Log-strengths are natural-log units; `ELO_SCALE` turns them into Elo points (1500 + ELO_SCALE
 theta). Limits: the profile intervals cost a few hundred small Newton solves per agent: fine for
@@ -74,26 +77,40 @@ def grad_hess(theta: np.ndarray, wins: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def fit(
-    wins: np.ndarray, start: np.ndarray, k: int | None = None, c: float = 0.0
+    wins: np.ndarray,
+    start: np.ndarray,
+    k: int | None = None,
+    c: float = 0.0,
+    anchors: dict[int, float] | None = None,
 ) -> tuple[float, np.ndarray]:
     """The largest log-likelihood over log-strengths with mean 0 (and `theta[k] = c` when `k` is
     given: the profile), and where it is. Newton's method on the free coordinates under the
-    constraint (the KKT system), with a backtracking line search; the log-likelihood is concave."""
+    constraint (the KKT system), with a backtracking line search; the log-likelihood is concave.
+    `anchors` (index -> log-strength) holds those agents instead of the mean: the ratings come out
+    on the anchors' scale."""
     n = len(start)
     free = np.ones(n, dtype=bool)
-    theta = start - start.mean()
-    if k is not None:
-        free[k] = False
-        theta[k] = c
-        theta[free] += (-c - theta[free].sum()) / (n - 1)  # back on the constraint sum = 0
+    if anchors:
+        theta = start.astype(float)
+        for i, v in [*anchors.items(), *([(k, c)] if k is not None else [])]:
+            free[i], theta[i] = False, v
+    else:
+        theta = start - start.mean()
+        if k is not None:
+            free[k] = False
+            theta[k] = c
+            theta[free] += (-c - theta[free].sum()) / (n - 1)  # back on the constraint sum = 0
     m = int(free.sum())
     value = loglik(theta, wins)
-    for _ in range(100):
+    for _ in range(100 if m else 0):
         grad, hess = grad_hess(theta, wins)
         kkt = np.zeros((m + 1, m + 1))
         kkt[:m, :m], kkt[:m, m], kkt[m, :m] = -hess[np.ix_(free, free)], 1.0, 1.0
+        if anchors:  # no mean constraint: the anchors fix the scale
+            kkt = kkt[:m, :m]
         # Least squares: far out on a profile the probabilities saturate and the system can be singular.
-        step = np.linalg.lstsq(kkt, np.concatenate([grad[free], [0.0]]), rcond=None)[0][:m]
+        rhs = grad[free] if anchors else np.concatenate([grad[free], [0.0]])
+        step = np.linalg.lstsq(kkt, rhs, rcond=None)[0][:m]
         t = 1.0
         while True:
             trial = theta.copy()
@@ -108,15 +125,20 @@ def fit(
     return value, theta
 
 
-def _excess(wins: np.ndarray, best: float, k: int, c: float, warm: np.ndarray) -> tuple[float, np.ndarray]:
+def _excess(
+    wins: np.ndarray, best: float, k: int, c: float, warm: np.ndarray, anchors: dict[int, float] | None
+) -> tuple[float, np.ndarray]:
     """How far rating `c` of agent `k` is outside the 95% profile-likelihood interval (the
     deviance less chi2(1, 0.95): negative inside), and the fit that gave it."""
-    value, arg = fit(wins, warm, k, c)
+    value, arg = fit(wins, warm, k, c, anchors)
     return 2.0 * (best - value) - CHI2_95, arg
 
 
-def profile_intervals(wins: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """95% profile-likelihood intervals of each anchored log-strength: (n, 2).
+def profile_intervals(
+    wins: np.ndarray, theta: np.ndarray, anchors: dict[int, float] | None = None
+) -> np.ndarray:
+    """95% profile-likelihood intervals of each anchored log-strength: (n, 2). With `anchors` the
+    other ratings are profiled on the anchors' scale (an anchor's own interval is its value).
 
     The set of values c of agent k's rating whose best fit, all other ratings free (mean 0),
     is within chi2(1, 0.95) / 2 of the best fit overall. `wins` includes the prior's pseudo-wins,
@@ -129,20 +151,22 @@ def profile_intervals(wins: np.ndarray, theta: np.ndarray) -> np.ndarray:
         return out
     best = loglik(theta, wins)
     for k in range(n):
+        if anchors and k in anchors:
+            continue
         for side, sign in ((0, -1.0), (1, 1.0)):
             inside, f_in, step, warm = float(theta[k]), -CHI2_95, 0.5, theta
             outside = inside + sign * step
-            f_out, arg = _excess(wins, best, k, outside, warm)
+            f_out, arg = _excess(wins, best, k, outside, warm, anchors)
             while f_out <= 0 and step < 64.0:  # 64 nats: about 11,000 Elo, far past any real gap
                 inside, f_in, warm, step = outside, f_out, arg, step * 2
                 outside = inside + sign * step
-                f_out, arg = _excess(wins, best, k, outside, warm)
+                f_out, arg = _excess(wins, best, k, outside, warm, anchors)
             # Regula falsi, Illinois variant: the deviance is smooth, a few steps reach 0.01 Elo.
             for _ in range(60):
                 if abs(outside - inside) < 5e-5 or f_out <= 0:
                     break
                 mid = outside - f_out * (outside - inside) / (f_out - f_in)
-                f_mid, arg = _excess(wins, best, k, mid, warm)
+                f_mid, arg = _excess(wins, best, k, mid, warm, anchors)
                 if f_mid > 0:
                     outside, f_out = mid, f_mid
                     f_in /= 2
@@ -155,8 +179,14 @@ def profile_intervals(wins: np.ndarray, theta: np.ndarray) -> np.ndarray:
     return out
 
 
-def fit_with_intervals(matrix: np.ndarray, prior: float = PRIOR) -> tuple[np.ndarray, np.ndarray]:
-    """Log-strengths (n,) and their 95% profile-likelihood intervals (n, 2) from a raw win matrix."""
+def fit_with_intervals(
+    matrix: np.ndarray, prior: float = PRIOR, anchors: dict[int, float] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Log-strengths (n,) and their 95% profile-likelihood intervals (n, 2) from a raw win matrix;
+    with `anchors` (index -> log-strength) on the anchors' scale instead of mean 0."""
     pseudo = with_prior(matrix, prior)
-    _, theta = fit(pseudo, np.log(mm(matrix[None], prior)[0]))
-    return theta, profile_intervals(pseudo, theta)
+    start = np.log(mm(matrix[None], prior)[0])
+    if anchors:  # start on the anchors' scale, so Newton starts close
+        start = start + np.mean([v - start[i] for i, v in anchors.items()])
+    _, theta = fit(pseudo, start, anchors=anchors)
+    return theta, profile_intervals(pseudo, theta, anchors)

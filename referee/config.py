@@ -116,6 +116,10 @@ class RatingsConfig(BaseModel):
         default="agent",
         description="`provenance`: one row per (agent, provenance hash), so a changed prompt is a new row",
     )
+    anchors: dict[str, float] = Field(
+        default_factory=dict,
+        description="agent -> rating (Elo points) held fixed: Bradley-Terry (and Elo, shifted) on that scale",
+    )
 
     @field_validator("elo_k", mode="before")
     @classmethod
@@ -211,6 +215,13 @@ class TournamentConfig(MatchTerms):
         if agent.llm is not None:
             options["llm"] = {**self.llm[agent.llm], **options.get("llm", {})}
         return options
+
+    @model_validator(mode="after")
+    def _anchors(self) -> TournamentConfig:
+        unknown = sorted(set(self.ratings.anchors) - set(self.agents))
+        if unknown:
+            raise ValueError(f"[ratings] anchors {unknown} are not among the agents {sorted(self.agents)}")
+        return self
 
     @model_validator(mode="after")
     def _sprt(self) -> TournamentConfig:

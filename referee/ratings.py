@@ -395,11 +395,17 @@ class PairTally:
         matrix = np.zeros((n, n))
         for (a, b), w in wins.items():
             matrix[idx[a], idx[b]] = w
-        theta, bounds = fit_with_intervals(matrix)
+        anchored = anchor_ratings(self.cfg, names)
+        theta, bounds = fit_with_intervals(
+            matrix, anchors={idx[a]: (r - 1500.0) / ELO_SCALE for a, r in anchored.items()}
+        )
         if self.has_payoffs:
             e = elo_from_pairs(self.pairs, self.cfg, names)
         else:
             e = {a: elo.get(a, self.cfg.elo_initial) for a in names}
+        if anchored:  # Elo has no fit to hold: shifted so the anchors sit at their ratings on average
+            shift = float(np.mean([r - e[a] for a, r in anchored.items()]))
+            e = {a: v + shift for a, v in e.items()}
         out = []
         for k, a in enumerate(names):
             mu, sigma = pl.rating(a)
@@ -444,6 +450,16 @@ class PlackettLuceTally:
     def rating(self, agent: str) -> tuple[float, float]:
         p = self.players.get(agent) or self.model.rating(name=agent)
         return float(p.mu), float(p.sigma)
+
+
+def anchor_ratings(cfg: RatingsConfig, names: list[str]) -> dict[str, float]:
+    """The `[ratings] anchors` among `names` (a provenance row `name@hash` takes its agent's anchor)."""
+    out = {}
+    for name in names:
+        agent = name.split("@", 1)[0]
+        if name in cfg.anchors or agent in cfg.anchors:
+            out[name] = cfg.anchors.get(name, cfg.anchors.get(agent, 0.0))
+    return out
 
 
 def ratings(records: list[MatchRecord], cfg: RatingsConfig) -> list[Rating]:

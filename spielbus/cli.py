@@ -14,6 +14,7 @@
     spielbus auth init              NATS accounts: the referee, each agent, each bot-check, spectators
     spielbus collect TOURNAMENT_ID  rebuild a run folder from the match stream
     spielbus standings RUN_DIR      a run folder's standings and ratings again (--by-provenance)
+    spielbus analyse RUN_DIR        every move of a run scored by a reference (analysis.jsonl)
     spielbus ladder FILE.toml       a ladder: agents join any time, matchmaking by information
     spielbus ladder standings       the ladder's table from its results in JetStream
 
@@ -339,6 +340,7 @@ _MODULE_COMMANDS = {
     "puzzles": ("spielbus.puzzles", "mate-in-N chess puzzles through the referee (spielbus puzzles --help)"),
     "export": ("spielbus.export", "export a run folder: `spielbus export pgn RUN_DIR`"),
     "standings": ("spielbus.standings", "a run folder's standings again (spielbus standings --help)"),
+    "analyse": ("spielbus.analyse", "score every move of a run folder (spielbus analyse --help)"),
     "ladder": (
         "spielbus.ladder",
         "the ladder: `spielbus ladder FILE.toml` runs it, `spielbus ladder standings` (docs/ladder.md)",

@@ -4,7 +4,8 @@ Offline (no bus): reads the records of the folder, rates them with the folder's
 `tournament.toml` (else `--file`, else the defaults) and prints the report. `--by-provenance`
 splits every agent by the provenance hash in its records (`name@hash`: a changed prompt or
 configuration is a new row), the same as `[ratings] split_by = "provenance"` in the file. An
-SPRT run's test is printed again from its records.
+SPRT run's test is printed again from its records, and a scored run's move quality
+(`spielbus analyse`) from its analysis.jsonl.
 Nothing in the folder is changed. Exit 2 for a folder without matches.jsonl, an unreadable
 tournament file or a line that is no match record (named by its line number).
 """
@@ -16,12 +17,14 @@ from pathlib import Path
 
 from rich.console import Console
 
+from analysis.summary import agent_quality
 from bus.protocol import MatchRecord
 from referee.config import ConfigError, RatingsConfig, TournamentConfig, load_config
 from referee.provenance import split_by_provenance
 from referee.ratings import ratings, standings
 from referee.records import JsonlError, read_jsonl
 from referee.sprt import status_of_records
+from spielbus.analyse import ANALYSIS_FILE, print_quality, read_analysis
 from spielbus.report import print_report, print_sprt
 
 
@@ -66,4 +69,5 @@ def main(argv: list[str] | None = None) -> int:
     if config is not None and config.format == "sprt":
         tested, baseline = list(config.agents)
         print_sprt(console, status_of_records(config.sprt_config, tested, baseline, records))
+    print_quality(console, agent_quality(read_analysis(run_dir / ANALYSIS_FILE, repair=False)))
     return 0

@@ -10,7 +10,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("bus", "games", "referee", "agents", "observability", "spielbus", "research")
+PACKAGES = ("bus", "games", "referee", "agents", "analysis", "observability", "spielbus", "research")
 
 
 def modules() -> dict[str, Path]:

@@ -4,6 +4,7 @@ import statement, lazy ones in functions included):
     bus                       the wire: nothing of ours
     games                     bus's protocol models only (`bus.protocol`)
     referee, agents           bus, games (neither imports the other)
+    analysis                  bus, games (the move-quality references: no player, no referee)
     observability             bus, games, referee
     spielbus                  all but research (agent processes still start as `python -m agents`)
     research                  everything; nothing imports it (its commands run as `python -m research.X`)
@@ -28,9 +29,10 @@ ALLOWED: dict[str, set[str]] = {
     "games": {"bus"},
     "referee": {"bus", "games"},
     "agents": {"bus", "games"},
+    "analysis": {"bus", "games"},
     "observability": {"bus", "games", "referee"},
-    "spielbus": {"bus", "games", "referee", "agents", "observability"},
-    "research": {"bus", "games", "referee", "agents", "observability", "spielbus"},
+    "spielbus": {"bus", "games", "referee", "agents", "analysis", "observability"},
+    "research": {"bus", "games", "referee", "agents", "analysis", "observability", "spielbus"},
 }
 
 

@@ -1,0 +1,141 @@
+"""Scoring a finished match: its moves replayed from the record, each judged by its game's reference.
+
+The reference is chosen per game, first that applies:
+
+    chess                                   Stockfish at fixed nodes (`analysis.chess_engine`)
+    small 2-player zero-sum perfect info    exact values (`analysis.exact`, its bound)
+    small 2-player zero-sum imperfect info  the CFR+ equilibrium, in chips (`analysis.equilibrium`)
+    other 2-player zero-sum perfect info    an MCTS estimate with its uncertainty (`analysis.estimate`)
+
+Anything else (simultaneous moves, more than two players, general-sum payoffs, large imperfect-
+information games such as the simplified Hold'em) has no reference here: `NoReference` names why
+and the match's moves are not scored. Judges are built once per game per process (`Judges`) and
+kept: a solve or an equilibrium is paid once.
+
+Chance steps (player -1 in the record) are replayed, not scored; a step the record marks `forced`
+(the referee played it for the seat) is scored and flagged, and left out of the seat's figures.
+A record whose steps do not replay (an action that is not legal there) stops at that step: the
+moves before it are kept, and the error says where.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pyspiel
+
+from analysis.chess_engine import DEFAULT_NODES, StockfishJudge
+from analysis.equilibrium import DEFAULT_ITERATIONS, EquilibriumJudge
+from analysis.estimate import DEFAULT_SIMULATIONS, EstimateJudge
+from analysis.exact import ExactJudge, TooLarge
+from analysis.scale import MoveAnalysis, accuracy, classify
+from analysis.verdict import Judge, NoReference
+from bus.protocol import GameSpec, MatchRecord
+from games.loader import initial_state, load_game
+
+
+@dataclass
+class Settings:
+    nodes: int = DEFAULT_NODES
+    stockfish: str | None = None
+    iterations: int = DEFAULT_ITERATIONS
+    simulations: int = DEFAULT_SIMULATIONS
+
+
+def _key(spec: GameSpec) -> str:
+    return spec.model_dump_json()
+
+
+@dataclass
+class Judges:
+    """One judge per game (or the reason there is none), built on first use."""
+
+    settings: Settings = field(default_factory=Settings)
+    _judges: dict[str, Judge | NoReference] = field(default_factory=dict)
+    _chess: StockfishJudge | None = None
+
+    def for_game(self, spec: GameSpec, game: pyspiel.Game) -> Judge:
+        key = _key(spec)
+        if key not in self._judges:
+            try:
+                self._judges[key] = self._build(game)
+            except NoReference as exc:
+                self._judges[key] = exc
+        judge = self._judges[key]
+        if isinstance(judge, NoReference):
+            raise judge
+        return judge
+
+    def _build(self, game: pyspiel.Game) -> Judge:
+        s = self.settings
+        name = game.get_type().short_name
+        if name == "chess":
+            if self._chess is None:
+                self._chess = StockfishJudge(s.nodes, s.stockfish)
+            return self._chess
+        t = game.get_type()
+        perfect = t.information == pyspiel.GameType.Information.PERFECT_INFORMATION
+        try:
+            return ExactJudge(game) if perfect else EquilibriumJudge(game, s.iterations)
+        except TooLarge as exc:
+            if not perfect:
+                raise NoReference(f"{name}: no equilibrium reference ({exc})") from None
+        try:
+            return EstimateJudge(game, s.simulations)
+        except TooLarge as exc:
+            raise NoReference(f"{name}: no reference ({exc})") from None
+
+    def close(self) -> None:
+        if self._chess is not None:
+            self._chess.close()
+
+
+def analyse_match(record: MatchRecord, judges: Judges) -> list[MoveAnalysis]:
+    """Every scored move of `record`. Raises NoReference for a game without a reference and
+    ValueError (naming the step) for a record whose steps do not replay."""
+    game = load_game(record.game)
+    judge = judges.for_game(record.game, game)
+    state = initial_state(game)
+    history: list[int] = []
+    rows: list[MoveAnalysis] = []
+    for index, step in enumerate(record.moves):
+        if state.is_terminal():
+            raise ValueError(f"{record.match_id}: step {index} comes after the end of the game")
+        if step.action not in state.legal_actions():
+            raise ValueError(f"{record.match_id}: step {index} (action {step.action}) is not legal there")
+        if not state.is_chance_node():
+            seat = state.current_player()
+            started = time.perf_counter()
+            v = judge.judge(game, state, history, step.action)
+            took = (time.perf_counter() - started) * 1000
+            wc_loss = max(0.0, v.wc_best - v.wc_played)
+            rows.append(
+                MoveAnalysis(
+                    match_id=record.match_id,
+                    game=record.game.name,
+                    index=index,
+                    turn=step.turn,
+                    seat=seat,
+                    agent=step.agent or record.seats[seat],
+                    action=step.action,
+                    text=step.text,
+                    forced=step.forced,
+                    value_before=v.value_before + 0.0,  # + 0.0: no -0.0 in the file
+                    value_played=v.value_played + 0.0,
+                    value_best=v.value_best + 0.0,
+                    best_action=v.best_action,
+                    best_text=state.action_to_string(seat, v.best_action),
+                    loss=max(0.0, v.value_best - v.value_played),
+                    wc_loss=wc_loss,
+                    accuracy=accuracy(wc_loss),
+                    cls=classify(wc_loss, v.best_action == step.action),
+                    uncertainty=v.uncertainty,
+                    cp_loss=v.cp_loss,
+                    reference=judge.reference,
+                    analysis_ms=took,
+                )
+            )
+        state.apply_action(step.action)
+        history.append(step.action)
+    return rows
