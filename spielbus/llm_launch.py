@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bus.process import die_with_parent, free_port, http_ok, stop_process
+from agents.llm.server import ServerKind, serves
+from bus.process import die_with_parent, free_port, stop_process
 
 # Not `cwm`: its LLM writes the model before the tournament (`spielbus cwm synthesize`); it plays without one.
 LLM_KINDS = frozenset({"llm_policy", "tot", "minimax_tot", "llm_mcts"})
@@ -37,7 +38,14 @@ def needs_embedded_llm(kind: str, options: dict[str, Any]) -> bool:
 
 
 class LLMServerProcess:
-    def __init__(self, log_path: Path, server: str = "llama-cpp-python", parallel: int = 1) -> None:
+    def __init__(
+        self,
+        log_path: Path,
+        server: ServerKind = "llama-cpp-python",
+        parallel: int = 1,
+        model: Path | None = None,
+    ) -> None:
+        self.server = server
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.log_path = log_path
@@ -58,6 +66,8 @@ class LLMServerProcess:
             "--parallel",
             str(parallel),
         ]
+        if model is not None:
+            cmd += ["--model", str(model)]
         self.proc = subprocess.Popen(
             cmd,
             stdout=self._log,
@@ -75,7 +85,9 @@ class LLMServerProcess:
                 raise RuntimeError(
                     f"the embedded LLM server exited with code {self.proc.returncode}:\n" + "\n".join(tail)
                 )
-            if await asyncio.to_thread(http_ok, f"{self.base_url}/models"):
+            # The server's own probe: llama-server answers /models while it still loads the model,
+            # and requests sent then are refused (503 "Loading model").
+            if await asyncio.to_thread(serves, self.base_url, self.server):
                 return
             await asyncio.sleep(0.3)
         self.stop()

@@ -23,9 +23,11 @@ from agents.llm.client import LLMClient
 from agents.llm.recording import verify_recording
 from agents.llm.server import EmbeddedServer, ServerError, find_llama_server
 from agents.llm.usage import metered
+from bus.process import http_ok
 from bus.protocol import MatchRecord
 from referee.config import TournamentConfig
 from spielbus import replay
+from spielbus.llm_launch import LLMServerProcess
 from tests.llm_fixtures import llm_config
 
 MOVES = ["rock", "paper", "scissors"]
@@ -91,6 +93,32 @@ async def test_concurrent_requests_answered_by_a_two_slot_server(llama_server: E
         await client.aclose()
     with urllib.request.urlopen(f"http://127.0.0.1:{llama_server.port}/props", timeout=10) as resp:
         assert json.load(resp)["total_slots"] == 2
+
+
+@needs_binary
+async def test_spielbus_run_waits_until_llama_server_has_loaded_its_model(tmp_path: Path) -> None:
+    # The model is a FIFO nobody writes yet: llama-server listens, then blocks opening it, so it
+    # stays in its loading state (/v1/models 200, /health and completions 503 "Loading model") for
+    # as long as the test likes. `spielbus run` once took /v1/models for readiness and sent its
+    # agents' first requests into that state (a flaky tournament under load).
+    model = tmp_path / "model.gguf"
+    os.mkfifo(model)
+    server = LLMServerProcess(tmp_path / "llm.log", "llama-server", 1, model=model)
+    try:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + 120
+        while not await asyncio.to_thread(http_ok, f"{server.base_url}/models"):
+            assert loop.time() < end and server.proc.poll() is None, (tmp_path / "llm.log").read_text()
+            await asyncio.sleep(0.3)
+        waiting = asyncio.create_task(server.wait_ready(wait_s=600))
+        await asyncio.sleep(3)  # ten of wait_ready's polls
+        assert not waiting.done(), "ready while llama-server was still loading its model"
+        # An empty model: llama-server fails to load it and exits, and the wait says so.
+        os.close(os.open(model, os.O_WRONLY | os.O_NONBLOCK))
+        with pytest.raises(RuntimeError, match="exited with code"):
+            await asyncio.wait_for(waiting, 120)
+    finally:
+        server.stop()
 
 
 def _spielbus(*args: str) -> subprocess.CompletedProcess[str]:

@@ -84,6 +84,18 @@ def find_llama_server() -> Path | None:
     return Path(found) if found else None
 
 
+def serves(base_url: str, server: ServerKind) -> bool:
+    """Whether the server at `base_url` (…/v1) answers completions now: the one readiness probe,
+    for `EmbeddedServer` and for whoever waits on `spielbus llm serve` from outside.
+
+    llama-server listens before it loads the model and answers /v1/models with 200 while loading
+    (every other path: 503 "Loading model"); only /health waits for the model. llama-cpp-python's
+    server loads the model before it listens, so /v1/models answering means it serves."""
+    if server == "llama-server":
+        return http_ok(base_url.removesuffix("/v1") + "/health")
+    return http_ok(f"{base_url}/models")
+
+
 def default_threads() -> int:
     """llama-cpp-python's own default (half the cores), given to both servers so they compare."""
     return max(1, (os.cpu_count() or 2) // 2)
@@ -216,11 +228,7 @@ class EmbeddedServer:
             pass  # a warm-up failure is not fatal: the server answered /models
 
     def ready(self) -> bool:
-        if self.server == "llama-server":
-            # llama-server answers /v1/models while it still loads the model (503 elsewhere); /health
-            # says 200 only once it serves.
-            return http_ok(self.base_url.removesuffix("/v1") + "/health")
-        return http_ok(f"{self.base_url}/models")
+        return serves(self.base_url, self.server)
 
     def stop(self, grace_s: float = 10.0) -> None:
         proc, self.proc = self.proc, None
