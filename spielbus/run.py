@@ -568,6 +568,8 @@ class TournamentSession:
         records = self.folder.read_records(specs)
         table, rates = summarize(records, config)
         failed = dict(self.collector.failed)
+        # Every play of these was voided by a provider fault: recorded, but not played.
+        failed.update({r.match_id: "unplayed (provider faults)" for r in records if r.outcome == "void"})
         fallback_agents = [s.agent for s in table if s.over_fallbacks(config.fallback_threshold)]
         self.folder.write_summary(
             table,
@@ -593,7 +595,7 @@ class TournamentSession:
         if failed:
             reasons = ", ".join(f"{n} {r}" for r, n in Counter(failed.values()).most_common())
             console.print(
-                f"[red]{len(failed)} of {len(specs)} matches have no record:[/red] {reasons} "
+                f"[red]{len(failed)} of {len(specs)} matches were not played:[/red] {reasons} "
                 f"(e.g. {', '.join(sorted(failed)[:3])}); listed in summary.json",
                 highlight=False,
             )
