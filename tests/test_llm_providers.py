@@ -25,7 +25,7 @@ from agents.llm.base import (
 from agents.llm.calls import CallRecord
 from agents.llm.recording import Tape
 from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy
-from bus.protocol import GameSpec, Turn
+from bus.protocol import GameSpec, LLMCall, Turn
 from games.loader import load_game, replay
 from games.view import build_turn
 from tests.llm_standins import OllamaStandIn, OpenAIStandIn, Scene
@@ -376,9 +376,12 @@ async def test_a_decision_lists_its_calls(standin: OpenAIStandIn) -> None:
     (call,) = decision.calls or []
     assert set(call) == CALL_KEYS == {
         "id", "outcome", "status", "finish_reason", "attempts", "waited_s", "prompt_tokens",
-        "completion_tokens", "reasoning_tokens", "tokens_estimated", "cost_usd", "reasoning", "answer",
+        "completion_tokens", "reasoning_tokens", "tokens_estimated", "cost_usd", "reasoning", "reasoning_chars",
+        "answer",
     }  # fmt: skip
     assert call["outcome"] == "answered" and call["reasoning"] == "thinking it over"
+    assert LLMCall.from_summary(call).reasoning_chars == len("thinking it over")  # the protocol's form
+    assert decision.usage.reasoning_tokens == 12 and decision.usage.unknown_usage_calls is None
 
 
 # --- the call store: every call kept, replayed whatever it ended as --------------------------

@@ -509,7 +509,9 @@ class LLMClient:
             self.replies += 1
             if meter is not None:
                 meter.add_call(reply.prompt_tokens, reply.charged_completion())
-                meter.reasoning_tokens += reply.reasoning_tokens or 0
+                if reply.reasoning_tokens is not None:
+                    meter.reasoning_tokens += reply.reasoning_tokens
+                    meter.reasoning_reported = True
                 meter.unknown_usage_calls += 0 if reply.usage_known else 1
             if call.outcome == "filtered":
                 raise LLMFiltered("the provider's content filter withheld the answer", status=200)
