@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from agents.base import MatchContext, ProviderFailure
-from agents.llm import LLMClient, LLMConfig, metered
 from agents.llm.base import (
     LLMConfigError,
     LLMFiltered,
@@ -23,7 +22,10 @@ from agents.llm.base import (
     LLMUnavailable,
 )
 from agents.llm.calls import CallRecord
+from agents.llm.client import LLMClient
+from agents.llm.config import LLMConfig
 from agents.llm.recording import Tape
+from agents.llm.usage import metered
 from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy
 from bus.protocol import GameSpec, LLMCall, Turn
 from games.loader import load_game, replay
@@ -376,8 +378,8 @@ async def test_a_decision_lists_its_calls(standin: OpenAIStandIn) -> None:
     (call,) = decision.calls or []
     assert set(call) == CALL_KEYS == {
         "id", "outcome", "status", "finish_reason", "attempts", "waited_s", "prompt_tokens",
-        "completion_tokens", "reasoning_tokens", "tokens_estimated", "cost_usd", "reasoning", "reasoning_chars",
-        "answer",
+        "completion_tokens", "reasoning_tokens", "tokens_estimated", "cost_usd", "reasoning",
+        "reasoning_chars", "answer",
     }  # fmt: skip
     assert call["outcome"] == "answered" and call["reasoning"] == "thinking it over"
     assert LLMCall.from_summary(call).reasoning_chars == len("thinking it over")  # the protocol's form
