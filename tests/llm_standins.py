@@ -19,14 +19,17 @@ import asyncio
 import contextlib
 import json
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from agents.llm.base import BackendReply, BackendRequest, LLMTimeout, LLMUnavailable
 
+ROOT = Path(__file__).resolve().parents[1]
 Reply = str | Callable[[dict[str, Any]], str]
 
 
@@ -38,6 +41,39 @@ def _default_answer(body: dict[str, Any]) -> str:
         if enum:
             return json.dumps({"action": enum[0]})
     return "stand-in answer"
+
+
+class _Server:
+    """One aiohttp server on a free local port, serving one POST route."""
+
+    def __init__(self) -> None:
+        self._runner: web.AppRunner | None = None
+
+    async def start(self, path: str, handler: Any) -> str:
+        app = web.Application()
+        app.router.add_post(path, handler)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        return f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+async def spielbus_run(cfg: Path, run_dir: Path, timeout_s: float = 600) -> tuple[int, str]:
+    """`spielbus run cfg` in a subprocess while this test's event loop serves its stand-ins: exit
+    code and output."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "spielbus.cli", "run", str(cfg), "--run-dir", str(run_dir),
+        "--quiet", "--metrics-port", "off", "--web-port", "off",
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(errors="replace")
 
 
 class OllamaStandIn:
@@ -58,7 +94,7 @@ class OllamaStandIn:
         self.answered = 0  # responses actually sent (a request still waiting out its delay is not)
         self._stopping = asyncio.Event()
         self.url = ""
-        self._runner: web.AppRunner | None = None
+        self._server = _Server()
 
     async def _chat(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -93,21 +129,12 @@ class OllamaStandIn:
         return web.json_response(doc)
 
     async def start(self) -> str:
-        app = web.Application()
-        app.router.add_post("/api/chat", self._chat)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = await self._server.start("/api/chat", self._chat)
         return self.url
 
     async def stop(self) -> None:
         self._stopping.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._server.stop()
 
 
 @dataclass
@@ -190,7 +217,7 @@ class OpenAIStandIn:
         self.url = ""
         self._last_admitted: float | None = None
         self._stopping = asyncio.Event()
-        self._runner: web.AppRunner | None = None
+        self._server = _Server()
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -253,18 +280,9 @@ class OpenAIStandIn:
         return doc
 
     async def start(self) -> str:
-        app = web.Application()
-        app.router.add_post("/v1/chat/completions", self._chat)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}/v1"
+        self.url = await self._server.start("/v1/chat/completions", self._chat) + "/v1"
         return self.url
 
     async def stop(self) -> None:
         self._stopping.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._server.stop()

@@ -5,16 +5,14 @@ The model is the OpenAI-compatible stand-in of tests/llm_standins.py, answering 
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from bus.protocol import GameSpec, MatchRecord, MoveRecord, MoveStats
 from referee.ratings import standings
-from tests.llm_standins import OpenAIStandIn, Scene
+from tests.llm_standins import OpenAIStandIn, Scene, spielbus_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,18 +56,11 @@ async def _run(tmp_path: Path, allow: bool) -> tuple[int, str, dict]:
         f'options = {{ llm = {{ base_url = "{url}", cache = false, timeout_s = 2.0 }} }}\n'
     )
     try:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "spielbus.cli", "run", str(cfg),
-            "--run-dir", str(tmp_path / f"runs-{allow}"),
-            "--quiet", "--metrics-port", "off", "--web-port", "off",
-            cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
-        out, _ = await asyncio.wait_for(proc.communicate(), 600)
+        code, text = await spielbus_run(cfg, tmp_path / f"runs-{allow}")
     finally:
         await prose.stop()
     (summary,) = (tmp_path / f"runs-{allow}").glob("fallbacks-*/summary.json")
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(errors="replace"), json.loads(summary.read_text())
+    return code, text, json.loads(summary.read_text())
 
 
 @pytest.mark.slow

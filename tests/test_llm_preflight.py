@@ -5,14 +5,12 @@ agent, the endpoint and the refused parameter. Against the OpenAI-compatible sta
 
 from __future__ import annotations
 
-import asyncio
-import sys
 from pathlib import Path
 
 from agents.llm.config import LLMConfig
 from agents.llm.preflight import preflight
 from bus.process import free_port
-from tests.llm_standins import OpenAIStandIn
+from tests.llm_standins import OpenAIStandIn, spielbus_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,16 +50,10 @@ async def test_run_stops_with_exit_2_before_any_match(tmp_path: Path) -> None:
         '[agents.thinker]\nkind = "llm_policy"\nllm = "hosted"\n'
     )
     try:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "spielbus.cli", "run", str(cfg), "--run-dir", str(tmp_path / "runs"),
-            "--quiet", "--metrics-port", "off", "--web-port", "off",
-            cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
-        out, _ = await asyncio.wait_for(proc.communicate(), 300)
+        code, text = await spielbus_run(cfg, tmp_path / "runs", timeout_s=300)
     finally:
         await s.stop()
-    text = out.decode(errors="replace")
-    assert proc.returncode == 2, text[-3000:]
+    assert code == 2, text[-3000:]
     flat = " ".join(text.split())
     assert "agent thinker" in flat and "strict-model" in flat and "`seed`" in flat
     assert len(s.requests) == 1  # the pre-flight's, and nothing played
