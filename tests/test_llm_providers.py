@@ -27,6 +27,7 @@ from agents.llm.config import LLMConfig
 from agents.llm.recording import Tape
 from agents.llm.usage import metered
 from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy
+from agents.metrics import AgentMetrics, install
 from bus.protocol import GameSpec, LLMCall, Turn
 from games.loader import load_game, replay
 from games.view import build_turn
@@ -342,6 +343,21 @@ async def test_price_table_gives_cost_and_failures_cost_nothing(standin: OpenAIS
     prompt = result.prompt_tokens
     expected = (prompt * 2.0 + 1 * 10.0 + 1000 * 20.0) / 1e6
     assert meter.calls[0]["cost_usd"] == pytest.approx(expected) and meter.cost_usd == pytest.approx(expected)
+
+
+async def test_cost_reaches_prometheus(standin: OpenAIStandIn) -> None:
+    standin.default = Scene(content="b")
+    metrics = AgentMetrics("priced", ["m"])
+    install(metrics)
+    try:
+        result = await ask(client(standin, price={"input_per_mtok": 1e6, "output_per_mtok": 2e6}))
+    finally:
+        install(None)
+    expected = result.prompt_tokens * 1.0 + result.completion_tokens * 2.0
+    got = metrics.registry.get_sample_value(
+        "spielbus_llm_cost_dollars_total", {"agent": "priced", "model": "m"}
+    )
+    assert expected > 0 and got == pytest.approx(expected)
 
 
 def test_price_table_is_checked() -> None:
