@@ -9,7 +9,8 @@ Two sources feed them:
   they are the same numbers the match record keeps;
 - `agents.llm.hooks.record_llm_call(...)`, called by the LLM layer once per backend request
   (this module installs itself as its listener, so the LLM layer never imports the runtime):
-  request latency, errors, and tokens per request. It does not count tokens
+  request latency, errors, tokens per request, and each call's cost (`record_llm_cost`, from the
+  endpoint's price table). It does not count tokens
   into the totals above (that would count them twice).
 
 Labels: `agent`, `model` (the strategy's models joined by `+`, `none` for
@@ -47,6 +48,7 @@ AGENT_METRICS: tuple[str, ...] = (
     "spielbus_llm_requests_total",
     "spielbus_llm_errors_total",
     "spielbus_llm_request_tokens",
+    "spielbus_llm_cost_dollars_total",
 )
 
 
@@ -113,6 +115,12 @@ class AgentMetrics:
             buckets=TOKEN_BUCKETS,
             registry=r,
         )
+        self.cost = Counter(
+            "spielbus_llm_cost_dollars",
+            "Dollars spent on LLM calls, from the endpoint's price table ([llm.NAME] price).",
+            ["agent", "model"],
+            registry=r,
+        )
         self._lock = threading.Lock()
 
     def observe_turn(self, turn: Turn, move: Move | None, seconds: float) -> None:
@@ -162,6 +170,10 @@ class AgentMetrics:
             if not error:
                 self.request_tokens.labels(a, m, "prompt").observe(prompt_tokens)
                 self.request_tokens.labels(a, m, "completion").observe(completion_tokens)
+
+    def llm_cost(self, agent: str | None, model: str, dollars: float) -> None:
+        with self._lock:
+            self.cost.labels(agent or self.agent, model or self.model).inc(max(dollars, 0.0))
 
 
 _current: AgentMetrics | None = None

@@ -23,6 +23,12 @@
   and drop per-match state.
 - A strategy that raises, or a malformed request, gets no move: the reply is an
   error note and the referee records the fault. The service keeps running.
+- A strategy that raises `ProviderFailure` (its LLM provider failed the decision: an outage, a
+  rate limit, a hang) answers a `move` without an action, carrying `failure` (kind `provider`,
+  the cause, the failed calls' ids): the referee's `[policy] provider` decides (void by default),
+  so a provider's outage is never scored as the model's play. `Decision.calls`, the LLM calls
+  behind a decision, travel in the move's `calls` (texts cut to the protocol's bounds; the
+  thinking is dropped, longest first, when the move would not fit in `bus.replies.MAX_REPLY_BYTES`).
 - On SIGTERM/SIGINT: stop taking turns (one that still arrives gets an immediate error
   reply, so the referee need not wait out its deadline), finish those in flight, drain, exit.
 
@@ -50,10 +56,11 @@ from nats.micro.request import Request, ServiceError
 from nats.micro.service import EndpointConfig, Service, ServiceConfig
 from pydantic import ValidationError
 
-from agents.base import MatchContext, Strategy, TurnExpired
+from agents.base import Decision, MatchContext, ProviderFailure, Strategy, TurnExpired
 from bus.connect import connect, flush
 from bus.micro import ConcurrentEndpoint, add_concurrent_endpoint, request_arrival
-from bus.protocol import MatchEnded, MatchStarted, Move, Turn
+from bus.protocol import MAX_CAUSE, MAX_MOVE_CALLS, LLMCall, MatchEnded, MatchStarted, Move, MoveFailure, Turn
+from bus.replies import MAX_REPLY_BYTES
 from bus.subjects import Subjects, check_agent_name
 from games.loader import GameSpecError, load_game_async
 from games.rules import rules_text
@@ -76,6 +83,36 @@ async def local_rules(turn: Turn) -> str | None:
         except (GameSpecError, ValueError, RuntimeError):
             _rules_cache[label] = None
     return _rules_cache[label]
+
+
+def move_calls(raw: list[dict[str, Any]] | None) -> list[LLMCall] | None:
+    """The decision's call summaries as the move's `calls`: texts cut to the protocol's bounds, at most
+    `MAX_MOVE_CALLS` (the last ones), a summary the protocol refuses left out (and logged)."""
+    if not raw:
+        return None
+    out: list[LLMCall] = []
+    for item in raw[-MAX_MOVE_CALLS:]:
+        try:
+            out.append(LLMCall.from_summary(item))
+        except (ValidationError, TypeError):
+            log.warning("an LLM call summary the protocol refuses was left out of the move", exc_info=True)
+    return out or None
+
+
+def fitted(move: Move) -> bytes:
+    """The move's JSON, within `MAX_REPLY_BYTES`: the calls' thinking and answers are dropped, longest
+    first, until it fits (the agent's call store keeps them whole)."""
+    data = move.model_dump_json(exclude_none=True).encode()
+    calls = list(move.calls or [])
+    order = sorted(
+        range(len(calls)), key=lambda i: -len(calls[i].reasoning or "") - len(calls[i].answer or "")
+    )
+    for i in order:
+        if len(data) <= MAX_REPLY_BYTES:
+            break
+        calls[i] = calls[i].model_copy(update={"reasoning": None, "answer": None})
+        data = move.model_copy(update={"calls": calls}).model_dump_json(exclude_none=True).encode()
+    return data
 
 
 def reserve_s(deadline_ms: int) -> float:
@@ -238,19 +275,15 @@ class AgentService:
             try:
                 async with asyncio.timeout(left):
                     decision = await self.strategy.decide(turn, ctx)
+                move = self._move(turn, decision)
             except TimeoutError:
                 raise _Refused("504", "the strategy did not decide before the deadline") from None
-            move = Move(
-                match_id=turn.match_id,
-                turn=turn.turn,
-                action=decision.action,
-                action_text=decision.action_text,
-                policy=decision.policy,
-                usage=decision.usage,
-                stats=decision.stats,
-                note=decision.note,
-            )
-            await req.respond(move.model_dump_json(exclude_none=True).encode())
+            except ProviderFailure as failed:
+                log.warning(
+                    "agent %s: provider failed turn %s of %s: %s", self.name, turn.turn, turn.match_id, failed
+                )
+                move = self._failure(turn, failed)
+            await req.respond(fitted(move))
             self.turns_answered += 1
             if self._in_flight() == 1:
                 # nats-py's flusher writes the reply only once this task yields: let it, before the
@@ -268,6 +301,32 @@ class AgentService:
         finally:
             self._sem.release()
             await self._observe(turn, move, arrival)
+
+    @staticmethod
+    def _move(turn: Turn, decision: Decision) -> Move:
+        return Move(
+            match_id=turn.match_id,
+            turn=turn.turn,
+            action=decision.action,
+            action_text=decision.action_text,
+            policy=decision.policy,
+            usage=decision.usage,
+            stats=decision.stats,
+            note=decision.note,
+            calls=move_calls(decision.calls),
+        )
+
+    @staticmethod
+    def _failure(turn: Turn, failed: ProviderFailure) -> Move:
+        """The reply for a decision the provider failed: no action, the failure with its cause."""
+        ids = [str(c)[:128] for c in failed.calls][-MAX_MOVE_CALLS:]
+        cause = str(failed.cause or "provider failure")[:MAX_CAUSE]
+        return Move(
+            match_id=turn.match_id,
+            turn=turn.turn,
+            failure=MoveFailure(cause=cause, calls=ids),
+            calls=[LLMCall(id=i, outcome="provider") for i in ids] or None,
+        )
 
     async def _observe(self, turn: Turn, move: Move | None, arrival: float) -> None:
         if self.on_turn is not None:

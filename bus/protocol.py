@@ -49,7 +49,9 @@ def check_finite(value: Any, where: str = "value", depth: int = 0) -> Any:
 
 
 # `budget` (a v1 addition): the seat's LLM calls or tokens went over the tournament's budget.
-FaultReason = Literal["timeout", "illegal", "malformed", "no_responder", "error", "budget"]
+# `provider` (a v1 addition): the seat's LLM provider failed the decision (outage, rate limit, hang),
+# as the agent says in its move's `failure`; the `[policy] provider` rule decides, not `kind`.
+FaultReason = Literal["timeout", "illegal", "malformed", "no_responder", "error", "budget", "provider"]
 FAULT_REASONS: tuple[str, ...] = get_args(FaultReason)  # one list: the Literal is the source
 
 
@@ -118,6 +120,13 @@ class HistoryItem(BaseModel):
     text: str | None = None
 
 
+def _add_optional(a: float | None, b: float | None) -> Any:
+    """Sum of two optional figures: None only when neither side reported one."""
+    if a is None:
+        return b
+    return a if b is None else a + b
+
+
 class Usage(BaseModel):
     model_config = WIRE
     llm_calls: int = Field(
@@ -128,6 +137,21 @@ class Usage(BaseModel):
     prompt_tokens: int = Field(default=0, ge=0)
     completion_tokens: int = Field(default=0, ge=0)
     cache_hits: int = Field(default=0, ge=0)
+    # v1 additions, absent (not 0) when nothing reported them, so older usage keeps its bytes.
+    reasoning_tokens: int | None = Field(
+        default=None,
+        ge=0,
+        description="Thinking tokens, where the provider reports them (v1 addition); usually also "
+        "inside completion_tokens.",
+    )
+    cost_usd: float | None = Field(
+        default=None, ge=0, description="Dollars the calls cost by the agent's price table (v1 addition)."
+    )
+    unknown_usage_calls: int | None = Field(
+        default=None,
+        ge=0,
+        description="Calls whose reply carried no usage: tokens estimated or unknown (v1 addition).",
+    )
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
@@ -135,7 +159,79 @@ class Usage(BaseModel):
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cache_hits=self.cache_hits + other.cache_hits,
+            reasoning_tokens=_add_optional(self.reasoning_tokens, other.reasoning_tokens),
+            cost_usd=_add_optional(self.cost_usd, other.cost_usd),
+            unknown_usage_calls=_add_optional(self.unknown_usage_calls, other.unknown_usage_calls),
         )
+
+
+# How every LLM reply ends, classified once by the LLM layer (docs/llm.md): `provider` (transport,
+# timeout, 408/409/429/5xx, a 200 that is not a completion), `config` (a 4xx the endpoint will always
+# give), `filtered` (content filter), `truncated` (cut at the token limit), `answered`.
+CallOutcome = Literal["provider", "config", "filtered", "truncated", "answered"]
+CALL_OUTCOMES: tuple[str, ...] = get_args(CallOutcome)
+# Bounds of what a move may carry about its LLM calls: the reply must stay small (bus/replies.py).
+MAX_CALL_REASONING = 4000
+MAX_CALL_ANSWER = 1000
+MAX_MOVE_CALLS = 32
+MAX_CAUSE = 500
+
+
+class LLMCall(BaseModel):
+    """One LLM call behind a move (v1 addition): its id in the agent's call store, how it ended, its
+    tokens and cost, and the start of its thinking and answer (the whole text is in the call store)."""
+
+    model_config = WIRE
+    id: str = Field(max_length=128, description="The call's id in the agent's LLM call store.")
+    outcome: CallOutcome
+    status: int | None = Field(default=None, ge=0, le=999, description="HTTP status of the last attempt.")
+    finish_reason: str | None = Field(default=None, max_length=64)
+    attempts: int = Field(
+        default=1, ge=0, le=1000, description="Requests sent for this call, retries included."
+    )
+    waited_s: float = Field(
+        default=0.0, ge=0, le=86_400, description="Seconds spent waiting: backoff and provider limits."
+    )
+    prompt_tokens: int | None = Field(default=None, ge=0)
+    completion_tokens: int | None = Field(default=None, ge=0)
+    reasoning_tokens: int | None = Field(default=None, ge=0)
+    tokens_estimated: bool = Field(default=False, description="The reply had no usage: tokens are estimated.")
+    cost_usd: float | None = Field(default=None, ge=0)
+    reasoning_chars: int | None = Field(
+        default=None, ge=0, description="Size of the whole thinking text (the call store holds it)."
+    )
+    reasoning: str | None = Field(
+        default=None, max_length=MAX_CALL_REASONING, description="The thinking, its first 4000 characters."
+    )
+    answer: str | None = Field(
+        default=None, max_length=MAX_CALL_ANSWER, description="The answer, its first 1000 characters."
+    )
+
+    @classmethod
+    def from_summary(cls, raw: dict[str, Any]) -> LLMCall:
+        """A call from the LLM layer's summary dict (`agents.base.Decision.calls`), its texts cut to the
+        bounds above and `reasoning_chars` the full thinking's size. Raises `ValidationError` for a bad
+        summary."""
+        data = dict(raw)
+        reasoning = data.get("reasoning")
+        if isinstance(reasoning, str):
+            data.setdefault("reasoning_chars", len(reasoning))
+            data["reasoning"] = reasoning[:MAX_CALL_REASONING]
+        if isinstance(data.get("answer"), str):
+            data["answer"] = data["answer"][:MAX_CALL_ANSWER]
+        return cls.model_validate(data)
+
+
+class MoveFailure(BaseModel):
+    """Why an agent sends no action (v1 addition): its decision failed for its LLM provider's reasons,
+    not the model's. The referee records fault `provider` and applies `[policy] provider`."""
+
+    model_config = WIRE
+    kind: Literal["provider"] = "provider"
+    cause: str = Field(max_length=MAX_CAUSE, description="What the provider did (status, error).")
+    calls: list[str] = Field(
+        default_factory=list, max_length=MAX_MOVE_CALLS, description="Ids of the failed calls."
+    )
 
 
 class MoveStats(BaseModel):
@@ -217,6 +313,14 @@ class Move(Message):
     usage: Usage = Field(default_factory=Usage)
     stats: MoveStats | None = None
     note: str | None = None
+    calls: list[LLMCall] | None = Field(
+        default=None, max_length=MAX_MOVE_CALLS, description="The LLM calls behind the move (v1 addition)."
+    )
+    failure: MoveFailure | None = Field(
+        default=None,
+        description="Instead of an action (v1 addition): the decision failed for the LLM provider's "
+        "reasons. Recorded as fault `provider`; `[policy] provider` decides (void, forfeit, random).",
+    )
 
 
 class MatchStarted(Message):
@@ -265,6 +369,9 @@ class MoveRecord(BaseModel):
     note: str | None = None
     policy: dict[str, float] | None = None
     forced: bool = Field(default=False, description="Played by the referee for the seat (random policy).")
+    calls: list[LLMCall] | None = Field(
+        default=None, max_length=MAX_MOVE_CALLS, description="The move's LLM calls (v1 addition)."
+    )
 
 
 class FaultRecord(BaseModel):
@@ -275,6 +382,9 @@ class FaultRecord(BaseModel):
     reason: FaultReason
     detail: str = ""
     latency_ms: float | None = None
+    calls: list[LLMCall] | None = Field(
+        default=None, max_length=MAX_MOVE_CALLS, description="The refused answer's LLM calls (v1 addition)."
+    )
 
 
 class Provenance(BaseModel):
@@ -292,13 +402,16 @@ class Provenance(BaseModel):
 
 
 class BudgetLimits(BaseModel):
-    """Caps on LLM use (None: no cap). `tokens` caps prompt plus completion tokens."""
+    """Caps on LLM use (None: no cap). `tokens` caps prompt plus completion tokens; `reasoning_tokens`
+    the thinking tokens reported; `dollars` the cost by the agent's price table."""
 
     model_config = ConfigDict(**{**WIRE, "extra": "forbid"})
     llm_calls: int | None = Field(default=None, ge=0)
     prompt_tokens: int | None = Field(default=None, ge=0)
     completion_tokens: int | None = Field(default=None, ge=0)
     tokens: int | None = Field(default=None, ge=0)
+    reasoning_tokens: int | None = Field(default=None, ge=0)
+    dollars: float | None = Field(default=None, ge=0)
 
 
 class Budget(BaseModel):
@@ -308,6 +421,17 @@ class Budget(BaseModel):
     per_move: BudgetLimits = Field(default_factory=BudgetLimits)
     per_match: BudgetLimits = Field(default_factory=BudgetLimits)
     label: str | None = Field(default=None, description="Budget class shown in standings; None: derived.")
+
+
+class VoidedAttempt(BaseModel):
+    """One play of a match voided because an LLM provider failed a seat's decision (v1 addition)."""
+
+    model_config = WIRE
+    agent: str
+    turn: int
+    cause: str = Field(max_length=MAX_CAUSE)
+    moves: int = Field(default=0, ge=0, description="Steps played before the void.")
+    ended_at: float = Field(default=0.0, ge=0)
 
 
 class MatchRecord(BaseModel):
@@ -348,15 +472,43 @@ class MatchRecord(BaseModel):
     training: bool | None = Field(
         default=None, description="True for a match played through a training environment (docs/env.md)."
     )
+    voided: list[VoidedAttempt] | None = Field(
+        default=None,
+        max_length=64,
+        description="Earlier plays of this match voided by a provider fault (`[policy] provider = "
+        '"void"`), each with its cause; absent when none was (v1 addition). Outcome `void`: every '
+        "replay was voided too and the match is unplayed.",
+    )
+
+
+def _without_thinking(calls: list[LLMCall] | None) -> list[LLMCall] | None:
+    if calls is None:
+        return None
+    return [c.model_copy(update={"reasoning": None, "answer": None}) for c in calls]
 
 
 def trim_record(record: MatchRecord, limit: int) -> MatchRecord:
     """A copy of `record` that serializes within `limit` bytes, dropping the least essential parts first."""
+    thinking = record.model_copy(
+        update={
+            "moves": [m.model_copy(update={"calls": _without_thinking(m.calls)}) for m in record.moves],
+            "faults": [f.model_copy(update={"calls": _without_thinking(f.calls)}) for f in record.faults],
+            "trimmed": "the LLM calls' thinking and answer texts (the agents' call stores hold them)",
+        }
+    )
+    if any(m.calls for m in record.moves) or any(f.calls for f in record.faults):
+        if len(thinking.model_dump_json(exclude_none=True)) <= limit:
+            return thinking
+        record = thinking
     stages: list[tuple[str, dict[str, None]]] = [
         ("per-move policies, stats and notes", {"policy": None, "stats": None, "note": None}),
         (
             "per-move policies, stats, notes and usage",
             {"policy": None, "stats": None, "note": None, "usage": None},
+        ),
+        (
+            "per-move policies, stats, notes, usage and LLM calls",
+            {"policy": None, "stats": None, "note": None, "usage": None, "calls": None},
         ),
     ]
     for what, blank in stages:
@@ -397,6 +549,20 @@ class FaultPolicy(BaseModel):
     model_config = ConfigDict(**{**WIRE, "extra": "forbid"})
     kind: Literal["forfeit", "retry", "random"] = "forfeit"
     retries: int = Field(default=2, ge=0, description="`retry`: extra attempts before forfeiting.")
+    provider: Literal["void", "forfeit", "random"] = Field(
+        default="void",
+        description="A decision failed by the seat's LLM provider (fault `provider`): `void` the match "
+        "and play it again with the same seed and secret, `forfeit` it, or play a `random` move.",
+    )
+    provider_retries: int = Field(
+        default=6, ge=0, le=100, description="`void`: plays of a voided match before it is reported unplayed."
+    )
+    provider_wait_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=3600,
+        description="`void`: seconds before the first replay; doubled after each void, at most 8 times.",
+    )
 
 
 class MatchSpec(Message):

@@ -5,6 +5,10 @@ the schedule copies each seat's budget into the match spec, and `MatchRunner` ch
 here (`BudgetMeter.charge`). A reply that takes its seat over a cap is a fault with reason
 `budget`, handled by the tournament's fault policy like any other (forfeit by default).
 
+Caps: `llm_calls`, `prompt_tokens`, `completion_tokens`, `tokens` (prompt plus completion),
+`reasoning_tokens` (the thinking tokens reported, usually also inside the completion) and
+`dollars` (the cost by the agent's price table); a figure no reply reported counts as 0.
+
 Which figure is charged: the larger, field by field, of the move's `usage` (the agent's own
 report) and `stats.metered` (what our LLM layer counted for the decision: `agents/llm/strategy.py`
 puts it there, whatever the strategy itself reports). When the metered figure is larger the
@@ -27,6 +31,14 @@ from pydantic import ValidationError
 from bus.protocol import Budget, BudgetLimits, MatchRecord, Move, MoveStats, Usage
 
 FIELDS = ("llm_calls", "prompt_tokens", "completion_tokens")
+# Reported only where known (None otherwise): compared and charged when either side has them.
+OPTIONAL_FIELDS = ("reasoning_tokens", "cost_usd", "unknown_usage_calls")
+
+
+def _larger(a: float | None, b: float | None) -> Any:
+    if a is None:
+        return b
+    return a if b is None else max(a, b)
 
 
 def budget_label(budget: Budget | None) -> str:
@@ -57,11 +69,13 @@ def metered_usage(stats: MoveStats | None) -> Usage | None:
 
 def _over(limits: BudgetLimits, usage: Usage) -> str | None:
     """The first cap `usage` exceeds, as `name used/cap`, or None."""
-    used = {
+    used: dict[str, float] = {
         "llm_calls": usage.llm_calls,
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
         "tokens": usage.prompt_tokens + usage.completion_tokens,
+        "reasoning_tokens": usage.reasoning_tokens or 0,
+        "dollars": usage.cost_usd or 0.0,
     }
     for name, cap in limits.model_dump(exclude_none=True).items():
         if used[name] > cap:
@@ -82,9 +96,12 @@ class BudgetMeter:
         metered = metered_usage(stats)
         if metered is not None:
             larger = Usage(
-                **{k: max(getattr(usage, k), getattr(metered, k)) for k in (*FIELDS, "cache_hits")}
+                **{k: max(getattr(usage, k), getattr(metered, k)) for k in (*FIELDS, "cache_hits")},
+                **{k: _larger(getattr(usage, k), getattr(metered, k)) for k in OPTIONAL_FIELDS},
             )
-            if any(getattr(larger, k) > getattr(usage, k) for k in FIELDS):
+            if any(getattr(larger, k) > getattr(usage, k) for k in FIELDS) or any(
+                (getattr(larger, k) or 0) > (getattr(usage, k) or 0) for k in OPTIONAL_FIELDS
+            ):
                 extra: dict[str, Any] = {
                     "usage_discrepancy": {"reported": usage.model_dump(), "metered": metered.model_dump()}
                 }

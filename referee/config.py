@@ -11,8 +11,12 @@ protocol), errors that name the key and the line.
     seed = 1
     [policy]                      # forfeit (default) | retry (retries = N) | random
     kind = "forfeit"
+    provider = "void"             # a decision the LLM provider failed: void (default) | forfeit | random
+    provider_retries = 6          # void: plays of a voided match before it is reported unplayed
+    provider_wait_s = 10.0        # void: wait before the first replay, doubled after each void
     [budget]                      # optional LLM budget, a fault `budget` when exceeded (referee/budget.py)
-    per_move = { llm_calls = 8, tokens = 4000 }     # also prompt_tokens, completion_tokens
+    per_move = { llm_calls = 8, tokens = 4000 }     # also prompt_tokens, completion_tokens,
+                                                    # reasoning_tokens, dollars
     per_match = { tokens = 100000 }
     label = "8x4k"                # budget class in standings (default: the caps written out)
     [[games]]
@@ -119,6 +123,10 @@ class RatingsConfig(BaseModel):
     anchors: dict[str, float] = Field(
         default_factory=dict,
         description="agent -> rating (Elo points) held fixed: Bradley-Terry (and Elo, shifted) on that scale",
+    )
+    count_provider_faults: bool = Field(
+        default=False,
+        description="rate and score matches a `provider` fault touched (default: left out, counted apart)",
     )
 
     @field_validator("elo_k", mode="before")

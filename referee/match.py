@@ -8,12 +8,20 @@ here, and every way it can be wrong becomes a `FaultRecord`:
 - `timeout`: no reply before the deadline (measured from request to reply);
 - `error`: the agent answered with a service error (its strategy raised);
 - `malformed`: not JSON, the wrong shape, too large, or for another match or turn;
-- `illegal`: a well-formed move naming no legal action.
+- `illegal`: a well-formed move naming no legal action;
+- `provider`: a move carrying `failure`: the agent's LLM provider failed the decision.
 
 The policy (referee/faults.py, a pure function) then decides: `forfeit` ends the match
 against the seat, `retry` asks again with the reason (up to `retries` times, then
-forfeits), `random` plays a uniformly random legal action for the seat. An internal
-error becomes outcome `error`, never an exception.
+forfeits), `random` plays a uniformly random legal action for the seat. A `provider` fault
+follows `[policy] provider`: `forfeit`, `random`, or `void` (the default), which ends this play
+with `MatchVoided` after telling the seats the match ended as `void` (so they drop its state);
+the worker plays it again with the same seed, secret and attempt, so the same chance outcomes.
+An internal error becomes outcome `error`, never an exception.
+
+A move's LLM calls (`calls`) are kept in its record. Spectators see a seat's thinking under the
+rule for its private information: in `moved` events of perfect-information games; for the other
+games only in the `ended` record (`moved` events carry the calls without their texts).
 
 Faults of the referee or the bus are never an agent's (referee/request.py asks the
 seat): a request that fails because this referee lost its NATS connection raises
@@ -37,7 +45,7 @@ import random
 import secrets
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pyspiel
 from nats.aio.client import Client as NATS
@@ -52,6 +60,7 @@ from bus.protocol import (
     MatchStarted,
     MoveRecord,
     Provenance,
+    VoidedAttempt,
 )
 from bus.replies import MAX_REPLY_BYTES as MAX_REPLY_BYTES  # re-exported: tests and tools read it here
 from bus.subjects import Subjects
@@ -78,6 +87,7 @@ from referee.turns import TurnFrame, encode_turn, match_action
 log = logging.getLogger(__name__)
 
 EventSink = Callable[[MatchEvent], Awaitable[None]]
+R = TypeVar("R", MoveRecord, FaultRecord)
 
 # How often one turn is asked again because of the referee's own lag before the attempt is aborted.
 MAX_LAG_REASKS = 2
@@ -86,6 +96,21 @@ MAX_LAG_REASKS = 2
 class _Forfeit(Exception):
     def __init__(self, seat: int) -> None:
         self.seat = seat
+
+
+class _Void(Exception):
+    def __init__(self, fault: FaultRecord) -> None:
+        self.fault = fault
+
+
+class MatchVoided(Exception):
+    """A seat's LLM provider failed a decision under `[policy] provider = "void"`: this play of the
+    match does not count. `voided` says who, when and why; `record` is the play as far as it went."""
+
+    def __init__(self, voided: VoidedAttempt, record: MatchRecord) -> None:
+        super().__init__(f"{voided.agent} turn {voided.turn}: {voided.cause}")
+        self.voided = voided
+        self.record = record
 
 
 def chance_rng(secret: str, attempt: int) -> random.Random:
@@ -108,6 +133,7 @@ class MatchRunner:
         provenance: list[Provenance] | None = None,
         attempt: int = 1,
         presence: Presence | None = None,
+        voided: list[VoidedAttempt] | None = None,
     ) -> None:
         self.nc = nc
         self.spec = spec
@@ -131,6 +157,7 @@ class MatchRunner:
             # Absent unless budgets apply, so records without budgets keep their old bytes.
             budgets=spec.budgets or None,
             training=spec.training or None,  # likewise: only training matches (docs/env.md) say so
+            voided=list(voided) if voided else None,  # the earlier plays a provider fault voided
         )
         self.budget = BudgetMeter(spec.budgets)
         self._rules_sent: set[int] = set()
@@ -249,7 +276,9 @@ class MatchRunner:
             if decision == "retry":
                 retry = retry_note(played.reason, played.detail)
                 continue
-            self._emit("forfeit", fault=played)
+            self._emit("forfeit", fault=self._for_spectators(played))
+            if decision == "void":
+                raise _Void(played)
             raise _Forfeit(seat)
 
     async def _send_turn(
@@ -277,10 +306,17 @@ class MatchRunner:
     def _judge(
         self, seat: int, legal: list[LegalAction], reply: Reply
     ) -> tuple[int, MoveRecord] | FaultRecord:
-        """The played action and its record, or the fault: the reply's own, `illegal` (no legal
-        action named) or `budget` (the seat's budget is spent; the move is charged first)."""
+        """The played action and its record, or the fault: the reply's own, `provider` (the move
+        says its LLM provider failed), `illegal` (no legal action named) or `budget` (the seat's
+        budget is spent; the move is charged first)."""
         agent = self.spec.seats[seat]
         move, reason, detail = reply.move, reply.reason, reply.detail
+        calls = move.calls if move is not None else None
+        if move is not None and move.failure is not None:
+            # The provider's failure, not the model's play: nothing to charge or match.
+            self._rules_sent.add(seat)
+            reason, detail = "provider", move.failure.cause
+            move = None
         if move is not None:
             self._rules_sent.add(seat)
             usage, stats, over = self.budget.charge(agent, move)
@@ -295,6 +331,7 @@ class MatchRunner:
                     stats=stats,
                     note=move.note,
                     policy=move.policy,
+                    calls=move.calls,
                 )
             reason = "illegal" if over is None else "budget"
             named = f"id {move.action}" if move.action is not None else f"text {move.action_text!r}"
@@ -309,6 +346,7 @@ class MatchRunner:
             reason=reason,
             detail=detail,
             latency_ms=reply.latency_ms,
+            calls=calls,
         )
 
     # -- the match ----------------------------------------------------------------------------
@@ -321,6 +359,8 @@ class MatchRunner:
             await self._played()
         except MatchAborted:
             raise
+        except _Void as void:
+            await self._voided(void.fault)
         except Exception as exc:
             log.exception("match %s failed inside the referee", self.spec.match_id)
             self.record.outcome = "error"
@@ -352,6 +392,31 @@ class MatchRunner:
                 agent,
             )
         return self.record
+
+    async def _voided(self, fault: FaultRecord) -> None:
+        """End this play as void: its events out, the seats told (outcome `void`, so they drop the
+        match's state before the replay), then `MatchVoided` for the worker."""
+        n = len(self.spec.seats)
+        self.record.outcome = "void"
+        self.record.returns = [0.0] * n
+        self.record.ranks = [1] * n
+        self.record.ended_at = time.time()
+        await self._flush_events()
+        for seat, agent in enumerate(self.spec.seats):
+            await self._notify(
+                MatchEnded(
+                    match_id=self.spec.match_id, seat=seat, returns=self.record.returns, outcome="void"
+                ),
+                agent,
+            )
+        voided = VoidedAttempt(
+            agent=fault.agent,
+            turn=fault.turn,
+            cause=fault.detail[:500],
+            moves=len(self.record.moves),
+            ended_at=self.record.ended_at,
+        )
+        raise MatchVoided(voided, self.record)
 
     async def _played(self) -> None:
         """`_run`, and the event pump stopped when the attempt is aborted or cancelled (an internal
@@ -415,6 +480,9 @@ class MatchRunner:
         for r in results:
             if isinstance(r, MatchAborted):
                 raise r
+        voids = [r for r in results if isinstance(r, _Void)]
+        if voids:  # the play is void whatever else happened in it
+            raise voids[0]
         forfeits = [r for r in results if isinstance(r, _Forfeit)]
         if forfeits:
             raise forfeits[0]
@@ -443,11 +511,20 @@ class MatchRunner:
 
     def _emit_move(self, rec: MoveRecord, public: bool, observation: str | None) -> None:
         if public:
-            self._emit("moved", move=rec, observation=observation)
+            self._emit("moved", move=self._for_spectators(rec), observation=observation)
         else:
             # Spectators learn that a seat acted, not what it did, until the `ended` event.
             hidden = MoveRecord(turn=rec.turn, player=rec.player, action=-1, text="(hidden)", agent=rec.agent)
             self._emit("moved", move=hidden, hidden=True)
+
+    def _for_spectators(self, rec: R) -> R:
+        """`rec` as a live event may show it: a seat's thinking may name its private information
+        (its own cards), so for imperfect-information games the calls go out without their texts,
+        which spectators read in the `ended` record, as they do the private steps."""
+        if not rec.calls or (self._facts is not None and self._facts.perfect):
+            return rec
+        bare = [c.model_copy(update={"reasoning": None, "answer": None}) for c in rec.calls]
+        return rec.model_copy(update={"calls": bare})
 
     def _forfeit(self, game: pyspiel.Game, seat: int) -> None:
         n = game.num_players()

@@ -18,6 +18,13 @@
   perfect scores too (docs/referee.md): the fit on win matrices is referee/bradley_terry.py, this
   module builds the matrices. Checked against `choix` (tests/test_rating_views.py).
 - Plackett-Luce (openskill) from each match's whole ranking, beside Bradley-Terry.
+- Provider faults are not the model's play: a match a `provider` fault touched (the seat's LLM
+  provider failed a decision, under `[policy] provider = "forfeit"` or `"random"`) or left
+  unplayed (outcome `void`) counts in no result and no rating, unless `[ratings]
+  count_provider_faults = true`. Standings show per agent apart: `provider_faults` (voided plays
+  included), `voided` (plays its provider voided), `excluded` (matches left out for it),
+  `truncated` and `filtered` (LLM calls so classified) and `bad_output` (illegal and malformed
+  answers: the model's own).
 
 Limits: Elo and Bradley-Terry enter an N-player match as every pair of seats ordered by
 finishing place (Plackett-Luce does not split it). The profile intervals cost a few hundred
@@ -35,7 +42,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from bus.protocol import MatchRecord
+from bus.protocol import LLMCall, MatchRecord
 from referee.bradley_terry import ELO_SCALE, fit_with_intervals, mm
 from referee.config import RatingsConfig
 
@@ -50,6 +57,13 @@ INVALID_ADJUSTMENT: dict[str, float] = {
 }
 PAYOFF_GAMES = ("leduc_poker", "kuhn_poker", "universal_poker", "simplified_holdem")
 INVALID_REASONS = ("illegal", "malformed")
+
+
+def provider_touched(rec: MatchRecord) -> bool:
+    """Whether a provider fault touched the match's result: a `provider` fault in it (policy
+    `forfeit` or `random`), or no play of it went through (outcome `void`). Voided plays before a
+    clean replay do not: the replay is the match."""
+    return rec.outcome == "void" or any(f.reason == "provider" for f in rec.faults)
 
 
 class Standing(BaseModel):
@@ -72,6 +86,16 @@ class Standing(BaseModel):
     tokens: int = Field(default=0, description="Prompt and completion tokens, over all its moves.")
     calls_per_move: float = 0.0
     tokens_per_move: float = 0.0
+    provider_faults: int = Field(
+        default=0, description="Decisions its LLM provider failed (voided plays included): not its play."
+    )
+    voided: int = Field(default=0, description="Plays of a match voided by its provider's failure.")
+    excluded: int = Field(
+        default=0, description="Matches it sat in that a provider fault touched: in no result or rating."
+    )
+    truncated: int = Field(default=0, description="LLM calls cut at the token limit.")
+    filtered: int = Field(default=0, description="LLM calls stopped by a content filter.")
+    bad_output: int = Field(default=0, description="Illegal or malformed answers: the model's own.")
 
     @property
     def fallback_share(self) -> float:
@@ -126,6 +150,9 @@ class _Sums:
     unplayed_faults: int = 0
     place_sum: float = 0.0
     return_sum: float = 0.0
+    voided: int = 0
+    excluded: int = 0
+    call_outcomes: dict[str, int] = field(default_factory=dict)
 
 
 class StandingsTable:
@@ -135,9 +162,10 @@ class StandingsTable:
     tournament and adds each `ended` record as it arrives.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, count_provider_faults: bool = False) -> None:
         self._sums: dict[str, _Sums] = {}
         self.records = 0
+        self.count_provider_faults = count_provider_faults
 
     def _row(self, agent: str) -> _Sums:
         row = self._sums.get(agent)
@@ -145,8 +173,30 @@ class StandingsTable:
             row = self._sums[agent] = _Sums()
         return row
 
+    def _count_calls(self, agent: str, calls: list[LLMCall] | None) -> None:
+        if calls:
+            outcomes = self._row(agent).call_outcomes
+            for c in calls:
+                outcomes[c.outcome] = outcomes.get(c.outcome, 0) + 1
+
     def add(self, rec: MatchRecord) -> None:
         self.records += 1
+        for void in rec.voided or ():
+            self._row(void.agent).voided += 1
+        if provider_touched(rec) and not self.count_provider_faults:
+            for agent in dict.fromkeys(rec.seats):
+                self._row(agent).excluded += 1
+        else:
+            self._add_result(rec)
+        # Moves and faults are the agent's own play and compliance, touched or not.
+        self._add_moves(rec)
+        for mv in rec.moves:
+            if mv.player >= 0 and mv.agent:
+                self._count_calls(mv.agent, mv.calls)
+        for f in rec.faults:
+            self._count_calls(f.agent, f.calls)
+
+    def _add_result(self, rec: MatchRecord) -> None:
         ranks = rec.ranks or [1] * len(rec.seats)
         first = [s for s, r in enumerate(ranks) if r == 1]
         for seat, agent in enumerate(rec.seats):
@@ -162,6 +212,8 @@ class StandingsTable:
                 st.points += 0.5
             else:
                 st.losses += 1
+
+    def _add_moves(self, rec: MatchRecord) -> None:
         for mv in rec.moves:
             if mv.player >= 0 and mv.agent:
                 row = self._row(mv.agent)
@@ -176,13 +228,14 @@ class StandingsTable:
         for f in rec.faults:
             st = self._row(f.agent)
             st.faults[f.reason] = st.faults.get(f.reason, 0) + 1
-            if (f.turn, f.seat) not in forced:
+            if (f.turn, f.seat) not in forced and f.reason != "provider":
                 st.unplayed_faults += 1
 
     def rows(self) -> list[Standing]:
         out = []
         for agent, s in self._sums.items():
-            total_faults = sum(s.faults.values())
+            # The provider's faults are not the agent's rule compliance.
+            total_faults = sum(n for r, n in s.faults.items() if r != "provider")
             denominator = max(s.moves + s.unplayed_faults, 1)
             out.append(
                 Standing(
@@ -203,21 +256,30 @@ class StandingsTable:
                     faults_per_100_moves=round(100.0 * total_faults / denominator, 2),
                     mean_place=round(s.place_sum / s.played, 3) if s.played else 0.0,
                     mean_return=round(s.return_sum / s.played, 4) if s.played else 0.0,
+                    provider_faults=s.faults.get("provider", 0) + s.voided,
+                    voided=s.voided,
+                    excluded=s.excluded,
+                    truncated=s.call_outcomes.get("truncated", 0),
+                    filtered=s.call_outcomes.get("filtered", 0),
+                    bad_output=sum(s.faults.get(r, 0) for r in INVALID_REASONS),
                 )
             )
         return sorted(out, key=lambda s: (-s.points, s.losses, s.agent))
 
 
-def standings(records: list[MatchRecord]) -> list[Standing]:
-    table = StandingsTable()
+def standings(records: list[MatchRecord], count_provider_faults: bool = False) -> list[Standing]:
+    table = StandingsTable(count_provider_faults)
     for rec in records:
         table.add(rec)
     return table.rows()
 
 
 def record_pairs(rec: MatchRecord, cfg: RatingsConfig, match: int = 0) -> list[Pair]:
-    """The pairwise comparisons one record contributes (none for `error`/`pending` matches)."""
-    if rec.outcome in ("error", "pending") or not rec.ranks:
+    """The pairwise comparisons one record contributes (none for `error`/`pending`/`void` matches, nor
+    for one a provider fault touched unless `cfg.count_provider_faults`)."""
+    if rec.outcome in ("error", "pending", "void") or not rec.ranks:
+        return []
+    if provider_touched(rec) and not cfg.count_provider_faults:
         return []
     adjust = cfg.invalid_adjustment.get(rec.game.name, INVALID_ADJUSTMENT.get(rec.game.name, 1.0))
     invalid_forfeit = (

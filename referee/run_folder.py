@@ -133,4 +133,4 @@ class RunFolder:
 def summarize(records: list[MatchRecord], config: TournamentConfig) -> tuple[list[Standing], list[Rating]]:
     if config.ratings.split_by == "provenance":
         records = split_by_provenance(records)  # one row per (agent, provenance hash)
-    return standings(records), ratings(records, config.ratings)
+    return standings(records, config.ratings.count_provider_faults), ratings(records, config.ratings)

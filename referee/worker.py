@@ -12,6 +12,14 @@ with `Nats-Msg-Id: <match id>.ended`, so the stream keeps one final record per m
 even if a replay ends too; collectors keep the first valid one. A malformed spec is
 logged and terminated, never retried (the collector hears of it by advisory).
 
+A match voided by a provider fault (`[policy] provider = "void"`, referee/match.py) is played
+again by the same worker, in the same slot, with the same seed, secret and attempt (so the same
+chance outcomes), after `provider_wait_s` (doubled after each void, at most 2^8 times): the seat's
+LLM endpoint gets time to come back. The slot stays taken meanwhile, so a worker does not start
+more matches into an outage. Each void is kept in the final record's `voided`; after
+`provider_retries` voided replays the match's `ended` record has outcome `void` (unplayed), and
+`spielbus run` reports it and exits 1. A worker told to stop while it waits hands the spec back.
+
 `stop()` drains: no new specs are taken, matches in flight get `drain_grace_s` to
 finish, then are cancelled and handed back (nak) for another worker to replay, so
 a worker always exits promptly.
@@ -24,6 +32,7 @@ import contextlib
 import hashlib
 import json
 import logging
+import secrets
 from collections.abc import Awaitable, Callable
 
 import nats.errors
@@ -34,11 +43,11 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from pydantic import ValidationError
 
 from bus import conn_events
-from bus.protocol import MatchEvent, MatchRecord, MatchSpec, Provenance, trim_record
+from bus.protocol import MatchEvent, MatchRecord, MatchSpec, Provenance, VoidedAttempt, trim_record
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from referee.acceptance import record_problem
-from referee.match import MatchAborted, MatchRunner
+from referee.match import MatchAborted, MatchRunner, MatchVoided
 from referee.presence import DEFAULT_ABSENT_LIMIT_S, Presence
 from referee.service import RefereeService
 from referee.wake import any_set
@@ -170,7 +179,66 @@ class RefereeWorker:
         self.service: RefereeService | None = None  # registered while `run` runs
 
     async def play(self, spec: MatchSpec, attempt: int = 1) -> MatchRecord:
-        """Play one spec and store its record; raises `MatchAborted` if the attempt failed."""
+        """Play one spec and store its record, playing it again while a provider fault voids it (see
+        the module docstring); raises `MatchAborted` if the attempt failed."""
+        if spec.secret is None:
+            # Drawn here, not per play: a voided match is replayed with the same secret.
+            spec = spec.model_copy(update={"secret": secrets.token_hex(16)})
+        voided: list[VoidedAttempt] = []
+        wait = spec.policy.provider_wait_s
+        while True:
+            try:
+                return await self._play_once(spec, attempt, voided)
+            except MatchVoided as void:
+                voided.append(void.voided)
+                if len(voided) > spec.policy.provider_retries:
+                    log.error(
+                        "match %s voided %d times (last: %s): reported unplayed",
+                        spec.match_id,
+                        len(voided),
+                        void,
+                    )
+                    return await self._unplayed(spec, attempt, void.record, voided)
+                log.warning(
+                    "match %s voided by a provider fault (%s): played again in %.0f s",
+                    spec.match_id,
+                    void,
+                    wait,
+                )
+            await any_set([self._stop], wait)
+            if self._stop.is_set():
+                raise MatchAborted("the worker stopped while a voided match waited for its replay")
+            wait = min(wait * 2, spec.policy.provider_wait_s * 256)
+
+    async def _unplayed(
+        self, spec: MatchSpec, attempt: int, record: MatchRecord, voided: list[VoidedAttempt]
+    ) -> MatchRecord:
+        """Store the `ended` record of a match every play of which was voided (outcome `void`)."""
+        record = record.model_copy(update={"voided": list(voided), "secret": spec.secret})
+        event = MatchEvent(
+            type="ended",
+            match_id=spec.match_id,
+            tournament=spec.tournament,
+            game=spec.game,
+            seats=spec.seats,
+            record=record,
+            attempt=attempt,
+        )
+        try:
+            await self.publisher(event)
+        except Exception as exc:
+            raise MatchAborted(f"the ended event was not stored: {exc!r}") from exc
+        await self._observe(record)
+        return record
+
+    async def _observe(self, record: MatchRecord) -> None:
+        self.played += 1
+        if self.on_record is not None:
+            res = self.on_record(record)
+            if asyncio.iscoroutine(res):
+                await res
+
+    async def _play_once(self, spec: MatchSpec, attempt: int, voided: list[VoidedAttempt]) -> MatchRecord:
         if not self._streams_ready:
             await ensure_streams(self.nc.jetstream(), self.subjects)
             self._streams_ready = True
@@ -183,6 +251,7 @@ class RefereeWorker:
             provenance=provenance,
             attempt=attempt,
             presence=self.presence,
+            voided=voided,
         )
         self.in_flight += 1
         try:
@@ -190,11 +259,7 @@ class RefereeWorker:
                 record = await runner.run()
         finally:
             self.in_flight -= 1
-        self.played += 1
-        if self.on_record is not None:
-            res = self.on_record(record)
-            if asyncio.iscoroutine(res):
-                await res
+        await self._observe(record)
         return record
 
     async def _park(self, spec: MatchSpec, slots: asyncio.Semaphore) -> None:

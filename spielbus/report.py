@@ -1,5 +1,6 @@
-"""Printing a tournament's outcome: standings (with fallbacks, LLM calls and tokens per move),
-ratings (Bradley-Terry with 95% profile-likelihood intervals, Elo, Plackett-Luce), faults."""
+"""Printing a tournament's outcome: standings (with fallbacks, LLM calls and tokens per move, and
+what LLM providers did apart from the play), ratings (Bradley-Terry with 95% profile-likelihood
+intervals, Elo, Plackett-Luce), faults."""
 
 from __future__ import annotations
 
@@ -53,6 +54,26 @@ def timeout_warning(decided: dict[str, int], matches: int) -> str:
     )
 
 
+PROVIDER_COLUMNS = ("provider_faults", "voided", "excluded", "truncated", "filtered", "bad_output")
+
+
+def print_provider_table(console: Console, table: list[Standing]) -> None:
+    """Per agent, what its LLM provider did apart from its play (only when anything happened):
+    provider faults, voided plays, matches left out of the results, truncated and filtered
+    calls, and the model's own bad output (illegal and malformed answers)."""
+    if not any(getattr(s, c) for s in table for c in PROVIDER_COLUMNS[:-1]):
+        return
+    pt = Table(
+        title="LLM providers",
+        caption="provider faults are not the agent's play: matches they touched are left out (excluded)",
+    )
+    for col in ("agent", *PROVIDER_COLUMNS):
+        pt.add_column(col.replace("_", " "), justify="left" if col == "agent" else "right")
+    for s in table:
+        pt.add_row(s.agent, *(str(getattr(s, c)) for c in PROVIDER_COLUMNS))
+    console.print(pt)
+
+
 def print_report(
     console: Console,
     records: list[MatchRecord],
@@ -77,6 +98,7 @@ def print_report(
         cells += [f"{s.fallback_rate:.1%}", f"{s.calls_per_move:.2f}", f"{s.tokens_per_move:.0f}"]
         st.add_row(*cells)
     console.print(st)
+    print_provider_table(console, table)
     for line in fallback_warnings(table, fallback_threshold):
         console.print(f"[yellow]warning:[/yellow] {line}", highlight=False)
 

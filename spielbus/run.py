@@ -43,6 +43,8 @@ from rich.progress import (
 )
 
 from agents.human.seat import tell_player
+from agents.llm.config import LLMConfig
+from agents.llm.preflight import preflight
 from agents.llm.recording import RECORD_ENV, REPLAY_ENV, TAG_ENV
 from bus.auth import config_path, login_for, user_env
 from bus.connect import Login, connect
@@ -62,7 +64,7 @@ from referee.worker import DRAIN_GRACE_S, RefereeWorker
 from spielbus.bot_logins import announce_bots, default_auth_dir
 from spielbus.collect import read_records as read_stream_records
 from spielbus.launch import AgentProcess, RefereeProcess, stop_all, wait_for_agents
-from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
+from spielbus.llm_launch import LLM_KINDS, LLMServerProcess, needs_embedded_llm
 from spielbus.report import decided_by_timeouts, print_report, print_sprt, timeout_warning
 from spielbus.seats import SeatPlan, plan_seats
 from spielbus.sprt_run import SprtCollect, sprt_status, sprt_summary
@@ -326,6 +328,7 @@ class TournamentSession:
             n: self.config.agent_options(n) for n, a in self.config.agents.items() if not a.external
         }
         await self._start_llm_server(stack, agent_options)
+        await self._preflight(agent_options)
         # Human seats (docs/human.md): the token only on this console, the bare address on the page.
         seats = plan_seats(self.config, agent_options)
         self._start_agents(agent_options, agent_env, seats)
@@ -418,6 +421,27 @@ class TournamentSession:
         )
         for n in users:
             agent_options[n]["llm"] = {**agent_options[n].get("llm", {}), "base_url": server.base_url}
+
+    async def _preflight(self, agent_options: dict[str, dict[str, Any]]) -> None:
+        """One real request per distinct LLM endpoint (agents/llm/preflight.py): a request the endpoint
+        refuses stops the run (exit 2) before any match; an endpoint that is down is a warning."""
+        if os.environ.get(REPLAY_ENV):
+            return
+        configs = {}
+        for n, o in agent_options.items():
+            if self.config.agents[n].kind in LLM_KINDS:
+                with contextlib.suppress(ValueError):
+                    configs[n] = LLMConfig.model_validate(o.get("llm") or {})
+        if not configs:
+            return
+        with self.console.status("Checking the LLM endpoints (one request each)..."):
+            problems = await preflight(configs)
+        for p in problems:
+            if not p.fatal:
+                self.console.print(f"[yellow]warning:[/yellow] {p}", highlight=False, soft_wrap=True)
+        fatal = [str(p) for p in problems if p.fatal]
+        if fatal:
+            raise ConfigError("\n".join(fatal))
 
     def _start_agents(
         self,
@@ -565,6 +589,8 @@ class TournamentSession:
         records = self.folder.read_records(specs)
         table, rates = summarize(records, config)
         failed = dict(self.collector.failed)
+        # Every play of these was voided by a provider fault: recorded, but not played.
+        failed.update({r.match_id: "unplayed (provider faults)" for r in records if r.outcome == "void"})
         fallback_agents = [s.agent for s in table if s.over_fallbacks(config.fallback_threshold)]
         built_in = {n for n, a in config.agents.items() if not a.external}
         timeouts = decided_by_timeouts(records, built_in)
@@ -593,7 +619,7 @@ class TournamentSession:
         if failed:
             reasons = ", ".join(f"{n} {r}" for r, n in Counter(failed.values()).most_common())
             console.print(
-                f"[red]{len(failed)} of {len(specs)} matches have no record:[/red] {reasons} "
+                f"[red]{len(failed)} of {len(specs)} matches were not played:[/red] {reasons} "
                 f"(e.g. {', '.join(sorted(failed)[:3])}); listed in summary.json",
                 highlight=False,
             )

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = config.ratings if config is not None else RatingsConfig()
     if args.by_provenance or cfg.split_by == "provenance":
         records = split_by_provenance(records)
-    table, rates = standings(records), ratings(records, cfg)
+    table, rates = standings(records, cfg.count_provider_faults), ratings(records, cfg)
     threshold = config.fallback_threshold if config is not None else 0.05
     print_report(console, records, table, rates, str(run_dir), fallback_threshold=threshold)
     if config is not None and config.format == "sprt":

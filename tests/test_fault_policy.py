@@ -12,16 +12,18 @@ from bus.protocol import FAULT_REASONS, FaultPolicy, FaultReason
 from referee.faults import decide, retry_note
 from referee.request import STALL_READ_S, STALL_S, read_late
 
-AGENT_FAULTS = [cast(FaultReason, r) for r in FAULT_REASONS if r != "no_responder"]
+# The policy's `kind` rules every fault but `provider` (the LLM provider's, ruled by `provider`).
+KIND_FAULTS = [cast(FaultReason, r) for r in FAULT_REASONS if r != "provider"]
+AGENT_FAULTS = [r for r in KIND_FAULTS if r != "no_responder"]
 
 
-@pytest.mark.parametrize("reason", FAULT_REASONS)
+@pytest.mark.parametrize("reason", KIND_FAULTS)
 @pytest.mark.parametrize("attempt", [1, 2, 5])
 def test_forfeit_policy_always_forfeits(reason: FaultReason, attempt: int) -> None:
     assert decide(reason, attempt, FaultPolicy(kind="forfeit")) == "forfeit"
 
 
-@pytest.mark.parametrize("reason", FAULT_REASONS)
+@pytest.mark.parametrize("reason", KIND_FAULTS)
 def test_random_policy_always_plays_at_random(reason: FaultReason) -> None:
     assert decide(reason, 1, FaultPolicy(kind="random")) == "random"
     assert decide(reason, 99, FaultPolicy(kind="random", retries=0)) == "random"
@@ -41,6 +43,13 @@ def test_retry_policy_with_no_retries_forfeits_at_once() -> None:
 def test_no_responder_is_never_retried_by_the_policy() -> None:
     # The request already asked again with backoff until the deadline: nobody listens.
     assert decide("no_responder", 1, FaultPolicy(kind="retry", retries=5)) == "forfeit"
+
+
+@pytest.mark.parametrize("kind", ["forfeit", "retry", "random"])
+@pytest.mark.parametrize("provider", ["void", "forfeit", "random"])
+def test_provider_faults_follow_the_provider_rule_whatever_the_kind(kind: str, provider: str) -> None:
+    policy = FaultPolicy.model_validate({"kind": kind, "provider": provider, "retries": 3})
+    assert [decide("provider", a, policy) for a in (1, 2)] == [provider, provider]
 
 
 def test_attempts_count_from_one() -> None:

@@ -16,16 +16,78 @@ DEFAULT_OPENAI_URL = "http://127.0.0.1:8080/v1"
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 
 
+# Reasoning models think before they answer: without this room they are cut at `max_tokens`.
+DEFAULT_THINKING_TOKENS = 4096
+
+
 class LLMOptions(BaseModel):
-    """Sampling options; a request may override any of them."""
+    """Sampling options; a request may override any of them.
+
+    For reasoning models: `omit` the sampling fields they refuse (OpenAI's o-series and GPT-5
+    refuse `temperature` and `top_p`), send the limit as `max_completion_tokens` (`token_param`),
+    set `reasoning_effort` (OpenAI-compatible) or `think` (Ollama), and give them room to think:
+    `thinking_tokens` is added to every request's `max_tokens` (an answer budget: a strategy's
+    48 or 24 tokens for a move). It defaults to 0, or to `DEFAULT_THINKING_TOKENS` when
+    `reasoning_effort` or `think` is set.
+    """
 
     model_config = ConfigDict(extra="forbid")
-    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=48, ge=1)
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0, allow_inf_nan=False)
+    max_tokens: int = Field(default=48, ge=1, description="Tokens for the answer (thinking apart).")
     seed: int | None = None
-    top_p: float | None = Field(default=None, gt=0.0, le=1.0)
+    top_p: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
+    omit: list[Literal["temperature", "top_p", "seed"]] = Field(
+        default_factory=list, description="Sampling fields never sent (reasoning models refuse them)."
+    )
+    token_param: Literal["max_tokens", "max_completion_tokens"] = Field(
+        default="max_tokens", description="The request field the token limit goes in (openai backend)."
+    )
+    thinking_tokens: int | None = Field(
+        default=None, ge=0, description="Added to max_tokens for thinking; None: 0, or 4096 for reasoning."
+    )
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = Field(
+        default=None, description="openai backend: sent as `reasoning_effort`."
+    )
+    think: bool | Literal["low", "medium", "high"] | None = Field(
+        default=None, description="ollama backend: Ollama's `think` (None: not sent)."
+    )
     # Backend-specific extras, passed through untouched (openai: request body; ollama: `options`).
     extra: dict[str, Any] = Field(default_factory=dict)
+
+    def thinking_room(self) -> int:
+        if self.thinking_tokens is not None:
+            return self.thinking_tokens
+        reasoning = self.reasoning_effort not in (None, "none") or self.think not in (None, False)
+        return DEFAULT_THINKING_TOKENS if reasoning else 0
+
+
+class Price(BaseModel):
+    """Dollars per million tokens. Cached prompt tokens at `cached_input_per_mtok` (None: the input
+    price), reasoning tokens at `reasoning_per_mtok` (None: the output price), and
+    `failed_request` dollars per request that got no completion (0: failures cost nothing)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    input_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    output_per_mtok: float = Field(ge=0, allow_inf_nan=False)
+    cached_input_per_mtok: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    reasoning_per_mtok: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+    failed_request: float = Field(default=0.0, ge=0, allow_inf_nan=False)
+
+    def cost(self, prompt: int, cached: int, completion: int, reasoning: int) -> float:
+        """Dollars for one answered request; `reasoning` is part of `completion`."""
+        cached = min(max(cached, 0), prompt)
+        reasoning = min(max(reasoning, 0), completion)
+        cached_rate = (
+            self.input_per_mtok if self.cached_input_per_mtok is None else self.cached_input_per_mtok
+        )
+        think_rate = self.output_per_mtok if self.reasoning_per_mtok is None else self.reasoning_per_mtok
+        total = (
+            (prompt - cached) * self.input_per_mtok
+            + cached * cached_rate
+            + (completion - reasoning) * self.output_per_mtok
+            + reasoning * think_rate
+        )
+        return total / 1_000_000
 
 
 class LLMConfig(BaseModel):
@@ -47,9 +109,19 @@ class LLMConfig(BaseModel):
     options: LLMOptions = Field(default_factory=LLMOptions)
     structured: Literal["json_object_schema", "json_schema", "off"] = "json_object_schema"
     timeout_s: float = Field(
-        default=30.0, gt=0, description="Per HTTP request, further capped by the turn deadline."
+        default=30.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="Per HTTP request, further capped by the turn deadline.",
     )
-    retries: int = Field(default=1, ge=0, description="Extra attempts after a transport error or timeout.")
+    retries: int = Field(
+        default=4, ge=0, description="Extra attempts after a provider error (never after a config error)."
+    )
+    backoff_s: float = Field(
+        default=0.5, gt=0, allow_inf_nan=False, description="First retry's wait; doubles each retry (jitter)."
+    )
+    backoff_max_s: float = Field(default=8.0, gt=0, allow_inf_nan=False, description="Longest backoff wait.")
+    price: Price | None = Field(default=None, description="Dollars per million tokens; None: cost unknown.")
     cache: bool = True
     cache_size: int = Field(default=20_000, ge=0)
 

@@ -53,3 +53,16 @@ def record_llm_call(
         listener.llm_call(agent, model, seconds, prompt_tokens, completion_tokens, cached, error)
     except Exception:
         log.warning("could not record an LLM call", exc_info=True)
+
+
+def record_llm_cost(agent: str | None, model: str, dollars: float) -> None:
+    """Dollars one LLM call cost (from the endpoint's price table); heard by a listener that has an
+    `llm_cost(agent, model, dollars)` method (`spielbus_llm_cost_dollars_total`). Never raises."""
+    listener = _listener
+    hear = getattr(listener, "llm_cost", None)
+    if hear is None:
+        return
+    try:
+        hear(agent, model, dollars)
+    except Exception:
+        log.warning("could not record an LLM call's cost", exc_info=True)

@@ -5,9 +5,14 @@ starts, with `SPIELBUS_LLM_TAG=<agent>-<replica>`): each attempt's outcome is ap
 `DIR/<key>.json`, where `key` is the SHA-256 of the request as the backend receives it (model,
 messages, sampling options, seed, `n`, output schema, extras, backend kind and structured-output
 style; never the server's URL, which changes from run to run). The file holds the request and
-every outcome in arrival order, each tagged with its process: a reply (texts and token counts),
-or the error the attempt ended with (`unavailable`, `timeout`, `spent`: the client did not send
-because the turn's time was gone, `cancelled`: the strategy's own clock cut the attempt).
+every outcome in arrival order, each tagged with its process: a reply (texts, token counts and,
+where the server gave them, `finish_reasons`, the thinking `reasoning`, `reasoning_tokens`,
+`total_tokens`, `cached_tokens`, `usage_known: false`), or the error the attempt ended with, with
+its HTTP `status` (`unavailable` with the `retry_after_s` the provider asked for, `timeout`,
+`config` with the refused `param`, `filtered`, `spent`: the client did not send, or gave up
+before a wait that did not fit, because the turn's time was gone, `cancelled`: the strategy's own
+clock cut the attempt). `DIR/calls-<tag>.jsonl` holds one line per call (all its attempts; the
+call store's index: `agents/llm/calls.py`), failed calls included, by the ids moves report.
 `DIR/index.jsonl` lists each outcome once (`key`, position `i`, SHA-256 `sha` of the outcome), so
 `verify_recording` finds a damaged or missing file.
 
@@ -41,7 +46,15 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from agents.llm.base import BackendReply, BackendRequest, LLMTimeout, LLMUnavailable
+from agents.llm.base import (
+    BackendReply,
+    BackendRequest,
+    LLMConfigError,
+    LLMError,
+    LLMFiltered,
+    LLMTimeout,
+    LLMUnavailable,
+)
 
 RECORD_ENV = "SPIELBUS_LLM_RECORD"
 REPLAY_ENV = "SPIELBUS_LLM_REPLAY"
@@ -55,7 +68,7 @@ def _canonical(value: Any) -> bytes:
 
 
 def request_document(req: BackendRequest, backend: str, structured: str) -> dict[str, Any]:
-    return {
+    doc = {
         "backend": backend,
         "structured": structured,
         "model": req.model,
@@ -68,6 +81,14 @@ def request_document(req: BackendRequest, backend: str, structured: str) -> dict
         "schema": req.schema,
         "extra": req.extra,
     }
+    # Only when set, so that a request without them keeps the key it always had.
+    if req.token_param != "max_tokens":
+        doc["token_param"] = req.token_param
+    if req.reasoning_effort is not None:
+        doc["reasoning_effort"] = req.reasoning_effort
+    if req.think is not None:
+        doc["think"] = req.think
+    return doc
 
 
 def request_key(doc: dict[str, Any]) -> str:
@@ -75,11 +96,25 @@ def request_key(doc: dict[str, Any]) -> str:
 
 
 def response_document(reply: BackendReply) -> dict[str, Any]:
-    return {
+    doc: dict[str, Any] = {
         "texts": list(reply.texts),
         "prompt_tokens": reply.prompt_tokens,
         "completion_tokens": reply.completion_tokens,
     }
+    # The fields a reasoning model or a hosted provider adds: only when present, so a plain
+    # reply is stored as before.
+    if any(r is not None for r in reply.finish_reasons):
+        doc["finish_reasons"] = list(reply.finish_reasons)
+    if any(reply.reasoning):
+        doc["reasoning"] = list(reply.reasoning)
+    for name in ("reasoning_tokens", "total_tokens"):
+        if getattr(reply, name) is not None:
+            doc[name] = getattr(reply, name)
+    if reply.cached_tokens:
+        doc["cached_tokens"] = reply.cached_tokens
+    if not reply.usage_known:
+        doc["usage_known"] = False
+    return doc
 
 
 def response_sha(doc: dict[str, Any]) -> str:
@@ -90,7 +125,7 @@ class RecordingError(Exception):
     """A recording that cannot be replayed: the message names the first missing or damaged response."""
 
 
-OUTCOME_ERRORS = ("timeout", "unavailable", "spent", "cancelled")
+OUTCOME_ERRORS = ("timeout", "unavailable", "spent", "cancelled", "config", "filtered")
 
 
 class TimeSpent(LLMTimeout):
@@ -101,27 +136,69 @@ class Cancelled(LLMUnavailable):
     """The attempt was cancelled by the strategy's own clock (a replay waits for that clock again)."""
 
 
-def _reply(doc: Any) -> BackendReply | LLMUnavailable:
+def _count(doc: dict[str, Any], name: str) -> int | None:
+    value = doc.get(name)
+    if value is None:
+        return None
+    if type(value) is not int or value < 0:
+        raise ValueError(f"{name} is not a non-negative integer")
+    return value
+
+
+def _error(doc: dict[str, Any]) -> LLMError:
+    kind, message, status = doc.get("error"), doc.get("message"), doc.get("status")
+    if kind not in OUTCOME_ERRORS or not isinstance(message, str):
+        raise ValueError("not a recorded error")
+    if status is not None and type(status) is not int:
+        raise ValueError("status is not an integer")
+    if kind == "config":
+        param = doc.get("param")
+        return LLMConfigError(message, status=status, param=param if isinstance(param, str) else None)
+    if kind == "filtered":
+        return LLMFiltered(message, status=status)
+    wait = doc.get("retry_after_s")
+    if wait is not None and (type(wait) not in (int, float) or wait < 0 or wait != wait):
+        raise ValueError("retry_after_s is not a non-negative number")
+    errors: dict[str, type[LLMUnavailable]] = {
+        "unavailable": LLMUnavailable,
+        "timeout": LLMTimeout,
+        "spent": TimeSpent,
+        "cancelled": Cancelled,
+    }
+    return errors[str(kind)](message, status=status, retry_after_s=wait)
+
+
+def _reply(doc: Any) -> BackendReply | LLMError:
     """A stored outcome: the reply, or the error the attempt ended with. ValueError when it is neither."""
     if not isinstance(doc, dict) or not isinstance(doc.get("tag", ""), str):
         raise ValueError("not an object")
     if "error" in doc:
-        kind, message = doc.get("error"), doc.get("message")
-        if kind not in OUTCOME_ERRORS or not isinstance(message, str):
-            raise ValueError("not a recorded error")
-        errors = {
-            "unavailable": LLMUnavailable,
-            "timeout": LLMTimeout,
-            "spent": TimeSpent,
-            "cancelled": Cancelled,
-        }
-        return errors[kind](message)
-    texts, p, c = doc.get("texts"), doc.get("prompt_tokens"), doc.get("completion_tokens")
+        return _error(doc)
+    texts, p, c = doc.get("texts"), _count(doc, "prompt_tokens"), _count(doc, "completion_tokens")
     if not (isinstance(texts, list) and all(isinstance(t, str) for t in texts)):
         raise ValueError("texts is not a list of strings")
-    if type(p) is not int or type(c) is not int or p < 0 or c < 0:
+    if p is None or c is None:
         raise ValueError("token counts are not non-negative integers")
-    return BackendReply(texts=list(texts), prompt_tokens=p, completion_tokens=c)
+    reasons = doc.get("finish_reasons", [])
+    thinking = doc.get("reasoning", [])
+    if not (isinstance(reasons, list) and all(r is None or isinstance(r, str) for r in reasons)):
+        raise ValueError("finish_reasons is not a list of strings")
+    if not (isinstance(thinking, list) and all(isinstance(r, str) for r in thinking)):
+        raise ValueError("reasoning is not a list of strings")
+    known = doc.get("usage_known", True)
+    if type(known) is not bool:
+        raise ValueError("usage_known is not a boolean")
+    return BackendReply(
+        texts=list(texts),
+        prompt_tokens=p,
+        completion_tokens=c,
+        finish_reasons=tuple(reasons),
+        reasoning=tuple(thinking),
+        reasoning_tokens=_count(doc, "reasoning_tokens"),
+        total_tokens=_count(doc, "total_tokens"),
+        cached_tokens=_count(doc, "cached_tokens") or 0,
+        usage_known=known,
+    )
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -200,7 +277,7 @@ class Tape:
             return cls(os.environ[RECORD_ENV], replay=False, tag=tag)
         return None
 
-    def play(self, request: dict[str, Any]) -> BackendReply | LLMUnavailable:
+    def play(self, request: dict[str, Any]) -> BackendReply | LLMError:
         """The recorded outcome of the next identical attempt; LLMUnavailable (raised) when there is none."""
         key = request_key(request)
         try:
@@ -219,15 +296,34 @@ class Tape:
         self._seen[key] += 1
         return outcome
 
-    def record(self, request: dict[str, Any], outcome: BackendReply | LLMUnavailable) -> None:
+    def record(self, request: dict[str, Any], outcome: BackendReply | LLMError) -> None:
         if isinstance(outcome, BackendReply):
             doc = response_document(outcome)
         else:
-            kinds = ((TimeSpent, "spent"), (Cancelled, "cancelled"), (LLMTimeout, "timeout"))
+            kinds = (
+                (TimeSpent, "spent"),
+                (Cancelled, "cancelled"),
+                (LLMTimeout, "timeout"),
+                (LLMConfigError, "config"),
+                (LLMFiltered, "filtered"),
+            )
             kind = next((k for cls, k in kinds if isinstance(outcome, cls)), "unavailable")
             doc = {"error": kind, "message": str(outcome)}
+            if outcome.status is not None:
+                doc["status"] = outcome.status
+            if isinstance(outcome, LLMUnavailable) and outcome.retry_after_s is not None:
+                doc["retry_after_s"] = outcome.retry_after_s
+            if isinstance(outcome, LLMConfigError) and outcome.param is not None:
+                doc["param"] = outcome.param
         doc["tag"] = self.tag
         self._store(request, doc)
+
+    def record_call(self, call: dict[str, Any]) -> None:
+        """Append one call's account (agents/llm/calls.py) to `calls-<tag>.jsonl`: the call store's
+        index of calls, failed ones included, by the ids that decisions report."""
+        line = json.dumps(call, ensure_ascii=False) + "\n"
+        with open(self.folder / f"calls-{self.tag or 'agent'}.jsonl", "a", encoding="utf-8") as f:
+            f.write(line)
 
     def record_clock(self, match_id: str, turn: int, answers: list[bool]) -> None:
         """Keep what a decision's clock checks answered (`clock-<tag>.jsonl`, one line per decision)."""

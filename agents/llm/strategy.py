@@ -21,22 +21,38 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
-from agents.base import Decision, MatchContext, Strategy, StrategyOptions, decision_rng
-from agents.llm.base import LLMError, LLMTimeout
+from agents.base import Decision, MatchContext, ProviderFailure, Strategy, StrategyOptions, decision_rng
+from agents.llm.base import LLMError, LLMTimeout, LLMUnavailable
 from agents.llm.client import LLMClient
-from agents.llm.config import LLMConfig
+from agents.llm.config import LLMConfig, LLMOptions, Price
+from agents.llm.recording import TimeSpent
 from agents.llm.usage import UsageMeter, metered
 from bus.protocol import MoveStats, Turn
 
 
+def _llm_keys() -> str:
+    """The keys of `--llm` (an `[llm.NAME]` section), from the models themselves so the help stays true."""
+
+    def names(model: type[BaseModel]) -> str:
+        return ", ".join(model.model_fields)
+
+    top = [k for k in LLMConfig.model_fields if k not in ("options", "price")]
+    return (
+        f"The LLM endpoint (an [llm.NAME] section): {', '.join(top)}; "
+        f"options = {{{names(LLMOptions)}}}; price = {{{names(Price)}}} (docs/llm-providers.md)."
+    )
+
+
 class LLMStrategyOptions(StrategyOptions):
-    llm: LLMConfig = Field(default_factory=LLMConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig, description=_llm_keys())
     fallback: Literal["random", "clock"] = Field(
         default="random",
-        description="When the LLM fails (down, too slow, garbage after retries): play a random legal "
-        "move, or give no move and let the referee's clock / fault policy decide.",
+        description="When the model fails (no usable answer after retries, cut at the token limit, "
+        "filtered): play a random legal move, or give no move and let the referee's clock / fault "
+        "policy decide. A provider failure (down, rate-limited, hung) is not the model's: the move "
+        "carries it and the referee's [policy] provider decides.",
     )
     margin_ms: int = Field(default=500, ge=0, description="Answer this long before the deadline (plus 10%).")
 
@@ -77,6 +93,31 @@ class Budget:
             answer = self.remaining() <= reserve_s
         self.log.append(answer)
         return answer
+
+
+def provider_failed(reason: LLMError, meter: UsageMeter) -> bool:
+    """Whether a failed decision is the provider's: no call of it reached the model, and some
+    call failed for the provider's reasons (or the failure itself is one: a timeout, an outage).
+    Time spent before anything was sent is the agent's own (its fallback plays)."""
+    if meter.model_answered():
+        return False
+    if meter.outcomes.get("provider", 0):
+        return True
+    return isinstance(reason, LLMUnavailable) and not isinstance(reason, TimeSpent)
+
+
+def fallback_cause(reason: LLMError, meter: UsageMeter | None) -> str:
+    """Why the model's fallback played: `truncated` (cut at the token limit), `filtered` (content
+    filter), `config` (a request the endpoint refused), `time` (the turn's time ran out), else
+    `bad_output` (answers with no usable move). Unusable answers of which some were cut count as
+    `truncated`."""
+    if reason.outcome in ("truncated", "filtered", "config"):
+        return str(reason.outcome)
+    if meter is not None and meter.outcomes.get("truncated", 0) and not isinstance(reason, LLMUnavailable):
+        return "truncated"
+    if isinstance(reason, LLMUnavailable):
+        return "time"
+    return "bad_output"
 
 
 _DECISION_RNG: contextvars.ContextVar[random.Random | None] = contextvars.ContextVar(
@@ -151,11 +192,15 @@ class LLMStrategy(Strategy):
                 )
             except (LLMError, TimeoutError) as exc:
                 reason = exc if isinstance(exc, LLMError) else LLMTimeout("time budget spent while thinking")
-                decision = self.fall_back(turn, reason)
+                if provider_failed(reason, meter):
+                    ids = [c["id"] for c in meter.calls if c["outcome"] == "provider"]
+                    raise ProviderFailure(f"{type(reason).__name__}: {reason}"[:300], calls=ids) from exc
+                decision = self.fall_back(turn, reason, meter)
             finally:
                 if tape is not None and not tape.replay:
                     tape.record_clock(turn.match_id, turn.turn, budget.log)
         decision.usage = meter.usage()
+        decision.calls = list(meter.calls) or None
         if meter.llm_calls:
             # The LLM layer's own count, apart from `usage`: the referee charges the larger (budget.py).
             self._stat(decision, metered=meter.usage().model_dump())
@@ -167,13 +212,15 @@ class LLMStrategy(Strategy):
                 decision.stats.pruned_illegal = meter.bad_outputs
         return decision
 
-    def fall_back(self, turn: Turn, reason: LLMError) -> Decision:
+    def fall_back(self, turn: Turn, reason: LLMError, meter: UsageMeter | None = None) -> Decision:
+        """The model's own failure (the provider answered): a random legal move, or none. Counted
+        as `fallback` and, by cause, `fallback_<cause>` (`fallback_cause`)."""
         if self.opts.fallback == "clock":
             raise NoMove(f"no move: {reason}") from reason
         action = self.rng.choice(turn.legal_actions).id
         note = f"fallback random move: {type(reason).__name__}: {reason}"[:300]
         decision = Decision(action=action, note=note)
-        self._stat(decision, fallback=1)
+        self._stat(decision, fallback=1, **{f"fallback_{fallback_cause(reason, meter)}": 1})
         return decision
 
     @staticmethod

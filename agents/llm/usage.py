@@ -11,24 +11,46 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from bus.protocol import Usage
 
 
 @dataclass
 class UsageMeter:
+    """One decision's LLM use. `completion_tokens` is what is charged (thinking included, as
+    `max(completion, total - prompt)` when a server reports thinking outside it); `reasoning_tokens`
+    the part of it reported as thinking; `unknown_usage_calls` the replies without token counts
+    (their tokens are estimates, counted all the same). `calls`: one summary per LLM call
+    (`agents.llm.calls.CallRecord.summary`), answered or not, for `Decision.calls`."""
+
     llm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cache_hits: int = 0
     failures: int = 0  # failed requests (down, HTTP error, timeout)
     bad_outputs: int = 0  # answers a strategy could not use (counted by the strategy)
+    reasoning_tokens: int = 0
+    reasoning_reported: bool = False  # some reply reported reasoning tokens (else they are unknown)
+    unknown_usage_calls: int = 0
+    cost_usd: float = 0.0
+    priced: bool = False  # some call had a price (else cost_usd is unknown, not 0)
+    outcomes: dict[str, int] = field(default_factory=dict)  # calls by class (agents.llm.base.OUTCOMES)
+    calls: list[dict[str, Any]] = field(default_factory=list)
 
     def add_call(self, prompt_tokens: int, completion_tokens: int) -> None:
         self.llm_calls += 1
         self.prompt_tokens += prompt_tokens
         self.completion_tokens += completion_tokens
+
+    def add_outcome(self, outcome: str, summary: dict[str, Any]) -> None:
+        self.outcomes[outcome] = self.outcomes.get(outcome, 0) + 1
+        self.calls.append(summary)
+
+    def model_answered(self) -> bool:
+        """Some call of the decision reached the model (answered, truncated or filtered)."""
+        return any(self.outcomes.get(k, 0) for k in ("answered", "truncated", "filtered"))
 
     def usage(self) -> Usage:
         return Usage(
@@ -36,6 +58,10 @@ class UsageMeter:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             cache_hits=self.cache_hits,
+            # Absent (None), not 0, when nothing reported them: a plain model's usage keeps its bytes.
+            reasoning_tokens=self.reasoning_tokens if self.reasoning_reported else None,
+            cost_usd=self.cost_usd if self.priced else None,
+            unknown_usage_calls=self.unknown_usage_calls or None,
         )
 
 

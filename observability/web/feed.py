@@ -165,7 +165,7 @@ class _Tally:
 
     def __init__(self, tournament: str, cfg: RatingsConfig) -> None:
         self.tournament = tournament
-        self.standings = StandingsTable()
+        self.standings = StandingsTable(cfg.count_provider_faults)
         self.pairs = PairTally(cfg)
         self.matches = 0
         self.updated = 0.0
