@@ -11,7 +11,7 @@ section 2): Tables 2, 3 and 5, each cell one tournament through the real referee
 - Table 5: full chess games, each method as white against Stockfish skill levels 1 to 3 (100,000 nodes
   per move); score win 1, draw 0.5, loss 0.
 
-`paper` scale: 100 puzzles per depth 3 to 8 (the suite has 60 at depth 8), 20 samples at temperature
+`paper` scale: 100 puzzles per depth 3 to 8 (the suite's 100 of each depth), 20 samples at temperature
 0.7, MCTS 50 and 10,000, 20 Go games on 7x7 (komi 9: examples/minigo.toml says why), 20 chess games per
 level (the paper states no count; its scores are multiples of 1/40). Our copy of the paper lost the
 LLM-MCTS simulation counts, so `llm_mcts` runs 50 (the agent's default; docs/papers.md).
