@@ -11,7 +11,9 @@ its reading of a `table1` result are tested (docs/papers.md has the measured run
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -21,9 +23,19 @@ import pytest
 from rich.console import Console
 
 from agents.cwm.reference import reference_code
-from referee.config import ConfigError
+from agents.cwm.sandbox import SandboxUnavailable
+from bus.protocol import GameSpec, MatchRecord
+from referee.config import ConfigError, RatingsConfig
+from referee.ratings import elo
+from research.coach.table1 import elo_intervals
+from research.cwm import cli as cwm_cli
+from research.cwm.model_files import write_reference_dir
+from research.cwm.synthesize import Outcome, Task
+from research.cwm.synthesize import report as synthesis_report
+from research.cwm.trajectories import held_out_games
 from research.papers import coaching, cwm_paper
 from research.papers.cells import Cell
+from research.papers.cwm_models import NO_CODE, Models
 from research.papers.cwm_paper import TABLES, CwmReport, Sizes, calls_curves, extra
 from research.papers.llm_spec import llm_section, synthesis_llm
 from research.papers.numbers import paper_numbers
@@ -34,7 +46,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _args(**kw: Any) -> argparse.Namespace:
-    base = {"table": None, "llm": None, "llm_config": None, "model": "smollm2", "scale": "quick"}
+    base = {
+        "table": None,
+        "llm": None,
+        "llm_config": None,
+        "model": "smollm2",
+        "scale": "quick",
+        "cells": None,
+    }
     return argparse.Namespace(**{**base, "resume": False, "games": 1, **kw})
 
 
@@ -175,3 +194,122 @@ def test_coaching_cells_from_a_table1_result(tmp_path: Path) -> None:
     report = write_markdown(tmp_path, "coaching", list(cells.values()), numbers, "quick").read_text()
     assert "| 1549 ± 32 | 1502 of 12 matches in the run |" in report
     assert "1586 [1378, 1832]" in report  # Bradley-Terry with its interval
+
+
+def test_cwm_and_coaching_honour_cells(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--cells A,B` keeps only the named cells (before, `paper cwm` and `paper coaching` ran all)."""
+
+    def no_sandbox() -> None:
+        raise SandboxUnavailable("no sandbox in this test")
+
+    monkeypatch.setattr(cwm_paper, "check_available", no_sandbox)
+    wanted = "leduc_poker-test_transition,tic_tac_toe-vs-random"
+    (tmp_path / "cwm").mkdir()
+    (tmp_path / "coach").mkdir()
+    cells = asyncio.run(CwmReport(_args(cells=wanted), tmp_path / "cwm", Console(quiet=True)).run())
+    assert [c.name for c in cells] == wanted.split(",")
+    monkeypatch.setattr(coaching, "TRAIN_MODULES", ("no_such_module_for_this_test",))
+    cells = asyncio.run(coaching.run(_args(cells="base-elo"), tmp_path / "coach", Console(quiet=True)))
+    assert [c.name for c in cells] == ["base-elo"]
+    with pytest.raises(ConfigError, match="not cells of"):
+        asyncio.run(coaching.run(_args(cells="nope"), tmp_path / "coach", Console(quiet=True)))
+
+
+def test_table1_says_which_rows_are_hand_written_reference_models() -> None:
+    report = CwmReport(_args(), Path("unused"), Console(quiet=True))
+    assert report._title("leduc_poker-test_transition", reference=True).endswith(
+        "(hand-written reference model, not synthesized)"
+    )
+    assert "reference" not in report._title("leduc_poker-test_transition")
+
+
+def test_a_synthesis_that_wrote_no_code_scores_zero(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """0 of 41 train tests passed is accuracy 0, not "n/a"; `cwm eval` scores such a folder 0 on the
+    held-out tests instead of exiting 2; the paper report counts it as a model with accuracy 0."""
+    task = Task(game="tic_tac_toe", rules="", imperfect=False, closed_deck=False,
+                tests=[{"kind": "transition"}] * 41)  # fmt: skip
+    rep = synthesis_report(task, Outcome(code=None, run=None, llm_calls=3), {})
+    assert rep["train_transition_accuracy"] == 0.0 and rep["train_inference_accuracy"] is None
+    assert rep["train_tests_passed"] == 0 and rep["train_tests"] == 41
+    folder = tmp_path / "models" / "tic_tac_toe" / "synth-0"
+    write_reference_dir(folder, "tic_tac_toe")
+    (folder / "model.py").unlink()
+    # A report.json written before the fix: None, not 0.
+    (folder / "report.json").write_text(
+        json.dumps(
+            {"train_transition_accuracy": None, "train_tests": 41, "train_tests_passed": 0, "llm_calls": 3}
+        )
+    )
+    code = cwm_cli.main(["eval", str(folder), "--games", "2", "--transitions", "10", "--json"])
+    row = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and row["test_transition_accuracy"] == 0.0 and row["test_transitions"] > 0
+    assert row["failure"].startswith("no_code")
+    report = CwmReport(_args(), tmp_path, Console(quiet=True))
+    no_code = f"models/tic_tac_toe/synth-0{NO_CODE}"
+    assert asyncio.run(report._metric(no_code, "train_transition")) == (0.0, 41)
+    assert Models([no_code], False).playable == []
+
+
+def test_held_out_mcts_share_is_the_share_mcts_played() -> None:
+    """OpenSpiel's C++ MCTS cannot drive our Python games: their held-out players are all random, and
+    eval.json said `test_mcts_share: 0.5` for them."""
+    _, share = held_out_games("quadranto", 2, 0, 0.5)
+    assert share == 0.0
+    _, share = held_out_games("tic_tac_toe", 6, 0, 0.5, simulations=5)
+    assert 0.0 < share < 1.0
+
+
+def test_coaching_paper_scale_has_the_papers_sizes_and_can_show_its_spread() -> None:
+    """128 prompts (CFVFP nodes) a step for 50 steps, 6,400 nodes; and enough matches that the paper's
+    Elo (K = 0.2) can show its spread. With 10 matches per pairing and seat order (60 per agent) an
+    Elo moves 12 points at most; with the paper scale's count, agents of the paper's strengths
+    (coach 1549, CFVFP 1470) are rated by referee.ratings within the paper's +-32 of them."""
+    steps, prompts, group, per_order = coaching.SIZES["paper"]
+    assert (steps, prompts, steps * prompts, group) == (50, 128, 6400, 4)
+    true = {"coach_distilled": 1549.0, "cfvfp_distilled": 1470.0, "base": 1490.0, "cfvfp_table": 1491.0}
+    cfg = RatingsConfig.model_validate({"elo_k": "llm_coaching"})
+    game = GameSpec(name="tic_tac_toe")
+
+    def rated(per: int) -> dict[str, float]:
+        rng = random.Random(3)
+        records: list[MatchRecord] = []
+        names = list(true)
+        for i, a in enumerate(names):
+            for b in names[i + 1 :]:
+                for x, y in ((a, b), (b, a)):
+                    for _ in range(per):
+                        p = 1 / (1 + 10 ** (-(true[x] - true[y]) / 400))
+                        win = rng.random() < p
+                        records.append(
+                            MatchRecord(
+                                match_id=f"t-{len(records):06d}", tournament="t", game=game, seats=[x, y],
+                                seed=0, returns=[1.0, -1.0] if win else [-1.0, 1.0], outcome="decisive",
+                                ranks=[1, 2] if win else [2, 1],
+                            )
+                        )  # fmt: skip
+        return elo(records, cfg, names)
+
+    small = rated(10)
+    assert all(abs(r - 1500) <= 12 for r in small.values())
+    paper = rated(per_order)
+    assert abs(paper["coach_distilled"] - 1549) <= 32 and abs(paper["cfvfp_distilled"] - 1470) <= 31
+
+
+def test_coaching_elo_cells_carry_their_interval(tmp_path: Path) -> None:
+    run = tmp_path / "table1" / "runs" / "table1-x"
+    run.mkdir(parents=True)
+    ratings = [{"agent": "base", "elo": 1500.4, "elo_low": 1499.0, "elo_high": 1501.9, "bt": 1.0,
+                "bt_low": 0.0, "bt_high": 2.0}]  # fmt: skip
+    cells = coaching.cells_from({"run": str(run), "matches": 12, "ratings": ratings}, tmp_path, ["base-elo"])
+    assert (cells[0].low, cells[0].high) == (1499.0, 1501.9)
+    report = write_markdown(tmp_path, "coaching", cells, {}, "quick").read_text()
+    assert "1500 [1499, 1502] of 12 matches" in report
+    records = [
+        MatchRecord(match_id=f"t-{i}", tournament="t", game=GameSpec(name="tic_tac_toe"), seats=["a", "b"],
+                    seed=0, returns=[1.0, -1.0], outcome="decisive", ranks=[1, 2])
+        for i in range(20)
+    ]  # fmt: skip
+    low, high = elo_intervals(records, ["a", "b"], rounds=50)["a"]
+    assert 1500 < low <= high  # a won every match: its whole interval is above the start

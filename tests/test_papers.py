@@ -16,12 +16,16 @@ import pytest
 from rich.console import Console
 
 from agents.gnugo_agent import find_gnugo
-from bus.protocol import MatchRecord
-from research.papers import cli, llm_mcts, wordnt
-from research.papers.cells import Cell, score_of, wilson
+from bus.protocol import FaultRecord, GameSpec, MatchRecord, MoveRecord, MoveStats, Provenance, Usage
+from games.loader import initial_state, load_game
+from referee.config import TournamentConfig
+from research.papers import cli, coaching, llm_mcts, wordnt
+from research.papers.cells import Cell, played_title, score_of, share_cell, wilson
+from research.papers.decided import move_origin
 from research.papers.llm_spec import llm_section
 from research.papers.minimax_tot import config
 from research.papers.registry import PAPERS
+from research.papers.report import write_markdown
 from tests.llm_standins import OllamaStandIn
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,7 +82,8 @@ async def test_minimax_tot_quick_report_every_cell_has_a_run(tmp_path: Path) -> 
         assert c.score is not None and c.games == 2, c
         records = (out / c.run / "matches.jsonl").read_text().splitlines()
         assert len(records) == c.games  # the number comes from the run folder's matches
-        assert c.model == "smollm2" and c.policy == "random"
+        assert c.model == "smollm2" and c.policy == "forfeit"  # the paper's rule
+        assert {x.agent for x in c.seats} == {"minimax_tot", "tot"}  # both seats' shares
     # --resume kept the finished cells: still one run folder each.
     assert all(len(list((out / "runs" / c.name).iterdir())) == 1 for c in cells)
     report = (out / "report.md").read_text()
@@ -194,3 +199,110 @@ async def test_a_run_that_fails_to_start_is_a_cell_that_says_why(
     [cell] = await llm_mcts.run(args, tmp_path, Console())
     assert cell.score is None and "did not answer within 180s" in cell.why and "--resume" in cell.why
     assert json.loads((tmp_path / "cells.json").read_text())[0]["why"] == cell.why
+
+
+def test_minimax_tot_cells_play_by_the_papers_rule() -> None:
+    """ "A player who fails to respond or responds incorrectly loses": the `forfeit` policy and no
+    agent fallback, at both scales. Before, the `random` policy turned ToT's empty answer into a
+    random legal word and Minimax-ToT's failed LLM answers into its own random fallbacks."""
+    llm = llm_section(None, "smollm2")
+    for scale in ("quick", "paper"):
+        for cell in ("ghost", "word_chain"):
+            cfg = config(cell, scale, llm)
+            assert cfg.policy.kind == "forfeit", (scale, cell)
+            assert all(a.options["fallback"] == "clock" for a in cfg.agents.values()), (scale, cell)
+
+
+def _move(
+    turn: int, player: int, agent: str, *, forced: bool = False, calls: int = 0, **stats: int
+) -> MoveRecord:
+    return MoveRecord(
+        turn=turn, player=player, action=0, text="a", agent=agent, forced=forced,
+        usage=Usage(llm_calls=calls), stats=MoveStats(**stats) if stats else None,
+    )  # fmt: skip
+
+
+def test_every_seat_share_and_the_model_that_played_are_in_the_cell(tmp_path: Path) -> None:
+    """Each seat's turns not decided by its own method (its fallbacks, the referee's moves, failed
+    LLM calls inside a decision, answers refused) are in the cell and the report, and the title
+    names the model that played, not the paper's. Before, only the first agent's fallbacks were
+    reported, LLM-MCTS showed 0% with most of its inner calls failed, and an LLM-as-policy row
+    said Gemini 2.5 Pro whatever played."""
+    game = GameSpec(name="tic_tac_toe")
+    prov = [Provenance(agent="cwm", kind="cwm"), Provenance(agent="llm_policy", models=["openai:smollm2"])]
+    moves = [
+        _move(0, 0, "cwm", calls=0),
+        _move(1, 1, "llm_policy", fallback=1),
+        _move(2, 0, "cwm", llm_failures=3, calls=1),  # the method ran, some inner calls failed
+        _move(3, 1, "llm_policy", forced=True),  # the referee played it (random policy)
+        _move(4, 0, "cwm", calls=2, bad_outputs=1),  # an unusable answer is the model's own play
+    ]
+    faults = [
+        FaultRecord(turn=3, seat=1, agent="llm_policy", reason="illegal"),  # replaced by the forced move
+        FaultRecord(turn=5, seat=1, agent="llm_policy", reason="timeout"),  # no move: the match ended
+    ]
+    rec = MatchRecord(
+        match_id="m-1", tournament="t", game=game, seats=["cwm", "llm_policy"], seed=1, moves=moves,
+        faults=faults, returns=[1.0, -1.0], outcome="forfeit", provenance=prov,
+    )  # fmt: skip
+    assert [move_origin(m) for m in moves] == ["own", "fallback", "failed_calls", "forced", "own"]
+    cfg = TournamentConfig.model_validate(
+        {"name": "x", "games": [{"name": "tic_tac_toe"}], "agents": {"cwm": {"kind": "random"}}}
+    )
+    title = "Tic-tac-toe: CWM-MCTS against LLM-as-policy (Gemini 2.5 Pro), score share"
+    cell = share_cell("tic_tac_toe-vs-llm_policy", title, [rec], "runs/x", cfg, "cwm", "llm_policy", "m")
+    by = {s.agent: s for s in cell.seats}
+    assert (by["cwm"].turns, by["cwm"].failed_calls, by["cwm"].not_own, by["cwm"].bad_outputs) == (3, 1, 1, 1)
+    assert (by["cwm"].llm_calls, by["cwm"].llm_failures) == (3, 3)
+    pol = by["llm_policy"]
+    assert (pol.turns, pol.fallback, pol.forced, pol.no_move, pol.share) == (3, 1, 1, 1, 1.0)
+    assert pol.models == ["openai:smollm2"]
+    assert "Gemini" not in cell.title and "LLM-as-policy (openai:smollm2)" in cell.title
+    assert played_title("Ghost: Minimax-ToT against ToT", cell.seats).endswith(
+        "(llm_policy on openai:smollm2)"
+    )
+    text = write_markdown(tmp_path, "x", [cell], {}, "quick").read_text()
+    assert "llm_policy (openai:smollm2): 100% of 3 turns not its method's" in text
+    assert (
+        "cwm: 33% of 3 turns not its method's (1 with failed LLM calls inside); 3 of 6 LLM calls failed"
+        in text
+    )
+
+
+def test_go_cell_scores_every_game_one_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Table 3 cell's mean territory and black's wins come from one score (here Tromp-Taylor area
+    less the difference of stones placed, as if GNU Go were not installed), not the mean from one
+    scorer and the wins from the referee's record: those disagreed in 3 of 10 games."""
+    monkeypatch.setattr(llm_mcts, "gnugo_scores", lambda records: None)
+    spec = GameSpec(name="go", params={"board_size": 5, "komi": 0.5})
+    game = load_game(spec)
+    state = initial_state(game)
+    # Black places two stones, white one, then white and black pass: nobody's territory, so the
+    # territory difference is 0 and white wins by komi; Tromp-Taylor area (2 - 1) gives it black.
+    actions = [12, 0, 6, 25, 25]
+    moves = []
+    for i, a in enumerate(actions):
+        moves.append(MoveRecord(turn=i, player=i % 2, action=a, text=state.action_to_string(a)))
+        state.apply_action(a)
+    assert state.is_terminal() and state.returns()[0] > 0  # OpenSpiel's (the referee's) winner: black
+    rec = MatchRecord(
+        match_id="g-1", tournament="t", game=spec, seats=["llm_vote", "mcts1000"], seed=1, moves=moves,
+        returns=list(state.returns()), outcome="decisive",
+    )  # fmt: skip
+    assert llm_mcts.tromp_taylor_score(rec) == 1.0
+    cfg = llm_mcts.table3_config("llm_vote", llm_mcts.QUICK, llm_section(None, "smollm2"), 1)
+    cell = llm_mcts.go_cell("t3-llm_vote", "Go", [rec], "runs/x", cfg, "llm_vote", "smollm2")
+    assert cell.score == 0.0 and (cell.wins, cell.draws, cell.games) == (0, 0, 1)
+    assert "the referee's record, Tromp-Taylor area, says black won 1" in cell.note
+    assert "less the difference of stones placed" in cell.note
+
+
+def test_the_install_hint_keeps_its_brackets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Rich read `[train]` in `pip install -e '.[train]'` as markup and dropped it from the terminal."""
+    monkeypatch.setattr(coaching, "TRAIN_MODULES", ("no_such_module_for_this_test",))
+    monkeypatch.setenv("COLUMNS", "400")
+    assert cli.main(["coaching", "--out", str(tmp_path)]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    assert "pip install -e '.[train]'" in said

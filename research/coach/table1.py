@@ -7,7 +7,8 @@ server, and plays a round robin of four agents on the dataset's game: `base`, `c
 and `coach_distilled` (ordinary `llm_policy` agents, `mode = "distribution"`, each on its own
 server) and `cfvfp_table` (`policy_table` playing a CFVFP solution of the game, `solve`), the
 yardstick for payoffs. `spielbus run` plays it; its ratings are the paper's Elo (appendix B.2,
-Brownian win probability, K = 0.2) beside Bradley-Terry with bootstrap intervals.
+Brownian win probability, K = 0.2) with a 95% bootstrap interval over the matches, beside
+Bradley-Terry with its profile-likelihood interval.
 
 Printed and written to OUT/table1.json and OUT/table1.md: per agent Elo, Bradley-Terry (95%
 interval), the paper's Elo where it has one (Table 1: coach 1549 +- 32, CFVFP 1470 +- 31, its
@@ -29,6 +30,8 @@ small enough for `solve` (Leduc, Kuhn, a tiny-deck simplified Hold'em).
 from __future__ import annotations
 
 import json
+import math
+import random
 import subprocess
 import sys
 import time
@@ -40,6 +43,8 @@ import agents.policy_dataset as ds
 from agents.llm.server import EmbeddedServer, find_model
 from bus.protocol import MatchRecord
 from games.loader import load_game, parse_spec
+from referee.config import RatingsConfig
+from referee.ratings import elo
 from research.coach.coach import SERVER_TIMEOUT_S
 from research.coach.dominated import MARGIN, move_losses, table_values
 from research.coach.export import export
@@ -202,17 +207,23 @@ def _rate(s: dict[str, float], key: str, fmt: str) -> str:
     return "-" if v is None or v != v else format(v, fmt)
 
 
+def _elo_interval(r: dict[str, Any]) -> str:
+    return f" ({r['elo_low']:.0f}-{r['elo_high']:.0f})" if "elo_low" in r else ""
+
+
 def render(result: dict[str, Any]) -> str:
     rows = [
-        "| agent | Elo (ours) | Bradley-Terry (95% interval) | Elo (paper) | payoff vs cfvfp_table | "
-        "re-asked answers | renormalised | fallback moves | dominated moves | chips given up a move |",
+        "| agent | Elo (ours, 95% interval) | Bradley-Terry (95% interval) | Elo (paper) | "
+        "payoff vs cfvfp_table | re-asked answers | renormalised | fallback moves | dominated moves | "
+        "chips given up a move |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in result["ratings"]:
         s = result["stats"].get(r["agent"], {})
         pay = s.get("payoff_vs_cfvfp_table", float("nan"))
         rows.append(
-            f"| {r['agent']} | {r['elo']:.0f} | {r['bt']:.0f} ({r['bt_low']:.0f}-{r['bt_high']:.0f}) | "
+            f"| {r['agent']} | {r['elo']:.0f}{_elo_interval(r)} | "
+            f"{r['bt']:.0f} ({r['bt_low']:.0f}-{r['bt_high']:.0f}) | "
             f"{PAPER_ELO.get(r['agent'], '-')} | "
             + (f"{pay:+.3f} ({s.get('matches_vs_cfvfp_table', 0)})" if pay == pay else "-")
             + f" | {s.get('bad_output_rate', 0):.1%} | {s.get('renormalized_rate', 0):.1%} | "
@@ -239,7 +250,8 @@ def render(result: dict[str, Any]) -> str:
         f"Game: {result['game']}; {result['matches']} matches. Dominated: a move whose expected payoff "
         f"against the CFVFP table, at its information set, is more than {MARGIN} chips below the best "
         "legal action's; chips given up: that gap, averaged over the agent's moves "
-        f"(research/coach/dominated.py). {PAPER_NOTE}",
+        f"(research/coach/dominated.py). Elo intervals: {ELO_BOOTSTRAP} bootstrap resamples of the "
+        f"matches. {PAPER_NOTE}",
     ]
     return "\n".join(rows)
 
@@ -319,6 +331,29 @@ def table1(
     return summarise(data, out, new[-1], training, round(play_s, 1))
 
 
+ELO_BOOTSTRAP = 200  # resamples behind the Elo's 95% interval
+
+
+def elo_intervals(records: list[MatchRecord], agents: list[str], rounds: int = ELO_BOOTSTRAP,
+                  seed: int = 0) -> dict[str, tuple[float, float]]:  # fmt: skip
+    """Per agent the 95% percentile-bootstrap interval of its Elo (the paper's K = 0.2, appendix B.2):
+    the matches resampled with replacement, each resample rated in the schedule's order. The paper
+    prints its Elo with a +- (a 95% interval, its Fig. 3) without saying how it is computed."""
+    cfg = RatingsConfig.model_validate({"elo_k": "llm_coaching"})
+    rng = random.Random(seed)
+    draws: dict[str, list[float]] = {a: [] for a in agents}
+    for _ in range(rounds if records else 0):
+        sample = [records[rng.randrange(len(records))] for _ in records]
+        for agent, value in elo(sample, cfg, agents).items():
+            draws[agent].append(value)
+    out = {}
+    for agent, xs in draws.items():
+        if xs:
+            xs.sort()
+            out[agent] = (xs[int(0.025 * (len(xs) - 1))], xs[math.ceil(0.975 * (len(xs) - 1))])
+    return out
+
+
 def summarise(
     data: Path, out: Path, run_folder: Path, training: dict[str, Any], play_s: float | None
 ) -> dict[str, Any]:
@@ -331,6 +366,10 @@ def summarise(
         if line.strip()
     ]
     values = table_values(load_game(meta.game), read_table(out / "cfvfp-table.jsonl", meta.game))
+    intervals = elo_intervals(records, [r["agent"] for r in ratings])
+    for r in ratings:
+        if r["agent"] in intervals:
+            r["elo_low"], r["elo_high"] = intervals[r["agent"]]
     result = {
         "game": meta.game,
         "data": str(data),

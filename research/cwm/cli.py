@@ -348,8 +348,11 @@ def _eval(args: argparse.Namespace, console: Console) -> int:
     from agents.cwm.sandbox import SandboxUnavailable, check_available
     from research.cwm.eval import evaluate
 
+    folder = Path(args.dir)
+    # A synthesis that wrote no code leaves its folder without model.py: it is scored (0), not refused.
+    no_code = folder.is_dir() and not (folder / "model.py").exists() and (folder / "report.json").is_file()
     try:
-        meta = load_meta(Path(args.dir))
+        meta = load_meta(folder, need_model=not no_code)
     except ModelDirError as exc:
         _err(f"spielbus cwm: {exc}")
         return 2
@@ -361,6 +364,9 @@ def _eval(args: argparse.Namespace, console: Console) -> int:
         return 2
     if (args.online is None) != (args.agent is None):
         _err("spielbus cwm: --online RUN_DIR and --agent NAME go together")
+        return 2
+    if args.online is not None and no_code:
+        _err(f"spielbus cwm: {folder / 'model.py'}: missing (no code to replay online)")
         return 2
     if args.online is not None and not (Path(args.online) / "matches.jsonl").is_file():
         _err(
@@ -401,7 +407,8 @@ def _eval(args: argparse.Namespace, console: Console) -> int:
     console.print(table)
     console.print(
         f"held out: {row['test_transitions']} transitions from {row['test_games']} games "
-        f"(players MCTS with probability {row['test_mcts_share']:g}, else random), "
+        f"(MCTS on the true game played {row['test_mcts_share']:.0%} of the seats, asked for "
+        f"{row['test_mcts_share_asked']:g}; the others random), "
         f"{row['test_inference_cases']} inference cases"
         + (f"; failure: {row['failure']}" if row.get("failure") else ""),
         highlight=False,

@@ -5,6 +5,11 @@ with 50 simulations on the true game; each transition is a unit
 test run in the sandbox against DIR/model.py; for imperfect-information games also the
 inference tests of the same games (open or closed deck as synthesized). The train columns
 come from DIR/report.json.
+
+`test_mcts_share` is the share of held-out seats MCTS actually played (`test_mcts_share_asked` the
+probability asked for): 0 for our Python games (Quadranto, Hand of war...), which OpenSpiel's C++
+bots cannot drive, so their held-out players are all random. A synthesis that wrote no code
+(no model.py) scores 0 on every test it has (`failure` says so), not "n/a".
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any
 from agents.cwm.model_dir import load_report
 from games.loader import load_game
 from research.cwm import trajectories as T
-from research.cwm.candidate import run_candidate
+from research.cwm.candidate import Run, Verdict, run_candidate
 
 MAX_INFERENCE_CASES = 500
 
@@ -25,9 +30,10 @@ def evaluate(
     folder: Path, meta: dict[str, Any], *, games: int, transitions: int, seed: int, mcts_share: float = 0.5
 ) -> dict[str, Any]:
     report = load_report(folder)
-    code = (folder / "model.py").read_text()
+    model = folder / "model.py"
+    code = model.read_text() if model.is_file() else None
     game = load_game(meta["game"])
-    trajs = T.played_trajectories(meta["game"], games, seed, mcts_share)
+    trajs, share = T.held_out_games(meta["game"], games, seed, mcts_share)
     rng = random.Random(seed)
     trans = T.transition_tests(trajs, "heldout")
     if len(trans) > transitions:
@@ -45,13 +51,18 @@ def evaluate(
         for t in inf:
             t["initial_state"] = init
         tests += inf
-    run = run_candidate(
-        code,
-        tests,
-        imperfect=meta["imperfect"],
-        tests_timeout_s=600,
-        inference=meta.get("inference", "history"),
-    )
+    if code is None:  # nothing to run: every test fails
+        kinds = frozenset(t["kind"] for t in tests)
+        none = Verdict(total=len(tests), reason="no_code", detail="the synthesis wrote no model.py")
+        run = Run(none, [], kinds)
+    else:
+        run = run_candidate(
+            code,
+            tests,
+            imperfect=meta["imperfect"],
+            tests_timeout_s=600,
+            inference=meta.get("inference", "history"),
+        )
     return {
         "game": meta["game"],
         "deck": "closed" if meta["closed_deck"] else "open",
@@ -61,7 +72,8 @@ def evaluate(
         "test_inference_accuracy": run.accuracy("inference") if meta["imperfect"] else None,
         "llm_calls": report.get("llm_calls"),
         "test_games": games,
-        "test_mcts_share": mcts_share,
+        "test_mcts_share": share,
+        "test_mcts_share_asked": mcts_share,
         "test_transitions": 0 if meta["closed_deck"] else len(trans),
         "test_inference_cases": len(inf),
         "failure": run.verdict.summary() if run.verdict.reason else None,

@@ -241,6 +241,14 @@ def _no_code(total: int) -> Verdict:
     return Verdict(total=total, reason="no_code", detail="the reply holds no ```python code block")
 
 
+def _train_accuracy(task: Task, run: Run | None, kind: str) -> float | None:
+    """A kind's train accuracy; 0 when no candidate ran (the synthesis wrote no code) although the
+    task has tests of that kind, None when it has none."""
+    if run is not None:
+        return run.accuracy(kind)
+    return 0.0 if any(t.get("kind") == kind for t in task.tests) else None
+
+
 def report(task: Task, out: Outcome, extra: dict[str, Any]) -> dict[str, Any]:
     run = out.run
     return {
@@ -248,8 +256,8 @@ def report(task: Task, out: Outcome, extra: dict[str, Any]) -> dict[str, Any]:
         "deck": "closed" if task.closed_deck else "open",
         "refine": task.refine,
         "budget": task.budget,
-        "train_transition_accuracy": run.accuracy("transition") if run else None,
-        "train_inference_accuracy": run.accuracy("inference") if run else None,
+        "train_transition_accuracy": _train_accuracy(task, run, "transition"),
+        "train_inference_accuracy": _train_accuracy(task, run, "inference"),
         "train_tests_passed": run.verdict.passed if run else 0,
         "train_tests": len(task.tests),
         "llm_calls": out.llm_calls,

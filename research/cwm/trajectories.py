@@ -122,12 +122,22 @@ def played_trajectories(
 ) -> list[list[dict[str, Any]]]:
     """Held-out games as in the paper's section 5.1: each player of each game is MCTS on the
     true game with probability `mcts_share`, else random."""
+    return held_out_games(game_spec, count, seed, mcts_share, simulations)[0]
+
+
+def held_out_games(
+    game_spec: str | GameSpec, count: int, seed: int, mcts_share: float, simulations: int = 50
+) -> tuple[list[list[dict[str, Any]]], float]:
+    """`played_trajectories` and the share of seats MCTS actually played: 0 where OpenSpiel's C++
+    bots cannot drive the game (our Python games: Quadranto, Hand of war...), whatever was asked."""
     game = load_game(game_spec)
     rng = random.Random(seed)
     bot = _mcts_bot(game, simulations, seed) if mcts_share > 0 else None
     out = []
+    seats = smart_seats = 0
     for _ in range(count):
         smart = [bot is not None and rng.random() < mcts_share for _ in range(game.num_players())]
+        seats, smart_seats = seats + len(smart), smart_seats + sum(smart)
         state = game.new_initial_state()
         ids = []
         while not state.is_terminal():
@@ -141,7 +151,7 @@ def played_trajectories(
             ids.append(a)
             state.apply_action(a)
         out.append(replay_ids(game, ids))
-    return out
+    return out, smart_seats / seats if seats else 0.0
 
 
 def from_run_folder(folder: str | Path, game: str, limit: int) -> list[list[dict[str, Any]]]:

@@ -1,6 +1,9 @@
 """A report's cells: each one tournament run through `spielbus.run.run_tournament` (the real referee),
 its run folder kept under the report folder, its result in `cells.json` so that `--resume` skips it.
 
+Every played cell carries each seat's share of turns its own method did not decide
+(research/papers/decided.py) and a title that names the models that played, not the paper's.
+
 Limits: a cell's number is the first agent's score share (wins + draws / 2) with a 95% Wilson interval,
 or (unit "points") a mean with a normal-approximation 95% interval (none from fewer than 2 games);
 a cell that cannot be measured is stored with `why` and no number, never a guess.
@@ -20,6 +23,7 @@ from rich.console import Console
 from bus.protocol import MatchRecord
 from referee.config import ConfigError, TournamentConfig
 from referee.ratings import standings
+from research.papers.decided import SeatShare, seat_shares
 from research.papers.numbers import Unit
 from spielbus.run import RunOptions, run_tournament
 
@@ -45,6 +49,8 @@ class Cell(BaseModel):
     # Share of the agent's moves that were fallbacks for a failed LLM answer: a high share means the
     # number says little about the method.
     fallback_rate: float = Field(default=0.0, ge=0.0, le=1.0, allow_inf_nan=False)
+    # Every seat's turns by who decided them (its method, its fallback, the referee...), and its models.
+    seats: list[SeatShare] = Field(default_factory=list)
     why: str = ""  # why the cell has no number
     # What `score` is: a score `share` (wins + draws / 2, Wilson interval), an `accuracy` over `games`
     # test cases, a mean count of LLM `calls` over `games` syntheses, a mean `payoff`, an `elo` rating.
@@ -86,6 +92,33 @@ def score_of(records: list[MatchRecord], agent: str) -> tuple[int, int, int]:
         elif rec.returns[me] == other:
             draws += 1
     return games, wins, draws
+
+
+# The models the papers' own cell titles name; a title names the model that played instead.
+PAPER_MODELS = (
+    "Gemini 2.5 Pro",
+    "Llama-2-13B",
+    "Llama 2 13B",
+    "gpt-3.5-turbo-instruct",
+    "gpt-4",
+    "Qwen2.5-32B",
+)
+
+
+def played_title(title: str, seats: list[SeatShare]) -> str:
+    """`title` with the paper's model names replaced by the models that played (those of the seats'
+    provenance), or those models appended when the title names none."""
+    models = list(dict.fromkeys(m for s in seats for m in s.models))
+    if not models:
+        return title
+    played = ", ".join(models)
+    named = [m for m in PAPER_MODELS if m in title]
+    for m in named:
+        title = title.replace(m, played)
+    if named:
+        return title
+    who = "; ".join(f"{s.agent} on {', '.join(s.models)}" for s in seats if s.models)
+    return f"{title} ({who})"
 
 
 def read_cells(out: Path) -> dict[str, Cell]:
@@ -132,9 +165,10 @@ def share_cell(
     games, wins, draws = score_of(records, agent)
     low, high = wilson(wins + draws / 2, games)
     rates = {s.agent: s.fallback_rate for s in standings(records)}
+    seats = seat_shares(records)
     return Cell(
         name=name,
-        title=title,
+        title=played_title(title, seats),
         agent=agent,
         opponent=opponent,
         score=(wins + draws / 2) / games if games else None,
@@ -148,6 +182,7 @@ def share_cell(
         seed=config.seed,
         policy=config.policy.kind,
         fallback_rate=rates.get(agent, 0.0),
+        seats=seats,
         why="" if games else "no match finished (see the run folder's failures)",
     )
 

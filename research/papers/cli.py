@@ -20,7 +20,7 @@ from rich.table import Table
 from referee.config import ConfigError
 from research.papers.numbers import paper_numbers
 from research.papers.registry import PAPERS
-from research.papers.report import plot_win_rates, table_rows, write_markdown
+from research.papers.report import COLUMNS, plot_win_rates, table_rows, write_markdown
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -69,10 +69,10 @@ def main(argv: list[str] | None = None) -> int:
     extra = paper.extra(out, cells) if paper.extra else []
     path = write_markdown(out, args.name, cells, numbers, args.scale, extra)
     table = Table(title=f"{args.name} ({args.scale})")
-    for col in ("cell", "paper", "ours", "run folder"):
+    for col in COLUMNS:
         table.add_column(col)
     for row in table_rows(cells, numbers):
-        table.add_row(*row)
+        table.add_row(*(escape(x) for x in row))  # an agent's note or a title may hold [brackets]
     console.print(table)
     console.print(f"report: {path}")
     return 0

@@ -4,8 +4,11 @@ accuracy by `research.cwm.eval.evaluate` (kept as `eval.json` beside it, so `--r
 
 Synthesis runs `python -m research.cwm synthesize` (the `spielbus cwm synthesize` command, its log in
 `synth-K.log`) once per synthesis: it records its own trajectories through the referee and runs
-every candidate in the sandbox. Limits: syntheses run one after another (an LLM server answers one
-request at a time here); a failed synthesis is reported with the tail of its log, not retried.
+every candidate in the sandbox. A synthesis that ran but wrote no code (no candidate held a code
+block) stays among the game's folders: it scores 0 on every accuracy (research/cwm/eval.py), as
+one of the paper's 5 models would; only folders with code play.
+Limits: syntheses run one after another (an LLM server answers one request at a time here); a
+synthesis that failed to run is reported with the tail of its log, not retried.
 """
 
 from __future__ import annotations
@@ -38,11 +41,24 @@ class Synthesis:
 
 @dataclass(frozen=True)
 class Models:
-    """A game's model folders (relative to the report folder) or why there are none."""
+    """A game's model folders (relative to the report folder) or why there are none; `folders`
+    holds syntheses that wrote no code too (they score 0), `playable` only those with code."""
 
     folders: list[str]
     reference: bool
     why: str = ""
+
+    @property
+    def playable(self) -> list[str]:
+        return [f for f in self.folders if not f.endswith(NO_CODE)]
+
+
+NO_CODE = " (no code)"  # marks a folder whose synthesis wrote no model.py
+
+
+def folder_path(folder: str) -> str:
+    """A `Models.folders` entry without its no-code mark."""
+    return folder.removesuffix(NO_CODE)
 
 
 def has_reference(spec: str) -> bool:
@@ -94,19 +110,18 @@ async def model_folders(out: Path, key: str, spec: str, synthesis: Synthesis | N
     folders, problems = [], []
     for k in range(synthesis.syntheses):
         folder = base / f"synth-{k}"
-        if not (folder / "report.json").exists():
-            why = await _synthesize(spec, folder, k, synthesis)
+        why = "" if (folder / "report.json").exists() else await _synthesize(spec, folder, k, synthesis)
+        if (folder / "report.json").exists() and (folder / "meta.json").exists():
+            code = (folder / "model.py").exists()
+            folders.append(str(folder.relative_to(out)) + ("" if code else NO_CODE))
         else:
-            why = "" if (folder / "model.py").exists() else "no synthesized candidate held code"
-        if why:
-            problems.append(why)
-        else:
-            folders.append(str(folder.relative_to(out)))
+            problems.append(why or f"{folder.name}: no meta.json")
     return Models(folders, False, "; ".join(dict.fromkeys(problems)) if not folders else "")
 
 
 async def evaluation(out: Path, folder: str, games: int, transitions: int, seed: int) -> dict[str, Any]:
     """The held-out accuracy row of one model folder (`cwm eval`), cached in its eval.json."""
+    folder = folder_path(folder)
     path = out / folder / "eval.json"
     wanted = {"test_games": games, "seed": seed, "max_transitions": transitions}
     if path.exists():
@@ -115,7 +130,7 @@ async def evaluation(out: Path, folder: str, games: int, transitions: int, seed:
             return dict(row)
     from research.cwm.eval import evaluate
 
-    meta = load_meta(out / folder)
+    meta = load_meta(out / folder, need_model=(out / folder / "model.py").exists())
     row = await asyncio.to_thread(
         evaluate, out / folder, meta, games=games, transitions=transitions, seed=seed
     )
@@ -127,13 +142,14 @@ async def evaluation(out: Path, folder: str, games: int, transitions: int, seed:
 def report_of(out: Path, folder: str) -> dict[str, Any]:
     """A model folder's report.json (the synthesis: train accuracy, LLM calls, attempts)."""
     try:
-        return dict(json.loads((out / folder / "report.json").read_text()))
+        return dict(json.loads((out / folder_path(folder) / "report.json").read_text()))
     except (OSError, json.JSONDecodeError) as exc:
         raise ModelDirError(f"{folder}/report.json: {exc}") from exc
 
 
 def best_folder(out: Path, folders: list[str]) -> str:
-    """The folder that plays: most training tests passed, then fewest LLM calls (a reference: itself)."""
+    """The folder that plays, among those with code: most training tests passed, then fewest LLM
+    calls (a reference: itself)."""
 
     def key(folder: str) -> tuple[float, float]:
         rep = report_of(out, folder)

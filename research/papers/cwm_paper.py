@@ -19,6 +19,11 @@ the hand-written reference model where there is one, and every number that needs
 2 rollouts per leaf and evaluates on 20 held-out games; paper plays 100 per seat order with 1,000
 simulations and 10 rollouts and evaluates on 10,000 transitions of 100 games.
 
+Table 1 rows and Figure cells measured on a hand-written reference model say so in their title
+("hand-written reference model, not synthesized"): they check the evaluation and the agent, not a
+synthesis. A synthesis that wrote no code counts as a model with accuracy 0 in Table 1 (0 of its
+tests passed) and does not play. `--cells A,B` keeps only the named cells.
+
 Limits: the paper picks a random one of its 5 models per match; here the best one plays every match.
 The "online" accuracy columns are not summarised (the `cwm` agent's move stats carry them).
 """
@@ -45,6 +50,7 @@ from research.papers.cwm_models import (
     Synthesis,
     best_folder,
     evaluation,
+    folder_path,
     model_folders,
     report_of,
 )
@@ -96,6 +102,7 @@ SIZES = {
     "paper": Sizes(5, 500, 100, 1_000, 10, 60_000, 100, 10_000),
 }
 EVAL_SEED = 12345
+REFERENCE = "hand-written reference model, not synthesized"
 
 
 def _split(name: str) -> tuple[str, str]:
@@ -187,9 +194,12 @@ class CwmReport:
             self.models[key] = await model_folders(self.out, key, GAMES[key], self.synthesis)
         return self.models[key]
 
-    def _cell(self, name: str, **kw: Any) -> Cell:
+    def _title(self, name: str, reference: bool = False) -> str:
         title = self.numbers[name].title if name in self.numbers else name
-        return Cell(name=name, title=title, **kw)
+        return f"{title} ({REFERENCE})" if reference else title
+
+    def _cell(self, name: str, reference: bool = False, **kw: Any) -> Cell:
+        return Cell(name=name, title=self._title(name, reference), **kw)
 
     async def accuracy(self, name: str) -> Cell:
         """A Table 1 cell: the mean over the game's model folders (pooled tests for an interval)."""
@@ -201,7 +211,8 @@ class CwmReport:
             why = f"the reference model is hand-written, not synthesized; {NEEDS_CODE_MODEL}"
             return self._cell(name, why=why)
         model = "reference (hand-written)" if models.reference else self.llm["model"]
-        common = {
+        common: dict[str, Any] = {
+            "reference": models.reference,
             "run": f"models/{key}",
             "model": model,
             "seed": EVAL_SEED,
@@ -225,14 +236,17 @@ class CwmReport:
         )
 
     async def _metric(self, folder: str, metric: str) -> tuple[float | None, int]:
+        """(accuracy, tests) of one folder; a synthesis that wrote no code scores 0 on its tests (an
+        older report.json said None for it)."""
         if metric.startswith("train"):
             rep = report_of(self.out, folder)
-            return rep.get(f"{metric}_accuracy"), int(rep.get("train_tests") or 0)
+            acc, n = rep.get(f"{metric}_accuracy"), int(rep.get("train_tests") or 0)
+            if acc is None and folder != folder_path(folder) and n:
+                acc = 0.0
+            return acc, n
         row = await evaluation(
             self.out, folder, self.sizes.eval_games, self.sizes.eval_transitions, EVAL_SEED
         )
-        if row.get("failure"):
-            return 0.0, 1
         n = row["test_transitions"] if metric == "test_transition" else row["test_inference_cases"]
         return row.get(f"{metric}_accuracy"), int(n)
 
@@ -240,9 +254,10 @@ class CwmReport:
         """A Figure 2/3 cell: a tournament of cwm against the opponent."""
         key, opponent = _split(name)
         models = await self._models(key)
-        if not models.folders:
-            return self._cell(name, agent="cwm", opponent=opponent, why=models.why)
-        folder = best_folder(self.out, models.folders)
+        if not models.playable:
+            why = models.why or f"no synthesis of {key} wrote code ({', '.join(models.folders)})"
+            return self._cell(name, agent="cwm", opponent=opponent, why=why)
+        folder = best_folder(self.out, models.playable)
         cfg = play_config(
             key, str((self.out / folder).resolve()), opponent, self.sizes, self.llm, self.args.games
         )
@@ -252,7 +267,7 @@ class CwmReport:
         cell = await measure(
             self.out,
             name,
-            self._cell(name).title,
+            self._title(name, models.reference),
             cfg,
             "cwm",
             opponent,
@@ -265,7 +280,7 @@ class CwmReport:
 
     async def run(self, names: list[str] | None = None) -> list[Cell]:
         """The cells `names` (default: those of `args.table`), each measured once (kept on --resume)."""
-        names = names or cells_of("cwm", TABLES, self.args.table)
+        names = names or cells_of("cwm", TABLES, self.args.table, getattr(self.args, "cells", None))
         done = read_cells(self.out) if self.args.resume else {}
         try:
             check_available()

@@ -4,12 +4,14 @@ section 2): Tables 2, 3 and 5, each cell one tournament through the real referee
 - Table 2: mate-in-N puzzles (the shipped suite, games/chess/puzzles.py) solved within N moves, per
   depth and method, against Stockfish at full strength (spielbus/puzzles.py builds the tournament).
 - Table 3: MiniGo, each method as black against plain MCTS with 1,000 simulations as white; the mean
-  territory score (black's area minus white's, komi left out). Scored by GNU Go with dead stones removed
-  when `gnugo` is installed, else Tromp-Taylor area (games/go/score.py); the cell says which.
+  territory score (black's territory minus white's, komi left out), and black's wins by that same
+  score: territory is the area difference less the difference of stones placed, the area GNU Go's
+  with dead stones removed when `gnugo` is installed, else Tromp-Taylor's (games/go/score.py); the
+  cell says which, and what the referee's recorded winners (Tromp-Taylor area) were.
 - Table 5: full chess games, each method as white against Stockfish skill levels 1 to 3 (100,000 nodes
   per move); score win 1, draw 0.5, loss 0.
 
-`paper` scale: 100 puzzles per depth 3 to 8 (the suite has 60 at depth 8), 20 samples at temperature
+`paper` scale: 100 puzzles per depth 3 to 8 (the suite's 100 of each depth), 20 samples at temperature
 0.7, MCTS 50 and 10,000, 20 Go games on 7x7 (komi 9: examples/minigo.toml says why), 20 chess games per
 level (the paper states no count; its scores are multiples of 1/40). Our copy of the paper lost the
 LLM-MCTS simulation counts, so `llm_mcts` runs 50 (the agent's default; docs/papers.md).
@@ -208,36 +210,57 @@ def puzzle_cell(name: str, title: str, records: list[MatchRecord], run: str, cfg
     )
 
 
+def placed_difference(rec: MatchRecord, size: int) -> int:
+    """Stones black placed minus stones white placed (passes place none; black moves first)."""
+    return sum((1 if i % 2 == 0 else -1) for i, m in enumerate(rec.moves) if m.action != size * size)
+
+
 def go_cell(name: str, title: str, records: list[MatchRecord], run: str, cfg: TournamentConfig,
             method: str, model: str) -> Cell:  # fmt: skip
-    """The mean territory score of a Table 3 cell, from black's (the method's) side, komi left out."""
+    """The mean territory score of a Table 3 cell, from black's (the method's) side, komi left out,
+    and black's wins by the same score (komi added): every game scored one way. Territory
+    (Japanese counting: surrounded points plus prisoners) is the area difference less the
+    difference of stones placed, an identity of the two countings; the area comes from GNU Go with
+    dead stones removed when it is installed (a game it cannot score is left out, not scored
+    another way), else from Tromp-Taylor on the final position."""
     cell = share_cell(name, title, records, run, cfg, method, "mcts1000", model)
     scored = gnugo_scores(records)
-    dead = scored[0] if scored else {}
-    values = []
+    board = cfg.games[0].params
+    size, komi = int(board["board_size"]), float(board["komi"])
+    values, referee_wins, unscored = [], 0, 0
     for rec in records:
-        tt = tromp_taylor_score(rec)
-        value = dead.get(rec.match_id, tt) if scored else tt
-        if value is not None and rec.seats and rec.seats[0] == method:
-            values.append(value)
+        if not rec.seats or rec.seats[0] != method:
+            continue
+        area = scored[0].get(rec.match_id) if scored else tromp_taylor_score(rec)
+        if area is None:
+            unscored += 1
+            continue
+        values.append(area - placed_difference(rec, size))
+        referee_wins += len(rec.returns) == 2 and rec.returns[0] > rec.returns[1]
+    wins = sum(1 for v in values if v - komi > 0)
+    draws = sum(1 for v in values if v - komi == 0)
     low, high = mean_interval(values)
     how = (
-        "GNU Go's final_score with dead stones removed (Chinese rules, komi added back)"
+        "GNU Go's final_score with dead stones removed (its area, komi added back)"
         if scored
-        else "Tromp-Taylor area as the final position stands, dead stones counted: not the paper's territory "
-        "when dead stones are left on the board (GNU Go is not installed, so no dead-stone-aware score: "
-        "apt-get install gnugo)"
+        else "Tromp-Taylor area as the final position stands, dead stones counted as alive (GNU Go is "
+        "not installed, so no dead-stone-aware score: apt-get install gnugo)"
     )
-    board = cfg.games[0].params
+    left_out = f"; {unscored} game(s) GNU Go could not score left out" if unscored else ""
     return cell.model_copy(
         update={
             "unit": "points",
             "score": sum(values) / len(values) if values else None,
             "low": low,
             "high": high,
-            "note": f"Territory: black's area minus white's, komi left out, by {how}; "
-            f"{board['board_size']}x{board['board_size']} board, komi {board['komi']}; "
-            f"black won {cell.wins} of {cell.games} on the board with komi.",
+            "games": len(values),
+            "wins": wins,
+            "draws": draws,
+            "why": "" if values else f"no game could be scored{left_out}",
+            "note": f"Territory: black's territory minus white's (territory plus prisoners), komi left "
+            f"out, from {how}, less the difference of stones placed; {size}x{size} board, komi {komi:g}; "
+            f"by this score with komi black won {wins} and drew {draws} of {len(values)} (the referee's "
+            f"record, Tromp-Taylor area, says black won {referee_wins}){left_out}.",
         }
     )
 

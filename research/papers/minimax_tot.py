@@ -5,6 +5,12 @@ against ToT on Ghost and on Word chain, as tournament files built here.
 first and draws the first move at random), 52 Word chain games (26 first letters, both seat orders),
 D = 3, 3 rollouts per leaf, temperature 0.5, a 120 s clock. `quick` is minutes on the embedded model:
 2 Ghost games per seat order and 2 first letters at D = 2, 1 rollout, the example's 15 s clock.
+
+The paper's rule at both scales: "a player who fails to respond or responds incorrectly loses". So the
+referee's fault policy is `forfeit` (an illegal or empty answer, such as ToT's when it finds no
+plan, loses the game) and both agents run with `fallback = "clock"`: an LLM failure gives no move,
+which loses, rather than a random legal move that the cell would count as the method's play (with
+the `random` policy and the agents' random fallbacks, a first quick run compared two random players).
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ def _agents(scale: str) -> dict[str, Any]:
             "llm": "model",
             "options": {
                 "seed": 1,
+                "fallback": "clock",  # the paper: failing to respond loses
                 "depth": 3 if deep else 2,
                 "n": 3 if deep else 2,
                 "rollouts": 3 if deep else 1,
@@ -42,7 +49,13 @@ def _agents(scale: str) -> dict[str, Any]:
         "tot": {
             "kind": "tot",
             "llm": "model",
-            "options": {"seed": 2, "depth": 3, "n": 3 if deep else 2, "temperature": 0.5},
+            "options": {
+                "seed": 2,
+                "depth": 3,
+                "n": 3 if deep else 2,
+                "temperature": 0.5,
+                "fallback": "clock",  # the paper: failing to respond loses
+            },
         },
     }
 
@@ -74,8 +87,7 @@ def config(cell: str, scale: str, llm: dict[str, Any], games: int | None = None)
             "concurrency": 1,  # llama.cpp's server answers one request at a time
             "deadline_ms": 120_000 if scale == "paper" else 15_000,
             "seed": 11,
-            "policy": {"kind": "random"},  # a fault plays a random legal move (recorded)
-            "allow_fallbacks": True,  # a small model's failed answers are part of the result
+            "policy": {"kind": "forfeit"},  # the paper: failing to respond or responding incorrectly loses
             "games": specs,
             "llm": {"model": llm},
             "agents": _agents(scale),

@@ -4,6 +4,8 @@ its plot (win rates with 95% intervals, the paper's value marked), PNG and SVG b
 Limits: one bar chart per report, of the score-share cells; a cell without a number is listed with
 its reason, not plotted. Numbers print in their unit (research/papers/numbers.py): shares and
 accuracies as percentages, LLM calls and payoffs as numbers, Elo as a rating with the paper's +-.
+Every played cell's row also gives each seat's share of turns its own method did not decide
+(research/papers/decided.py): a number says little about a method whose turns were not its own.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from research.papers.cells import Cell
+from research.papers.decided import shares_text
 from research.papers.numbers import PaperNumber, Unit
 
 
@@ -52,12 +55,16 @@ def ours_text(c: Cell) -> str:
     return f"{fmt(c.score, c.unit)}{interval} of {c.games} {of}"
 
 
-def table_rows(cells: list[Cell], numbers: dict[str, PaperNumber]) -> list[tuple[str, str, str, str]]:
-    """(cell, paper, ours, source run) per cell; an unmeasured cell's `ours` is its reason."""
+COLUMNS = ("cell", "paper", "ours", "run folder", "turns not decided by each seat's own method")
+
+
+def table_rows(cells: list[Cell], numbers: dict[str, PaperNumber]) -> list[tuple[str, str, str, str, str]]:
+    """(cell, paper, ours, source run, seats' shares) per cell; an unmeasured cell's `ours` is its
+    reason."""
     rows = []
     for c in cells:
         paper = paper_text(numbers[c.name]) if c.name in numbers else "not reported"
-        rows.append((c.title, paper, ours_text(c), c.run or "-"))
+        rows.append((c.title, paper, ours_text(c), c.run or "-", shares_text(c.seats)))
     return rows
 
 
@@ -73,10 +80,10 @@ def write_markdown(
     lines = [
         f"# {paper}: the paper's numbers beside ours ({scale} scale)",
         "",
-        "| cell | paper | ours (95% interval) | run folder |",
-        "|---|---|---|---|",
+        "| cell | paper | ours (95% interval) | run folder | turns not decided by each seat's own method |",
+        "|---|---|---|---|---|",
     ]
-    lines += [f"| {a} | {b} | {c} | `{d}` |" for a, b, c, d in table_rows(cells, numbers)]
+    lines += [f"| {a} | {b} | {c} | `{d}` | {e} |" for a, b, c, d, e in table_rows(cells, numbers)]
     lines += ["", "## Sources and settings", ""]
     for c in cells:
         if c.name in numbers:
@@ -91,8 +98,7 @@ def write_markdown(
             )
             lines.append(
                 f"- {c.title}: ours is {c.agent} against {c.opponent}, {counted}; model `{c.model}`, "
-                f"tournament seed {c.seed}, fault policy `{c.policy}`; {_pct(c.fallback_rate)} of "
-                f"{c.agent}'s moves were fallbacks for a failed LLM answer."
+                f"tournament seed {c.seed}, fault policy `{c.policy}`; {shares_text(c.seats)}."
             )
     if any(c.score is not None and c.unit == "share" for c in cells) and (out / "win_rates.png").exists():
         lines += ["", "![win rates](win_rates.png)"]

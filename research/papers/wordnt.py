@@ -26,6 +26,7 @@ from bus.protocol import MatchRecord
 from referee.config import TournamentConfig
 from referee.ratings import standings
 from research.papers.cells import Cell, cells_of, play, read_cells, wilson, write_cells
+from research.papers.decided import seat_shares
 from research.papers.report import plot_win_rates
 
 PAPER = "wordnt"
@@ -103,6 +104,7 @@ def rounds_cell(name: str, records: list[MatchRecord], run: str, cfg: Tournament
         seed=cfg.seed,
         policy=cfg.policy.kind,
         fallback_rate=fallbacks.get("bot", 0.0),
+        seats=seat_shares(records),
         why="" if rounds else f"no match played to its end (see the run folder).{left_out}",
         note=f"Counted over rounds ({len(played)} match(es)); no edge is {1 - 1 / PLAYERS:.0%} not lost; "
         + (f"the opponents kept {opp:.0%} of theirs." if opp is not None else "no opponent rounds.")
