@@ -430,20 +430,18 @@ def _botcheck_login(args: argparse.Namespace) -> Login:
     """`bot-check --auth DIR`: the narrow `botcheck-NAME` user (never the referee's), with its inbox;
     `--login FILE` or the environment: the `SPIELBUS_BOTCHECK_*` login of a bot's one login file
     (its `NATS_URL` too, unless `--nats` names one); else the environment's NATS_USER."""
-    from bus.auth import BOTCHECK_ENV, login_for, read_login_file
+    from bus.auth import BOTCHECK_ENV, login_for
+    from referee.botcheck import login_from_file
 
     if args.auth:
         user = login_for(args.auth, "botcheck", agent=args.name, prefix=args.prefix)
         return {"user": user.user, "password": user.password, "inbox_prefix": user.inbox_prefix() or ""}
-    values = read_login_file(args.login) if args.login else dict(os.environ)
-    if args.login and not args.nats and values.get("NATS_URL"):
-        args.nats = values["NATS_URL"]
-    name, password, inbox = (values.get(k, "") for k in BOTCHECK_ENV)
-    if not name:
-        if args.login:
-            raise AuthError(f"{args.login} holds no bot-check login (SPIELBUS_BOTCHECK_USER=...)")
-        return {}
-    return {"user": name, "password": password, "inbox_prefix": inbox}
+    if args.login:
+        login, url = login_from_file(args.login)
+        args.nats = args.nats or url
+        return login
+    name, password, inbox = (os.environ.get(k, "") for k in BOTCHECK_ENV)
+    return {"user": name, "password": password, "inbox_prefix": inbox} if name else {}
 
 
 def _cmd_referee(args: argparse.Namespace) -> int:
@@ -574,38 +572,23 @@ def _cmd_protocol(args: argparse.Namespace) -> int:
 def _cmd_bot_check(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from bus.connect import connect, nats_url
-    from bus.subjects import Subjects, check_token
-    from games.loader import load_game
-    from referee.botcheck import DEFAULT_GAMES, BotChecker, BotCheckOptions, CheckResult
+    from bus.subjects import check_token
+    from referee.botcheck import CheckResult, check_bot, options_for
 
     console = Console()
     try:
         check_token(args.name, "agent name")
-        games = [g.strip() for g in args.games.split(",") if g.strip()] if args.games else list(DEFAULT_GAMES)
-        # A bot checked on its own games: the first also serves the single-turn and concurrent checks.
-        first = games[0] if args.games else None
-        opts = BotCheckOptions(
-            deadline_ms=args.deadline_ms,
-            games=games,
-            concurrency=args.concurrency,
-            turn_game=first,
-            concurrent_game=first or "tic_tac_toe",
-        )
-        for g in games:
-            load_game(g)  # an unknown game is a usage error, not a failed check
+        games = [g.strip() for g in args.games.split(",") if g.strip()] if args.games else None
+        opts = options_for(games, args.deadline_ms, args.concurrency)
         login = _botcheck_login(args)
-    except ValueError as exc:  # AuthError included
+    except ValueError as exc:  # AuthError and unknown games included
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
 
     async def main() -> list[CheckResult]:
-        nc = await connect(nats_url(args.nats), name=f"spielbus-bot-check-{args.name}", **login)
-        try:
-            with console.status(f"checking {args.name}..."):
-                return await BotChecker(nc, args.name, subjects=Subjects(args.prefix), options=opts).run()
-        finally:
-            await nc.drain()
+        with console.status(f"checking {args.name}..."):
+            report = await check_bot(args.name, args.nats, options=opts, prefix=args.prefix, login=login)
+        return report.results
 
     try:
         results = asyncio.run(main())
