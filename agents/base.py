@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from bus.protocol import MatchEnded, MatchStarted, MoveStats, Turn, Usage
+from bus.protocol import MatchEnded, MatchStarted, MoveStats, Turn, TurnBudget, Usage
 
 R = TypeVar("R")
 
@@ -52,12 +52,14 @@ class Decision:
 class DecisionLimit:
     """A decision's whole budget in one value (as python-chess's `Limit` is a move's): the turn's
     clock `clock_s` and `end`, the `time.monotonic()` instant by which `decide` must return (the
-    runtime's deadline; None outside the runtime). A strategy takes its thinking time from here,
+    runtime's deadline; None outside the runtime), and `llm`, the seat's LLM budget for this move
+    and what is left of the match's (None: the referee sent none). A strategy takes its time from here,
     never from the turn's `deadline_ms`: `share(f)` is its own fraction of the clock, `remaining()`
     what is left before `end`."""
 
     clock_s: float
     end: float | None = None
+    llm: TurnBudget | None = None
 
     def share(self, fraction: float) -> float:
         """`fraction` of the turn's clock, in seconds (a strategy's own thinking share)."""
@@ -83,8 +85,9 @@ class MatchContext:
     deadline: float | None = None
 
     def limit(self, turn: Turn) -> DecisionLimit:
-        """The limit of the decision on `turn`: its clock and the runtime's `deadline` for it."""
-        return DecisionLimit(turn.deadline_ms / 1000, self.deadline)
+        """The limit of the decision on `turn`: its clock, the runtime's `deadline` for it, and the
+        seat's LLM budget the turn carries."""
+        return DecisionLimit(turn.deadline_ms / 1000, self.deadline, turn.budget)
 
     def remaining(self, turn: Turn) -> float:
         """Seconds left to think on `turn`: until `deadline`, or the whole clock without one."""
