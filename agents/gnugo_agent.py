@@ -100,7 +100,7 @@ class GnuGoStrategy(Strategy):
         if turn.game.name != "go" or turn.state is None:
             raise ValueError(f"gnugo plays go only, not {turn.game.label()}")
         size, _ = go_setup(turn.game)
-        timeout_s = max(0.5, turn.deadline_ms / 1000 * 0.8)
+        timeout_s = max(0.5, ctx.limit(turn).share(0.8))
         async with self._lock:
             try:
                 answer = await asyncio.to_thread(

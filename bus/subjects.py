@@ -17,7 +17,7 @@ MATCH_EVENTS: tuple[str, ...] = get_args(MatchEventType)  # one list: the Litera
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 # Tokens become subjects, service names, file and folder names: keep them well under every limit
-# (a 5,000-character agent name used to hang the NATS connection).
+# (a 5,000-character agent name would hang the NATS connection).
 MAX_TOKEN = 128
 
 

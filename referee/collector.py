@@ -194,7 +194,7 @@ class _Listening:
         self.ended: JetStreamContext.PushSubscription | None = None
         self.others: list[Subscription] = []
         # Moves are progress too, but hearing every one costs this process and the server a message
-        # per move (issue 17's pipeline): `moved` is listened to only while the run has been quiet
+        # per move: `moved` is listened to only while the run has been quiet
         # for half its idle limit, until progress is heard (`heard` is set on one of our moves).
         self.probe: Subscription | None = None
         self.probe_from = 0.0

@@ -296,6 +296,7 @@ class MatchRunner:
             retry=retry,
             legal=legal,
             tensors=self.spec.seats[seat] in self._tensors,
+            budget=self.budget.turn_budget(self.spec.seats[seat]),
         )
         agent = self.spec.seats[seat]
         request = TurnRequest(

@@ -21,7 +21,7 @@ import time
 import pyspiel
 from pydantic_core import to_json
 
-from bus.protocol import PROTOCOL_VERSION, GameSpec, LegalAction, MatchSpec, Turn
+from bus.protocol import PROTOCOL_VERSION, GameSpec, LegalAction, MatchSpec, Turn, TurnBudget
 from games.view import GameFacts, SeatHistory, legal_actions, seat_tensors, seat_view
 
 
@@ -89,6 +89,7 @@ def build_turn(
     retry: str | None = None,
     legal: list[LegalAction] | None = None,
     tensors: bool = False,
+    budget: TurnBudget | None = None,
 ) -> Turn:
     """The turn for `seat`. Built unvalidated (`model_construct`): every field comes from the
     referee and the game, not from the wire; the one check a game's output needs, finite numbers
@@ -114,6 +115,7 @@ def build_turn(
         match_seed=frame.match_seed,
         information_state_tensor=info_tensor,
         observation_tensor=obs_tensor,
+        budget=budget,
         # Built right before it is sent: lets an agent count its deadline from the referee's clock.
         sent_at=time.time(),
     )
@@ -148,9 +150,11 @@ def encode_turn(
     retry: str | None = None,
     legal: list[LegalAction] | None = None,
     tensors: bool = False,
+    budget: TurnBudget | None = None,
 ) -> EncodedTurn:
     """`build_turn`'s turn as the bytes the referee sends (same arguments, same checks).
-    `tensors`: add the seat's OpenSpiel tensors (off by default: the turn's bytes are then unchanged)."""
+    `tensors`: add the seat's OpenSpiel tensors, `budget`: the seat's LLM budget (both absent by
+    default: the turn's bytes are then unchanged)."""
     facts = frame.facts_of(state)
     observation, observation_json, full = seat_view(state, seat, facts)
     legal = legal if legal is not None else legal_actions(state, seat)
@@ -183,6 +187,8 @@ def encode_turn(
             parts += (b',"information_state_tensor":', to_json(info_tensor))
         if obs_tensor is not None:
             parts += (b',"observation_tensor":', to_json(obs_tensor))
+    if budget is not None:
+        parts += (b',"budget":', to_json(budget, exclude_none=True))
     # Stamped right before it is sent: lets an agent count its deadline from the referee's clock.
     return EncodedTurn(frame.match_id, turn, b"".join(parts), time.time())
 

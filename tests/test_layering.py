@@ -133,7 +133,8 @@ def private_imports(path: Path, ours: set[str]) -> set[str]:
 
 def test_no_module_imports_a_private_name_from_another() -> None:
     """A leading underscore means "this module's own": another module that needs it needs a public
-    name (the ladder once imported the ratings' `_fit` and `_Pair`). Tests may reach inside."""
+    name (the ladder's matchmaking uses referee/bradley_terry.py's `fit`, not the ratings' `_fit`).
+    Tests may reach inside."""
     wrong = {
         f"{p.relative_to(ROOT)}: {sorted(names)}"
         for package in ALLOWED

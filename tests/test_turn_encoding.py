@@ -15,7 +15,7 @@ from typing import Any
 import pyspiel
 import pytest
 
-from bus.protocol import GameSpec, Turn
+from bus.protocol import BudgetLimits, GameSpec, Turn, TurnBudget
 from games.loader import initial_state, load_game, parse_spec
 from games.view import CHANCE, GameFacts, SeatHistory, action_text, legal_actions
 from referee.turns import TurnFrame, build_turn, encode_turn
@@ -47,7 +47,14 @@ def _bytes_of_both(
     frame = TurnFrame(
         "m-ü", spec, [f"s{i}" for i in range(facts.num_players)], 1234, facts=None if seat % 2 else facts
     )
-    kw: dict[str, Any] = dict(rules=rules, retry=retry, legal=legal_actions(state, seat), tensors=tensors)
+    # Every third turn carries an LLM budget (a cap and what is left; unset caps left out).
+    budget = TurnBudget(
+        per_move=BudgetLimits(llm_calls=8), left=BudgetLimits(tokens=turn_no * 100, llm_calls=0)
+    )
+    kw: dict[str, Any] = dict(
+        rules=rules, retry=retry, legal=legal_actions(state, seat), tensors=tensors,
+        budget=budget if turn_no % 3 == 0 else None,
+    )  # fmt: skip
     encoded = encode_turn(frame, state, seat, turn_no, hist, **kw)
     model = build_turn(frame, state, seat, turn_no, hist, **kw).model_copy(
         update={"sent_at": encoded.sent_at}
