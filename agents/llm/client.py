@@ -372,7 +372,8 @@ class LLMClient:
         call.waited_s += slot.waited_s
         try:
             reply = await self.backend.complete(req, max(0.01, timeout_s - slot.waited_s))
-            await slot.release(reply.prompt_tokens + reply.charged_completion())
+            counted = self._estimated(req, reply)  # a reply without usage still spends the endpoint's tokens
+            await slot.release(counted.prompt_tokens + counted.charged_completion())
         except LLMError as exc:
             await self._keep(req, exc)
             raise
