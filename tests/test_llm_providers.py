@@ -25,9 +25,10 @@ from agents.llm.calls import CallRecord
 from agents.llm.client import LLMClient
 from agents.llm.config import LLMConfig
 from agents.llm.reasoning import split_thinking
-from agents.llm.recording import Tape
+from agents.llm.recording import Tape, TimeSpent
 from agents.llm.retry import refused_param, retry_after, status_outcome
-from agents.llm.usage import metered
+from agents.llm.strategy import provider_failed
+from agents.llm.usage import UsageMeter, metered
 from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy
 from agents.metrics import AgentMetrics, install
 from bus.protocol import GameSpec, LLMCall, Turn
@@ -523,3 +524,22 @@ def test_refused_param_from_body_or_message() -> None:
 )
 def test_split_thinking(content: str, field: str | None, answer: str, thinking: str) -> None:
     assert split_thinking(content, field) == (answer, thinking)
+
+
+def test_which_failed_decisions_are_the_providers() -> None:
+    provider_call = CallRecord(id="p", outcome="provider", attempts=1).summary()
+    down = LLMUnavailable("down")
+    fresh = UsageMeter()
+    assert provider_failed(down, fresh)  # an outage before any call
+    assert not provider_failed(TimeSpent("no time"), UsageMeter())  # nothing sent: the agent's
+    assert not provider_failed(LLMTimeout("slow search"), UsageMeter(), own_clock=True)  # its own work
+    failed = UsageMeter()
+    failed.add_outcome("provider", provider_call)
+    assert provider_failed(LLMTimeout("cut"), failed, own_clock=True)  # cut while the provider hung
+    answered = UsageMeter()
+    answered.add_outcome("answered", {})
+    answered.add_outcome("provider", provider_call)
+    assert not provider_failed(down, answered)  # the model played part of it
+    cached = UsageMeter(cache_hits=1)
+    cached.add_outcome("provider", provider_call)
+    assert not provider_failed(down, cached)
