@@ -495,7 +495,7 @@ class LLMClient:
                 wait = self._retry_wait(call, exc, attempt)
                 if deadline is not None and not replay and time.monotonic() + wait + MIN_REQUEST_S > deadline:
                     spent = TimeSpent(
-                        f"{exc} (the provider's wait, {wait:.1f}s, does not fit the turn's time)",
+                        f"{exc} (a retry after {wait:.1f}s would not fit the turn's time)",
                         status=exc.status,
                     )
                     await self._keep(req, spent)
