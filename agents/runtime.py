@@ -71,6 +71,14 @@ log = logging.getLogger(__name__)
 TurnObserver = Callable[[Turn, Move | None, float], Awaitable[None] | None]
 
 _rules_cache: dict[str, str | None] = {}
+# This process's agent service's connection and prefix: what the LLM layer's shared provider
+# limits ask the bus's limiter service through (agents/llm/limits.py).
+_bus: tuple[NATS, str] | None = None
+
+
+def current_bus() -> tuple[NATS, str] | None:
+    """The bus connection and subject prefix of the agent service this process serves, if any."""
+    return _bus
 
 
 async def local_rules(turn: Turn) -> str | None:
@@ -183,7 +191,9 @@ class AgentService:
         return ctx
 
     async def start(self) -> None:
+        global _bus
         cls = type(self.strategy)
+        _bus = (self.nc, self.subjects.prefix)
         await self.strategy.start(self.name)
         self._service = await add_service(
             self.nc,

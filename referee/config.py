@@ -35,6 +35,9 @@ be serving on the bus under its name. LLM endpoints are named sections
     backend = "openai"            # or "ollama"
     base_url = "http://127.0.0.1:8080/v1"
     model = "smollm2"
+    max_in_flight = 4             # optional provider limits, shared by every agent naming this
+    requests_per_minute = 60      # endpoint across processes (agents/llm/limits.py): `spielbus run`
+    tokens_per_minute = 100000    # starts the limiter service on the bus
 
 that an agent names with `llm = "local"` (they become its `llm` option). An LLM
 agent whose endpoint has no `base_url` (and no OPENAI_BASE_URL / OLLAMA_HOST in

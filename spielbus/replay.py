@@ -7,8 +7,9 @@ named, exit 1), then runs the same schedule (same tournament id, match ids, seed
 a fresh embedded bus with every agent's LLM answering from the recording (no LLM server is
 started), into `RUN_DIR/replay/<tournament id>/`, and compares:
 
-- each record, hashed after dropping the wall-clock fields `started_at`, `ended_at` and every
-  `latency_ms` (moves and faults); the first match that differs is named with its first differing
+- each record, hashed after dropping the wall-clock fields `started_at`, `ended_at` (also of each
+  voided play), every `latency_ms` (moves and faults) and every LLM call's `waited_s` (it includes
+  the shared limiter's wait); the first match that differs is named with its first differing
   move (or field);
 - the standings and ratings computed from both record sets, in schedule order;
 - requests the recording does not hold (a changed prompt, a changed game): the first one is named.
@@ -69,6 +70,11 @@ def normalized(record: MatchRecord) -> dict[str, Any]:
         doc.pop(k, None)
     for item in (*doc.get("moves", []), *doc.get("faults", [])):
         item.pop("latency_ms", None)
+        # A call's wait includes the shared limiter's, measured on the clock (retry waits are replayed).
+        for call in item.get("calls") or []:
+            call.pop("waited_s", None)
+    for play in doc.get("voided") or []:
+        play.pop("ended_at", None)  # when a voided play ended: wall clock
     return doc
 
 

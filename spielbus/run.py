@@ -43,6 +43,7 @@ from rich.progress import (
 
 from agents.human.seat import tell_player
 from agents.llm.config import LLMConfig
+from agents.llm.limits import LimiterService, needs_limiter
 from agents.llm.preflight import preflight
 from agents.llm.recording import RECORD_ENV, REPLAY_ENV, TAG_ENV
 from bus.auth import config_path, login_for, user_env
@@ -314,6 +315,10 @@ class TournamentSession:
             n: self.config.agent_options(n) for n, a in self.config.agents.items() if not a.external
         }
         await self._start_llm_server(stack, agent_options)
+        if needs_limiter(self.config.llm):
+            # Provider limits shared by every agent naming an endpoint, across processes.
+            limiter = await LimiterService(nc, self.subjects.prefix).start()
+            stack.push_async_callback(limiter.stop)
         await self._preflight(agent_options)
         # Human seats (docs/human.md): the token only on this console, the bare address on the page.
         seats = plan_seats(self.config, agent_options)

@@ -24,8 +24,11 @@ from agents.llm.base import (
 from agents.llm.calls import CallRecord
 from agents.llm.client import LLMClient
 from agents.llm.config import LLMConfig
-from agents.llm.recording import Tape
-from agents.llm.usage import metered
+from agents.llm.reasoning import split_thinking
+from agents.llm.recording import Tape, TimeSpent
+from agents.llm.retry import refused_param, retry_after, status_outcome
+from agents.llm.strategy import provider_failed
+from agents.llm.usage import UsageMeter, metered
 from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy
 from agents.metrics import AgentMetrics, install
 from bus.protocol import GameSpec, LLMCall, Turn
@@ -473,3 +476,70 @@ async def test_ollama_thinking_and_errors() -> None:
     finally:
         await c.aclose()
         await s.stop()
+
+
+# --- the pieces: statuses, waits, thinking ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "outcome"),
+    [
+        (408, "", "provider"), (409, "", "provider"), (429, "", "provider"), (500, "", "provider"),
+        (502, HTML, "provider"), (503, "", "provider"), (529, "", "provider"), (400, "bad", "config"),
+        (401, "", "config"), (403, "", "config"), (404, "", "config"), (422, "", "config"),
+        (400, '{"error": {"code": "content_filter"}}', "filtered"),
+    ],
+)  # fmt: skip
+def test_status_classes(status: int, body: str, outcome: str) -> None:
+    assert status_outcome(status, body) == outcome
+
+
+def test_retry_after_forms() -> None:
+    assert retry_after({"retry-after": "7"}) == 7.0
+    assert retry_after({"retry-after-ms": "250", "retry-after": "7"}) == 0.25
+    assert retry_after({"retry-after": "soon"}) is None and retry_after({"retry-after": "-3"}) is None
+    assert retry_after({"retry-after": "nan"}) is None and retry_after(None) is None
+    later = retry_after({"retry-after": "Wed, 21 Oct 2099 07:28:00 GMT"})
+    assert later is not None and later > 1e9
+    assert retry_after({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}) == 0.0
+
+
+def test_refused_param_from_body_or_message() -> None:
+    assert refused_param('{"error": {"message": "no", "param": "top_p"}}') == "top_p"
+    assert refused_param("Unsupported value: 'temperature' does not support 0.0") == "temperature"
+    assert refused_param("Incorrect API key provided") is None
+
+
+@pytest.mark.parametrize(
+    ("content", "field", "answer", "thinking"),
+    [
+        ("b", None, "b", ""),
+        ("b", "why b", "b", "why b"),
+        ("<think>a?</think> b", None, "b", "a?"),
+        ("<THINKING>a?</THINKING>b", None, "b", "a?"),
+        ("<think>a, no, still", None, "", "a, no, still"),
+        ("a? no.</think>b", None, "b", "a? no."),
+        ("<think>x</think><think>y</think>b", "z", "b", "z\n\nx\n\ny"),
+    ],
+)
+def test_split_thinking(content: str, field: str | None, answer: str, thinking: str) -> None:
+    assert split_thinking(content, field) == (answer, thinking)
+
+
+def test_which_failed_decisions_are_the_providers() -> None:
+    provider_call = CallRecord(id="p", outcome="provider", attempts=1).summary()
+    down = LLMUnavailable("down")
+    fresh = UsageMeter()
+    assert provider_failed(down, fresh)  # an outage before any call
+    assert not provider_failed(TimeSpent("no time"), UsageMeter())  # nothing sent: the agent's
+    assert not provider_failed(LLMTimeout("slow search"), UsageMeter(), own_clock=True)  # its own work
+    failed = UsageMeter()
+    failed.add_outcome("provider", provider_call)
+    assert provider_failed(LLMTimeout("cut"), failed, own_clock=True)  # cut while the provider hung
+    answered = UsageMeter()
+    answered.add_outcome("answered", {})
+    answered.add_outcome("provider", provider_call)
+    assert not provider_failed(down, answered)  # the model played part of it
+    cached = UsageMeter(cache_hits=1)
+    cached.add_outcome("provider", provider_call)
+    assert not provider_failed(down, cached)

@@ -50,6 +50,7 @@ from agents.llm.cache import ResponseCache, SharedCallCancelled, request_key
 from agents.llm.calls import CallRecord, estimate_tokens
 from agents.llm.config import LLMConfig
 from agents.llm.hooks import record_llm_call, record_llm_cost
+from agents.llm.limits import ProviderLimits
 from agents.llm.recording import Cancelled, Tape, TimeSpent, request_document
 from agents.llm.recording import request_key as recorded_key
 from agents.llm.retry import backoff
@@ -220,8 +221,10 @@ class LLMClient:
     requests_sent: int = 0  # HTTP requests attempted
     replies: int = 0  # requests answered (each counted once in some decision's usage.llm_calls)
     _calls_of_key: Counter[str] = field(init=False, default_factory=Counter)
+    limits: ProviderLimits = field(init=False)
 
     def __post_init__(self) -> None:
+        self.limits = ProviderLimits(self.config)  # the endpoint's shared limits (agents/llm/limits.py)
         if self.backend is None:
             self.backend = make_backend(self.config)
         self.cache = ResponseCache(self.config.cache_size)
@@ -355,7 +358,7 @@ class LLMClient:
             doc = request_document(req, self.config.backend, self.config.structured)
             await asyncio.to_thread(self.tape.record, doc, outcome)
 
-    async def _attempt(self, req: BackendRequest, timeout_s: float) -> BackendReply:
+    async def _attempt(self, req: BackendRequest, timeout_s: float, call: CallRecord) -> BackendReply:
         """One attempt: the recorded outcome when replaying, else the server's (kept when recording)."""
         if self.tape is not None and self.tape.replay:
             outcome = self.tape.play(request_document(req, self.config.backend, self.config.structured))
@@ -365,14 +368,20 @@ class LLMClient:
                 raise outcome
             return outcome
         assert self.backend is not None
+        slot = await self.limits.acquire(req, timeout_s)  # waits within the turn's time, recorded
+        call.waited_s += slot.waited_s
         try:
-            reply = await self.backend.complete(req, timeout_s)
+            reply = await self.backend.complete(req, max(0.01, timeout_s - slot.waited_s))
+            counted = self._estimated(req, reply)  # a reply without usage still spends the endpoint's tokens
+            await slot.release(counted.prompt_tokens + counted.charged_completion())
         except LLMError as exc:
             await self._keep(req, exc)
             raise
         except asyncio.CancelledError:
             await asyncio.shield(self._keep(req, Cancelled("cancelled by the strategy's clock")))
             raise
+        finally:
+            await slot.release()
         await self._keep(req, reply)
         return reply
 
@@ -469,7 +478,7 @@ class LLMClient:
             call.attempts += 1
             t0 = time.monotonic()
             try:
-                reply = await self._attempt(req, timeout)
+                reply = await self._attempt(req, timeout, call)
             except TimeSpent as exc:
                 raise exc from last  # replayed: the original run refused to send here
             except LLMUnavailable as exc:
@@ -486,7 +495,7 @@ class LLMClient:
                 wait = self._retry_wait(call, exc, attempt)
                 if deadline is not None and not replay and time.monotonic() + wait + MIN_REQUEST_S > deadline:
                     spent = TimeSpent(
-                        f"{exc} (the provider's wait, {wait:.1f}s, does not fit the turn's time)",
+                        f"{exc} (a retry after {wait:.1f}s would not fit the turn's time)",
                         status=exc.status,
                     )
                     await self._keep(req, spent)

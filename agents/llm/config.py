@@ -122,6 +122,12 @@ class LLMConfig(BaseModel):
     )
     backoff_max_s: float = Field(default=8.0, gt=0, allow_inf_nan=False, description="Longest backoff wait.")
     price: Price | None = Field(default=None, description="Dollars per million tokens; None: cost unknown.")
+    # Shared by every agent of a run naming this endpoint, across processes (agents/llm/limits.py).
+    max_in_flight: int | None = Field(default=None, ge=1, description="Requests in flight at once, shared.")
+    requests_per_minute: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="Requests per minute, spaced evenly, shared."
+    )
+    tokens_per_minute: int | None = Field(default=None, ge=1, description="Tokens per minute, shared.")
     cache: bool = True
     cache_size: int = Field(default=20_000, ge=0)
 

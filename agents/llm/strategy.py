@@ -103,14 +103,18 @@ class Budget:
         return answer
 
 
-def provider_failed(reason: LLMError, meter: UsageMeter) -> bool:
-    """Whether a failed decision is the provider's: no call of it reached the model, and some
-    call failed for the provider's reasons (or the failure itself is one: a timeout, an outage).
-    Time spent before anything was sent is the agent's own (its fallback plays)."""
-    if meter.model_answered():
+def provider_failed(reason: LLMError, meter: UsageMeter, own_clock: bool = False) -> bool:
+    """Whether a failed decision is the provider's: no call of it reached the model (a cache hit
+    counts as reached), and some call failed for the provider's reasons (a call cut by the
+    decision's own clock while waiting for the provider counts), or the failure itself is one (an
+    outage) without any call. Time spent before anything was sent, or spent by the strategy's own
+    work (`own_clock` with no provider call), is the agent's own: its fallback plays."""
+    if meter.model_answered() or meter.cache_hits:
         return False
     if meter.outcomes.get("provider", 0):
         return True
+    if own_clock:
+        return False
     return isinstance(reason, LLMUnavailable) and not isinstance(reason, TimeSpent)
 
 
@@ -199,8 +203,9 @@ class LLMStrategy(Strategy):
                     self.think(turn, ctx, budget, meter), max(0.01, budget.hard - time.monotonic())
                 )
             except (LLMError, TimeoutError) as exc:
+                own_clock = not isinstance(exc, LLMError)
                 reason = exc if isinstance(exc, LLMError) else LLMTimeout("time budget spent while thinking")
-                if provider_failed(reason, meter):
+                if provider_failed(reason, meter, own_clock):
                     ids = [c["id"] for c in meter.calls if c["outcome"] == "provider"]
                     raise ProviderFailure(f"{type(reason).__name__}: {reason}"[:300], calls=ids) from exc
                 decision = self.fall_back(turn, reason, meter)

@@ -1,0 +1,136 @@
+"""Provider limits shared across processes (issue 38, point 4): `[llm.NAME]`'s `max_in_flight`,
+`requests_per_minute` and `tokens_per_minute` hold for every agent naming the endpoint, through the
+limiter service on the bus (agents/llm/limits.py); a turn's wait for a slot stays within its clock
+and is recorded in its call's `waited_s`.
+
+The figure of the issue against real processes: an OpenAI-compatible stand-in allowing one request
+every 3 s (faster ones get 429), two `spielbus agent llm_policy` processes naming it with
+`requests_per_minute = 20`, 4 turns in flight with 20 s deadlines: every turn is answered by the
+model, and the stand-in never had to refuse a request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from agents.llm.limits import Acquire, Limiter, LimiterService, Limits, Release
+from bus.process import stop_process
+from bus.protocol import Move, Turn
+from bus.subjects import Subjects
+from tests.helpers import spielbus_process, uid, until
+from tests.openai_standin import OpenAIStandIn
+
+
+def _ask(limits: Limits, tokens: int = 0, wait_s: float = 30.0) -> Acquire:
+    return Acquire(key="k", limits=limits, tokens=tokens, wait_s=wait_s, hold_s=60.0)
+
+
+async def test_max_in_flight_holds_a_waiter_until_a_release() -> None:
+    lim = Limiter()
+    first = await lim.acquire(_ask(Limits(max_in_flight=1)))
+    second = asyncio.create_task(lim.acquire(_ask(Limits(max_in_flight=1))))
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert first.granted and not second.done()
+    lim.release(Release(key="k", lease=first.lease))
+    got = await second
+    assert got.granted and got.lease != first.lease
+
+
+async def test_waiters_are_served_in_order_and_refused_when_their_time_runs_out() -> None:
+    lim = Limiter()
+    limits = Limits(requests_per_minute=60_000)  # one grant per millisecond
+    grants = await asyncio.gather(*(lim.acquire(_ask(limits)) for _ in range(5)))
+    assert [g.granted for g in grants] == [True] * 5
+    assert [int(g.lease) for g in grants] == sorted(int(g.lease) for g in grants)
+    slow = Limits(requests_per_minute=1)  # the next grant is a minute away
+    assert (await lim.acquire(Acquire(key="s", limits=slow, wait_s=5, hold_s=9))).granted
+    refused = await lim.acquire(Acquire(key="s", limits=slow, wait_s=0.05, hold_s=9))
+    assert not refused.granted and refused.lease == ""
+
+
+async def test_tokens_per_minute_charges_the_estimate_and_gives_back_what_was_not_used() -> None:
+    lim = Limiter()
+    limits = Limits(tokens_per_minute=100)
+    first = await lim.acquire(_ask(limits, tokens=80))
+    assert first.granted
+    assert not (await lim.acquire(_ask(limits, tokens=80, wait_s=0.01))).granted  # 20 left
+    lim.release(Release(key="k", lease=first.lease, tokens=80, used=10))  # 70 given back: 90
+    assert (await lim.acquire(_ask(limits, tokens=80, wait_s=0.01))).granted
+
+
+def _turn(name: str, i: int) -> Turn:
+    # Distinct prompts (each turn its own position), so no answer comes from a response cache.
+    legal = [{"id": c, "text": f"x({c // 3},{c % 3})"} for c in range(9) if c != i]
+    board = ["..."] * 3
+    row, col = divmod(i, 3)
+    board[row] = board[row][:col] + "o" + board[row][col + 1 :]
+    return Turn(
+        match_id=f"limits-{i}",
+        game={"name": "tic_tac_toe"},
+        seat=0,
+        seats=[name, "other"],
+        turn=1,
+        deadline_ms=20_000,
+        observation="\n".join(board),
+        legal_actions=legal,
+    )
+
+
+@pytest.mark.slow
+async def test_four_turns_in_flight_share_one_request_every_3_s(nats_url: str, nc) -> None:
+    api = OpenAIStandIn(min_interval_s=3.0)
+    url = await api.start()
+    prefix = uid("lim").replace("-", "_")
+    limiter = await LimiterService(nc, prefix).start()
+    llm = json.dumps({"base_url": url, "model": "standin", "requests_per_minute": 20, "cache": False})
+    names = [uid("llm-a"), uid("llm-b")]
+    procs = [
+        spielbus_process(
+            "agent",
+            "llm_policy",
+            "--name",
+            n,
+            "--nats",
+            nats_url,
+            "--prefix",
+            prefix,
+            "--llm",
+            llm,
+            "--seed",
+            "1",
+        )
+        for n in names
+    ]
+    try:
+
+        async def ready() -> bool:
+            try:
+                for n in names:
+                    await nc.request(f"$SRV.INFO.{n}", b"", timeout=0.5)
+            except Exception:
+                return False
+            return True
+
+        await until(ready, "both agent processes serve", timeout_s=120)
+        subjects = Subjects(prefix)
+        turns = [(names[i % 2], _turn(names[i % 2], i)) for i in range(4)]
+        replies = await asyncio.gather(
+            *(nc.request(subjects.turn(n), t.model_dump_json().encode(), timeout=25) for n, t in turns)
+        )
+    finally:
+        for p in procs:
+            stop_process(p)
+        await limiter.stop()
+        await api.stop()
+    moves = [Move.model_validate_json(r.data) for r in replies]
+    for move, (_, turn) in zip(moves, turns, strict=True):
+        assert move.failure is None and move.action in {a.id for a in turn.legal_actions}, move
+        assert not (move.stats and (move.stats.model_extra or {}).get("fallback")), move
+        assert move.calls and move.calls[0].outcome == "answered"
+    assert api.limited == 0, f"the stand-in refused {api.limited} requests: the limits were not shared"
+    assert api.answered == 4
+    # Waiting for a slot is recorded: three of the four turns waited for theirs.
+    assert sum(1 for m in moves if m.calls and m.calls[0].waited_s > 0) >= 3
