@@ -42,7 +42,9 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
+from agents.llm.config import LLMConfig
 from agents.llm.limits import LimiterService, needs_limiter
+from agents.llm.preflight import preflight
 from agents.llm.recording import RECORD_ENV, REPLAY_ENV, TAG_ENV
 from bus.auth import config_path, login_for, user_env
 from bus.connect import Login, connect
@@ -70,7 +72,7 @@ from referee.worker import DRAIN_GRACE_S, RefereeWorker
 from spielbus.bot_logins import announce_bots, default_auth_dir
 from spielbus.collect import read_records as read_stream_records
 from spielbus.launch import AgentProcess, RefereeProcess, stop_all, wait_for_agents
-from spielbus.llm_launch import LLMServerProcess, needs_embedded_llm
+from spielbus.llm_launch import LLM_KINDS, LLMServerProcess, needs_embedded_llm
 from spielbus.report import print_report, print_sprt
 from spielbus.seats import SeatPlan, plan_seats
 from spielbus.sprt_run import SprtCollect, sprt_status, sprt_summary
@@ -336,6 +338,7 @@ class TournamentSession:
             # Provider limits shared by every agent naming an endpoint, across processes.
             limiter = await LimiterService(nc, self.subjects.prefix).start()
             stack.push_async_callback(limiter.stop)
+        await self._preflight(agent_options)
         # Human seats (docs/human.md): the token only on this console, the bare address on the page.
         seats = plan_seats(self.config, agent_options)
         self._start_agents(agent_options, agent_env, seats)
@@ -426,6 +429,27 @@ class TournamentSession:
         )
         for n in users:
             agent_options[n]["llm"] = {**agent_options[n].get("llm", {}), "base_url": server.base_url}
+
+    async def _preflight(self, agent_options: dict[str, dict[str, Any]]) -> None:
+        """One real request per distinct LLM endpoint (agents/llm/preflight.py): a request the endpoint
+        refuses stops the run (exit 2) before any match; an endpoint that is down is a warning."""
+        if os.environ.get(REPLAY_ENV):
+            return
+        configs = {}
+        for n, o in agent_options.items():
+            if self.config.agents[n].kind in LLM_KINDS:
+                with contextlib.suppress(ValueError):
+                    configs[n] = LLMConfig.model_validate(o.get("llm") or {})
+        if not configs:
+            return
+        with self.console.status("Checking the LLM endpoints (one request each)..."):
+            problems = await preflight(configs)
+        for p in problems:
+            if not p.fatal:
+                self.console.print(f"[yellow]warning:[/yellow] {p}", highlight=False, soft_wrap=True)
+        fatal = [str(p) for p in problems if p.fatal]
+        if fatal:
+            raise ConfigError("\n".join(fatal))
 
     def _start_agents(
         self,

@@ -2,9 +2,15 @@
 
 `OllamaStandIn` is an HTTP server speaking Ollama's real chat API
 (`POST /api/chat`, `stream: false`, `format` as a JSON schema, token counts in
-`prompt_eval_count` / `eval_count`), built on aiohttp, to test the native
-`ollama` backend without Ollama. `ScriptedBackend` is a `Backend` that returns
-scripted texts, to feed strategies exactly the bad outputs a test needs.
+`prompt_eval_count` / `eval_count`, `message.thinking` and `done_reason`), built on aiohttp, to
+test the native `ollama` backend without Ollama. `OpenAIStandIn` is an HTTP server speaking the
+OpenAI chat-completions API (`POST /v1/chat/completions`) as hosted providers do, failures
+included: scripted `Scene`s answer with a completion (with `reasoning_content`, `<think>`,
+`finish_reason`, usage folded or not, or none), an HTTP error with its headers (`Retry-After`,
+`retry-after-ms`) and body (JSON or HTML), a raw 200 body (HTML, cut-off JSON), or a hang; it can
+refuse named parameters with a 400 as strict servers do, and rate-limit like a real limiter.
+`ScriptedBackend` is a `Backend` that returns scripted texts, to feed strategies exactly the bad
+outputs a test needs.
 """
 
 from __future__ import annotations
@@ -12,14 +18,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from agents.llm.base import BackendReply, BackendRequest, LLMTimeout, LLMUnavailable
 
+ROOT = Path(__file__).resolve().parents[1]
 Reply = str | Callable[[dict[str, Any]], str]
 
 
@@ -33,19 +43,58 @@ def _default_answer(body: dict[str, Any]) -> str:
     return "stand-in answer"
 
 
+class _Server:
+    """One aiohttp server on a free local port, serving one POST route."""
+
+    def __init__(self) -> None:
+        self._runner: web.AppRunner | None = None
+
+    async def start(self, path: str, handler: Any) -> str:
+        app = web.Application()
+        app.router.add_post(path, handler)
+        self._runner = web.AppRunner(app)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
+        return f"http://127.0.0.1:{self._runner.addresses[0][1]}"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+async def spielbus_run(cfg: Path, run_dir: Path, timeout_s: float = 600) -> tuple[int, str]:
+    """`spielbus run cfg` in a subprocess while this test's event loop serves its stand-ins: exit
+    code and output."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "spielbus.cli", "run", str(cfg), "--run-dir", str(run_dir),
+        "--quiet", "--metrics-port", "off", "--web-port", "off",
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    out, _ = await asyncio.wait_for(proc.communicate(), timeout_s)
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(errors="replace")
+
+
 class OllamaStandIn:
     """An Ollama-API stand-in. Script answers by appending to `replies` (str or fn(body) -> str);
-    set `status` to answer with an HTTP error, `delay_s` to answer slowly. `requests` records bodies."""
+    set `status` to answer with an HTTP error, `delay_s` to answer slowly. `requests` records bodies.
+    `thinking` (when the request sets `think`) is sent as `message.thinking`; `done_reason` is
+    sent as given; `statuses` (popped first) script HTTP errors one request at a time."""
 
     def __init__(self) -> None:
         self.replies: list[Reply] = []
+        self.statuses: list[int] = []
+        self.thinking: str | None = None
+        self.done_reason = "stop"
+        self.usage = True
         self.requests: list[dict[str, Any]] = []
         self.status = 200
         self.delay_s = 0.0
         self.answered = 0  # responses actually sent (a request still waiting out its delay is not)
         self._stopping = asyncio.Event()
         self.url = ""
-        self._runner: web.AppRunner | None = None
+        self._server = _Server()
 
     async def _chat(self, request: web.Request) -> web.Response:
         body = await request.json()
@@ -55,42 +104,37 @@ class OllamaStandIn:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.delay_s)
         self.answered += 1
-        if self.status != 200:
-            return web.json_response({"error": "stand-in failure"}, status=self.status)
+        status = self.statuses.pop(0) if self.statuses else self.status
+        if status != 200:
+            return web.json_response({"error": "stand-in failure"}, status=status)
         if body.get("stream", True):
             return web.json_response({"error": "the stand-in serves stream=false only"}, status=400)
         reply = self.replies.pop(0) if self.replies else _default_answer
         content = reply(body) if callable(reply) else reply
         prompt_tokens = sum(len(m.get("content", "").split()) for m in body.get("messages", []))
-        return web.json_response(
-            {
-                "model": body.get("model", ""),
-                "created_at": "2024-01-01T00:00:00Z",
-                "message": {"role": "assistant", "content": content},
-                "done": True,
-                "done_reason": "stop",
-                "total_duration": 1000,
-                "prompt_eval_count": prompt_tokens,
-                "eval_count": max(1, len(content.split())),
-            }
-        )
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if self.thinking is not None and body.get("think"):
+            message["thinking"] = self.thinking
+        doc: dict[str, Any] = {
+            "model": body.get("model", ""),
+            "created_at": "2024-01-01T00:00:00Z",
+            "message": message,
+            "done": True,
+            "done_reason": self.done_reason,
+            "total_duration": 1000,
+        }
+        if self.usage:
+            doc["prompt_eval_count"] = prompt_tokens
+            doc["eval_count"] = max(1, len(content.split()) + len((self.thinking or "").split()))
+        return web.json_response(doc)
 
     async def start(self) -> str:
-        app = web.Application()
-        app.router.add_post("/api/chat", self._chat)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = self._runner.addresses[0][1]
-        self.url = f"http://127.0.0.1:{port}"
+        self.url = await self._server.start("/api/chat", self._chat)
         return self.url
 
     async def stop(self) -> None:
         self._stopping.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        await self._server.stop()
 
 
 @dataclass
@@ -114,3 +158,131 @@ class ScriptedBackend:
 
     async def aclose(self) -> None:
         return None
+
+
+# --- the OpenAI-compatible stand-in ----------------------------------------------------------
+
+
+@dataclass
+class Scene:
+    """One scripted answer of `OpenAIStandIn`.
+
+    kind `answer`: a completion with `content` (None: the first enum value of the request's schema,
+    as JSON), `reasoning` in the message field `reasoning_field`, `finish_reason`, and usage:
+    `usage=False` sends none; `reasoning_tokens` are reported in `completion_tokens_details`
+    and counted in `completion_tokens` (`fold="in"`), or left out of it and only in `total_tokens`
+    (`fold="total"`); `choices=0` sends an empty `choices` list.
+    kind `status`: HTTP `status` with `body` (str: sent as is, with `content_type`) and `headers`.
+    kind `raw`: a 200 with `body` as is. kind `hang`: no answer until the stand-in stops.
+    """
+
+    kind: str = "answer"
+    content: str | None = None
+    reasoning: str | None = None
+    reasoning_field: str = "reasoning_content"
+    finish_reason: str = "stop"
+    usage: bool = True
+    reasoning_tokens: int | None = None
+    fold: str = "in"
+    choices: int = 1
+    status: int = 200
+    body: str = ""
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _schema_answer(body: dict[str, Any]) -> str:
+    fmt = body.get("response_format")
+    schema = fmt.get("schema") or fmt.get("json_schema", {}).get("schema") if isinstance(fmt, dict) else None
+    enum = schema.get("properties", {}).get("action", {}).get("enum") if isinstance(schema, dict) else None
+    return json.dumps({"action": enum[0]}) if enum else "stand-in answer"
+
+
+class OpenAIStandIn:
+    """An OpenAI-compatible chat-completions stand-in (see the module docstring).
+
+    `script`: scenes answered in order, then `default` (an answered scene). `refuse`: request
+    fields answered with a 400 naming them, as OpenAI does for a reasoning model's `temperature`
+    (`n` is refused with llama-server's message). `min_interval_s`: a limiter allowing one
+    request per interval, answering 429 with `Retry-After` (seconds, rounded up) to the others.
+    `requests` records each body, `times` each arrival (loop time)."""
+
+    def __init__(self) -> None:
+        self.script: list[Scene] = []
+        self.default = Scene()
+        self.refuse: set[str] = set()
+        self.min_interval_s = 0.0
+        self.requests: list[dict[str, Any]] = []
+        self.times: list[float] = []
+        self.url = ""
+        self._last_admitted: float | None = None
+        self._stopping = asyncio.Event()
+        self._server = _Server()
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        now = asyncio.get_running_loop().time()
+        self.requests.append(body)
+        self.times.append(now)
+        for name in sorted(self.refuse):
+            if name in body:
+                if name == "n":
+                    message = "Only one completion choice is allowed"
+                else:
+                    message = f"Unsupported parameter: '{name}' is not supported with this model."
+                error = {"message": message, "type": "invalid_request_error", "param": name, "code": None}
+                return web.json_response({"error": error}, status=400)
+        if self.min_interval_s:
+            if self._last_admitted is not None and now - self._last_admitted < self.min_interval_s:
+                wait = self.min_interval_s - (now - self._last_admitted)
+                headers = {"Retry-After": str(math.ceil(wait))}
+                return web.json_response({"error": {"message": "rate limited"}}, status=429, headers=headers)
+            self._last_admitted = now
+        scene = self.script.pop(0) if self.script else self.default
+        if scene.kind == "hang":
+            await self._stopping.wait()
+            return web.json_response({}, status=503)
+        if scene.kind == "status":
+            return web.Response(
+                status=scene.status, text=scene.body, content_type=scene.content_type, headers=scene.headers
+            )
+        if scene.kind == "raw":
+            return web.Response(status=200, text=scene.body, content_type=scene.content_type)
+        return web.json_response(self._completion(body, scene))
+
+    def _completion(self, body: dict[str, Any], scene: Scene) -> dict[str, Any]:
+        content = _schema_answer(body) if scene.content is None else scene.content
+        message: dict[str, Any] = {"role": "assistant", "content": content}
+        if scene.reasoning is not None:
+            message[scene.reasoning_field] = scene.reasoning
+        n = body.get("n", 1) if scene.choices == 1 else scene.choices
+        choices = [{"index": i, "message": message, "finish_reason": scene.finish_reason} for i in range(n)]
+        doc: dict[str, Any] = {
+            "id": "chatcmpl-standin",
+            "object": "chat.completion",
+            "created": 1700000000,
+            "model": body.get("model", ""),
+            "choices": choices,
+        }
+        if scene.usage:
+            prompt = sum(len(str(m.get("content", "")).split()) for m in body.get("messages", []))
+            answer = max(1, len(content.split())) * max(1, len(choices))
+            thought = scene.reasoning_tokens or 0
+            completion = answer + thought if scene.fold == "in" else answer
+            usage: dict[str, Any] = {
+                "prompt_tokens": prompt,
+                "completion_tokens": completion,
+                "total_tokens": prompt + answer + thought,
+            }
+            if scene.reasoning_tokens is not None and scene.fold == "in":
+                usage["completion_tokens_details"] = {"reasoning_tokens": scene.reasoning_tokens}
+            doc["usage"] = usage
+        return doc
+
+    async def start(self) -> str:
+        self.url = await self._server.start("/v1/chat/completions", self._chat) + "/v1"
+        return self.url
+
+    async def stop(self) -> None:
+        self._stopping.set()
+        await self._server.stop()

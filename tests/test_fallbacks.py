@@ -1,18 +1,18 @@
-"""An LLM agent whose server is unreachable must not pass for a working one: its moves are marked
-fallbacks, the standings say so, and `spielbus run` fails unless the tournament file allows it."""
+"""An LLM agent whose model never gives a usable answer must not pass for a working one: its moves
+are marked fallbacks, the standings say so, and `spielbus run` fails unless the tournament file
+allows it. (An unreachable server is the provider's failure, not the model's: `[policy] provider`.)
+The model is the OpenAI-compatible stand-in of tests/llm_standins.py, answering prose with no move."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from bus.process import free_port
 from bus.protocol import GameSpec, MatchRecord, MoveRecord, MoveStats
 from referee.ratings import standings
+from tests.llm_standins import OpenAIStandIn, Scene, spielbus_run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,8 +42,10 @@ def test_standings_count_fallback_moves() -> None:
     assert not row.mostly_fallbacks  # half is not most
 
 
-def _run(tmp_path: Path, allow: bool) -> tuple[int, str, dict]:
-    dead = free_port()  # nothing listens here: every LLM request fails at once
+async def _run(tmp_path: Path, allow: bool) -> tuple[int, str, dict]:
+    prose = OpenAIStandIn()  # every answer is prose naming no move: the model's bad output
+    prose.default = Scene(content="The centre is the best square.")
+    url = await prose.start()
     cfg = tmp_path / f"t-{allow}.toml"
     cfg.write_text(
         f'name = "fallbacks"\ngames_per_pairing = 1\nseed = 3\ndeadline_ms = 5000\n'
@@ -51,27 +53,26 @@ def _run(tmp_path: Path, allow: bool) -> tuple[int, str, dict]:
         '[[games]]\nname = "tic_tac_toe"\n'
         '[agents.rnd]\nkind = "random"\n'
         '[agents.llm]\nkind = "llm_policy"\n'
-        f'options = {{ llm = {{ base_url = "http://127.0.0.1:{dead}/v1", retries = 0, timeout_s = 2.0 }} }}\n'
+        f'options = {{ llm = {{ base_url = "{url}", cache = false, timeout_s = 2.0 }} }}\n'
     )
-    out = subprocess.run(
-        [sys.executable, "-m", "spielbus.cli", "run", str(cfg), "--run-dir", str(tmp_path / f"runs-{allow}"),
-         "--quiet", "--metrics-port", "off", "--web-port", "off"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+    try:
+        code, text = await spielbus_run(cfg, tmp_path / f"runs-{allow}")
+    finally:
+        await prose.stop()
     (summary,) = (tmp_path / f"runs-{allow}").glob("fallbacks-*/summary.json")
-    return out.returncode, out.stdout + out.stderr, json.loads(summary.read_text())
+    return code, text, json.loads(summary.read_text())
 
 
 @pytest.mark.slow
-def test_run_fails_when_most_moves_were_fallbacks(tmp_path: Path) -> None:
-    code, text, summary = _run(tmp_path, allow=False)
+async def test_run_fails_when_most_moves_were_fallbacks(tmp_path: Path) -> None:
+    code, text, summary = await _run(tmp_path, allow=False)
     assert code == 1, text[-3000:]
     assert summary["mostly_fallbacks"] == ["llm"]
     assert "were fallbacks" in text and "allow_fallbacks" in text
 
 
 @pytest.mark.slow
-def test_allow_fallbacks_accepts_them(tmp_path: Path) -> None:
-    code, text, summary = _run(tmp_path, allow=True)
+async def test_allow_fallbacks_accepts_them(tmp_path: Path) -> None:
+    code, text, summary = await _run(tmp_path, allow=True)
     assert code == 0, text[-3000:]
     assert summary["mostly_fallbacks"] == ["llm"]  # still reported, just not a failure

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agents.base import MatchContext
+from agents.base import MatchContext, ProviderFailure
 from agents.llm import LLMClient, LLMConfig
 from agents.llm.server import EmbeddedServer
 from agents.llm.strategy import NoMove
@@ -182,12 +182,14 @@ def test_parse_distribution() -> None:
     assert parse_distribution("no numbers") is None
 
 
-async def test_server_down_falls_back_in_time() -> None:
-    strat, _ = scripted(["!down", "!down", "!down", "!down"])
-    turn = ttt()
-    d = await strat.decide(turn, MatchContext("m"))
-    assert d.action in legal_ids(turn) and d.usage.llm_calls == 0
-    assert d.stats is not None and d.stats.model_dump()["llm_failures"] >= 1
+async def test_server_down_is_a_provider_failure_not_a_move() -> None:
+    # An outage is the provider's, never the model's play (issue 38): no random move, the failure.
+    strat, backend = scripted(["!down"] * 8)
+    strat.llm.config.backoff_s = 0.01
+    with pytest.raises(ProviderFailure) as err:
+        await strat.decide(ttt(), MatchContext("m"))
+    assert len(err.value.calls) == 1 and "server down" in err.value.cause
+    assert len(backend.requests) == strat.llm.config.retries + 1
 
 
 async def test_slow_server_never_passes_the_deadline() -> None:
@@ -200,9 +202,10 @@ async def test_slow_server_never_passes_the_deadline() -> None:
     options = LLMPolicyOptions(seed=1, margin_ms=200)
     strat = LLMPolicyStrategy(options, LLMClient(LLMConfig(), backend=Slow()))
     turn = ttt(deadline_ms=1000)
-    # The server never answers: any decision at all was made by the agent's own deadline.
-    d = await strat.decide(turn, MatchContext("m"))
-    assert d.action in legal_ids(turn) and d.note and "fallback" in d.note
+    # The server never answers: the decision ends by the agent's own deadline, as the provider's failure.
+    with pytest.raises(ProviderFailure) as err:
+        await asyncio.wait_for(strat.decide(turn, MatchContext("m")), 60)  # a hang guard only
+    assert err.value.calls
 
 
 class CountingBackend(ScriptedBackend):

@@ -10,7 +10,8 @@ truncated), `status` (the last HTTP status; 200 for an answer, None when no HTTP
 `finish_reason`, `attempts`, `waited_s` (time spent waiting between attempts), `prompt_tokens`,
 `completion_tokens` (as charged), `reasoning_tokens` (None: not reported), `tokens_estimated`
 (the reply carried no usage: the counts are estimates), `cost_usd` (None: no price table),
-`reasoning` (the thinking, at most `REASONING_CHARS`), `answer` (at most `ANSWER_CHARS`).
+`reasoning` (the thinking, at most `REASONING_CHARS`), `reasoning_chars` (the whole thinking's
+size), `answer` (at most `ANSWER_CHARS`). These are `bus.protocol.LLMCall`'s fields.
 
 Token estimates when a reply has no usage: `estimate_tokens`, about 4 characters per token
 (OpenAI's rule of thumb for English; a tokenizer would be exact but is not a dependency), at least
@@ -65,6 +66,7 @@ class CallRecord:
             "tokens_estimated": self.tokens_estimated,
             "cost_usd": self.cost_usd,
             "reasoning": self.reasoning[:REASONING_CHARS],
+            "reasoning_chars": len(self.reasoning),
             "answer": self.answer[:ANSWER_CHARS],
         }
 

@@ -220,8 +220,6 @@ class LLMClient:
     tape: Tape | None = field(init=False, default=None)
     requests_sent: int = 0  # HTTP requests attempted
     replies: int = 0  # requests answered (each counted once in some decision's usage.llm_calls)
-    # Jitter of the backoff waits (which waits are taken is recorded, so a replay needs no seed).
-    _jitter: random.Random = field(init=False, default_factory=random.Random)
     _calls_of_key: Counter[str] = field(init=False, default_factory=Counter)
     limits: ProviderLimits = field(init=False)
 
@@ -433,10 +431,12 @@ class LLMClient:
         if self.tape is not None and not self.tape.replay:
             self.tape.record_call(call.document())
 
-    def _retry_wait(self, exc: LLMUnavailable, retry: int) -> float:
+    def _retry_wait(self, call: CallRecord, exc: LLMUnavailable, retry: int) -> float:
         if exc.retry_after_s is not None:
             return exc.retry_after_s
-        return backoff(retry, self.config.backoff_s, self.config.backoff_max_s, self._jitter)
+        # Jitter drawn from the call's id: the agents that failed together differ, a replay waits the same.
+        jitter = random.Random(f"{call.id}/{retry}")
+        return backoff(retry, self.config.backoff_s, self.config.backoff_max_s, jitter)
 
     async def _call_with_retries(
         self, req: BackendRequest, deadline: float | None, meter: UsageMeter | None
@@ -491,7 +491,7 @@ class LLMClient:
                     meter.failures += 1
                 if attempt == self.config.retries:
                     break
-                wait = self._retry_wait(exc, attempt)
+                wait = self._retry_wait(call, exc, attempt)
                 if deadline is not None and not replay and time.monotonic() + wait + MIN_REQUEST_S > deadline:
                     spent = TimeSpent(
                         f"{exc} (the provider's wait, {wait:.1f}s, does not fit the turn's time)",
@@ -517,7 +517,9 @@ class LLMClient:
             self.replies += 1
             if meter is not None:
                 meter.add_call(reply.prompt_tokens, reply.charged_completion())
-                meter.reasoning_tokens += reply.reasoning_tokens or 0
+                if reply.reasoning_tokens is not None:
+                    meter.reasoning_tokens += reply.reasoning_tokens
+                    meter.reasoning_reported = True
                 meter.unknown_usage_calls += 0 if reply.usage_known else 1
             if call.outcome == "filtered":
                 raise LLMFiltered("the provider's content filter withheld the answer", status=200)

@@ -5,9 +5,14 @@ starts, with `SPIELBUS_LLM_TAG=<agent>-<replica>`): each attempt's outcome is ap
 `DIR/<key>.json`, where `key` is the SHA-256 of the request as the backend receives it (model,
 messages, sampling options, seed, `n`, output schema, extras, backend kind and structured-output
 style; never the server's URL, which changes from run to run). The file holds the request and
-every outcome in arrival order, each tagged with its process: a reply (texts and token counts),
-or the error the attempt ended with (`unavailable`, `timeout`, `spent`: the client did not send
-because the turn's time was gone, `cancelled`: the strategy's own clock cut the attempt).
+every outcome in arrival order, each tagged with its process: a reply (texts, token counts and,
+where the server gave them, `finish_reasons`, the thinking `reasoning`, `reasoning_tokens`,
+`total_tokens`, `cached_tokens`, `usage_known: false`), or the error the attempt ended with, with
+its HTTP `status` (`unavailable` with the `retry_after_s` the provider asked for, `timeout`,
+`config` with the refused `param`, `filtered`, `spent`: the client did not send, or gave up
+before a wait that did not fit, because the turn's time was gone, `cancelled`: the strategy's own
+clock cut the attempt). `DIR/calls-<tag>.jsonl` holds one line per call (all its attempts; the
+call store's index: `agents/llm/calls.py`), failed calls included, by the ids moves report.
 `DIR/index.jsonl` lists each outcome once (`key`, position `i`, SHA-256 `sha` of the outcome), so
 `verify_recording` finds a damaged or missing file.
 

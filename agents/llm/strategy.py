@@ -21,23 +21,38 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from agents.base import Decision, MatchContext, ProviderFailure, Strategy, StrategyOptions, decision_rng
 from agents.llm.base import LLMError, LLMTimeout, LLMUnavailable
 from agents.llm.client import LLMClient
-from agents.llm.config import LLMConfig
+from agents.llm.config import LLMConfig, LLMOptions, Price
 from agents.llm.recording import TimeSpent
 from agents.llm.usage import UsageMeter, metered
 from bus.protocol import MoveStats, Turn
 
 
+def _llm_keys() -> str:
+    """The keys of `--llm` (an `[llm.NAME]` section), from the models themselves so the help stays true."""
+
+    def names(model: type[BaseModel]) -> str:
+        return ", ".join(model.model_fields)
+
+    top = [k for k in LLMConfig.model_fields if k not in ("options", "price")]
+    return (
+        f"The LLM endpoint (an [llm.NAME] section): {', '.join(top)}; "
+        f"options = {{{names(LLMOptions)}}}; price = {{{names(Price)}}} (docs/llm-providers.md)."
+    )
+
+
 class LLMStrategyOptions(StrategyOptions):
-    llm: LLMConfig = Field(default_factory=LLMConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig, description=_llm_keys())
     fallback: Literal["random", "clock"] = Field(
         default="random",
-        description="When the LLM fails (down, too slow, garbage after retries): play a random legal "
-        "move, or give no move and let the referee's clock / fault policy decide.",
+        description="When the model fails (no usable answer after retries, cut at the token limit, "
+        "filtered): play a random legal move, or give no move and let the referee's clock / fault "
+        "policy decide. A provider failure (down, rate-limited, hung) is not the model's: the move "
+        "carries it and the referee's [policy] provider decides.",
     )
     margin_ms: int = Field(default=500, ge=0, description="Answer this long before the deadline (plus 10%).")
 

@@ -32,6 +32,7 @@ class UsageMeter:
     failures: int = 0  # failed requests (down, HTTP error, timeout)
     bad_outputs: int = 0  # answers a strategy could not use (counted by the strategy)
     reasoning_tokens: int = 0
+    reasoning_reported: bool = False  # some reply reported reasoning tokens (else they are unknown)
     unknown_usage_calls: int = 0
     cost_usd: float = 0.0
     priced: bool = False  # some call had a price (else cost_usd is unknown, not 0)
@@ -57,6 +58,10 @@ class UsageMeter:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             cache_hits=self.cache_hits,
+            # Absent (None), not 0, when nothing reported them: a plain model's usage keeps its bytes.
+            reasoning_tokens=self.reasoning_tokens if self.reasoning_reported else None,
+            cost_usd=self.cost_usd if self.priced else None,
+            unknown_usage_calls=self.unknown_usage_calls or None,
         )
 
 
