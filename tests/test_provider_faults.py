@@ -43,6 +43,7 @@ from referee.budget import BudgetMeter
 from referee.config import RatingsConfig
 from referee.faults import decide
 from referee.ratings import ratings, standings
+from referee.sprt import game_score
 from referee.worker import RefereeWorker
 from spielbus import replay
 from tests.helpers import ended_event, serving, spec, uid
@@ -454,3 +455,18 @@ async def test_the_live_page_folds_each_moves_calls_and_thinking() -> None:
                 await browser.close()
     finally:
         await server.stop()
+
+
+def test_sprt_scores_no_game_a_provider_fault_touched() -> None:
+    base = {
+        "match_id": "m",
+        "tournament": "t",
+        "game": {"name": "tic_tac_toe"},
+        "seats": ["a", "b"],
+        "seed": 1,
+    }
+    won = MatchRecord(**base, outcome="decisive", returns=[1.0, -1.0], ranks=[1, 2])
+    touched = won.model_copy(update={"faults": [FaultRecord(turn=1, seat=1, agent="b", reason="provider")]})
+    unplayed = MatchRecord(**base, outcome="void", returns=[0.0, 0.0], ranks=[1, 1])
+    assert game_score(won, "a") == 1.0
+    assert game_score(touched, "a") is None and game_score(unplayed, "a") is None
