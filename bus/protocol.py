@@ -561,6 +561,19 @@ class MatchEvent(Message):
         "later `started` belong to an aborted attempt and are void.",
     )
 
+    @classmethod
+    def ended_of(cls, record: MatchRecord, attempt: int = 1) -> MatchEvent:
+        """The `ended` event that carries `record`."""
+        return cls(
+            type="ended",
+            match_id=record.match_id,
+            tournament=record.tournament,
+            game=record.game,
+            seats=record.seats,
+            record=record,
+            attempt=attempt,
+        )
+
 
 class FaultPolicy(BaseModel):
     model_config = ConfigDict(**{**WIRE, "extra": "forbid"})

@@ -160,14 +160,7 @@ def record_problem(record: MatchRecord) -> str | None:
     collector reads it back with `MatchEvent.model_validate_json`; a record that does not
     survive that trip (a non-finite number in a policy, say) would never be stored.
     """
-    event = MatchEvent(
-        type="ended",
-        match_id=record.match_id,
-        tournament=record.tournament,
-        game=record.game,
-        seats=record.seats,
-        record=record,
-    )
+    event = MatchEvent.ended_of(record)
     try:
         data = event.model_dump_json(exclude_none=True).encode()
         back = MatchEvent.model_validate_json(data)

@@ -45,6 +45,7 @@ from pydantic import BaseModel, Field
 from bus.protocol import LLMCall, MatchRecord
 from referee.bradley_terry import ELO_SCALE, fit_with_intervals, mm
 from referee.config import RatingsConfig
+from referee.outcome import provider_touched
 
 # the LLM Coaching paper, table 3: how much of a loss an invalid action counts.
 INVALID_ADJUSTMENT: dict[str, float] = {
@@ -57,13 +58,6 @@ INVALID_ADJUSTMENT: dict[str, float] = {
 }
 PAYOFF_GAMES = ("leduc_poker", "kuhn_poker", "universal_poker", "simplified_holdem")
 INVALID_REASONS = ("illegal", "malformed")
-
-
-def provider_touched(rec: MatchRecord) -> bool:
-    """Whether a provider fault touched the match's result: a `provider` fault in it (policy
-    `forfeit` or `random`), or no play of it went through (outcome `void`). Voided plays before a
-    clean replay do not: the replay is the match."""
-    return rec.outcome == "void" or any(f.reason == "provider" for f in rec.faults)
 
 
 class Standing(BaseModel):

@@ -22,7 +22,8 @@ a multinomial distribution" (Fishtest):
   the mean (normal approximation, per-pair variance); normalized Elo likewise.
 
 Limits: two agents, one game, two-player zero-sum results (a win is the better place). A pair
-with a record that has no result (`error`/`pending`) or only one finished game is not scored.
+with a record that has no result (`error`/`pending`/`void`, or a `provider` fault in it) or only
+one finished game is not scored.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from bus.protocol import MatchRecord
+from referee.outcome import provider_touched
 
 PAIR_SCORES = (0.0, 0.25, 0.5, 0.75, 1.0)
 NELO_SCALE = 800.0 / math.log(10.0)  # normalized Elo per unit of t = (mu - 1/2) / sigma
@@ -272,7 +274,9 @@ class SprtStatus(BaseModel):
 
 def game_score(record: MatchRecord, agent: str) -> float | None:
     """`agent`'s score in a two-player record (1 win, 1/2 draw, 0 loss); None without a result."""
-    if record.outcome in ("error", "pending") or len(record.ranks) != 2 or agent not in record.seats:
+    if record.outcome in ("error", "pending", "void") or len(record.ranks) != 2 or agent not in record.seats:
+        return None
+    if provider_touched(record):  # a provider's failure is not the agent's play (referee/ratings.py)
         return None
     me = record.seats.index(agent)
     mine, theirs = record.ranks[me], record.ranks[1 - me]

@@ -215,15 +215,7 @@ class RefereeWorker:
     ) -> MatchRecord:
         """Store the `ended` record of a match every play of which was voided (outcome `void`)."""
         record = record.model_copy(update={"voided": list(voided), "secret": spec.secret})
-        event = MatchEvent(
-            type="ended",
-            match_id=spec.match_id,
-            tournament=spec.tournament,
-            game=spec.game,
-            seats=spec.seats,
-            record=record,
-            attempt=attempt,
-        )
+        event = MatchEvent.ended_of(record, attempt)
         try:
             await self.publisher(event)
         except Exception as exc:

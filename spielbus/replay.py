@@ -21,6 +21,13 @@ than diverging from the first LLM move. Kinds this code does not know are not ch
 
 Exit 0 when everything matches, 1 on a divergence or a bad recording, 2 on a bad run folder.
 
+`--show MATCH` plays nothing: it prints one match's moves (by id, or by number in the schedule) with
+their LLM calls: each call's class (answered, provider, config, filtered, truncated), status,
+attempts, wait and tokens, the answer, and the thinking folded to its first 160 characters
+(`--thinking`: whole, as far as the record keeps it: 4000 characters; the call store, `llm/`, has
+all of it). A call's wait for its provider's shared limits (`waited_s`) is wall-clock time, left out
+of the comparison like the latencies.
+
 `--rescore` plays nothing: it recomputes standings and ratings from `matches.jsonl` under the
 `[ratings]` settings of `--config FILE` (default: the run's own tournament file), with no bus and
 no LLM call; `--by-budget` shows them per budget class (referee/budget.py).
@@ -48,15 +55,18 @@ from rich.console import Console
 
 from agents.llm.recording import MISSES_ENV, REPLAY_ENV, RecordingError, verify_recording
 from agents.registry import KINDS, strategy_class
-from bus.protocol import MatchRecord, MatchSpec
+from bus.protocol import LLMCall, MatchRecord, MatchSpec
 from referee.budget import by_budget_class
 from referee.config import ConfigError, TournamentConfig, load_config
 from referee.records import JsonlError, M, read_jsonl
 from referee.run_folder import summarize
 from spielbus.report import print_report
 
-# Fields that hold wall-clock measurements: a replay cannot reproduce them and they are not compared.
-WALL_CLOCK_FIELDS = ("started_at", "ended_at", "latency_ms")
+# Fields that hold wall-clock measurements: a replay cannot reproduce them and they are not compared
+# (`waited_s`: an LLM call's wait for its provider's shared limits, agents/llm/limits.py).
+WALL_CLOCK_FIELDS = ("started_at", "ended_at", "latency_ms", "waited_s")
+# `--show`: how much of a call's thinking is printed unless `--thinking` asks for all of it.
+FOLDED_CHARS = 160
 
 
 class RunDirError(Exception):
@@ -76,6 +86,69 @@ def normalized(record: MatchRecord) -> dict[str, Any]:
     for play in doc.get("voided") or []:
         play.pop("ended_at", None)  # when a voided play ended: wall clock
     return doc
+
+
+def _folded(text: str, whole: bool) -> str:
+    if whole or len(text) <= FOLDED_CHARS:
+        return text
+    first = text[:FOLDED_CHARS].rsplit(" ", 1)[0]
+    return f"{first} … (+{len(text) - len(first)} chars; --thinking shows it whole)"
+
+
+def call_line(call: LLMCall) -> str:
+    """One LLM call in one line: its class, status, finish reason, attempts, wait and tokens."""
+    parts: list[str] = [call.outcome]
+    parts += [f"HTTP {call.status}"] if call.status is not None else []
+    parts += [f"finish {call.finish_reason}"] if call.finish_reason else []
+    parts += [f"{call.attempts} attempts"] if call.attempts > 1 else []
+    parts += [f"waited {call.waited_s:.1f}s"] if call.waited_s else []
+    tokens = [
+        f"{n} {what}"
+        for n, what in (
+            (call.prompt_tokens, "prompt"),
+            (call.completion_tokens, "completion"),
+            (call.reasoning_tokens, "reasoning"),
+        )
+        if n is not None
+    ]
+    if tokens:
+        parts.append(", ".join(tokens) + " tokens" + (" (estimated)" if call.tokens_estimated else ""))
+    parts += [f"${call.cost_usd:.6f}"] if call.cost_usd is not None else []
+    return f"{call.id}: " + " · ".join(parts)
+
+
+def show_match(record: MatchRecord, console: Console, thinking: bool = False) -> None:
+    """Every move of a record with its LLM calls: each call's class, the answer, the thinking (folded
+    to its first 160 characters unless `thinking`). The record is the match's end: nothing private
+    is left to keep from a reader of the run folder."""
+    console.print(
+        f"{record.match_id}: {record.game.label()}, {' vs '.join(record.seats)}, {record.outcome}",
+        highlight=False,
+    )
+    for void in record.voided or ():
+        console.print(
+            f"  voided at turn {void.turn} by {void.agent}'s provider: {void.cause}", highlight=False
+        )
+    faults = {(f.turn, f.seat): f for f in record.faults}
+    steps: list[tuple[int, str, str, list[LLMCall]]] = []
+    for m in record.moves:
+        who = "chance" if m.player < 0 else f"{m.player} {m.agent or record.seats[m.player]}"
+        steps.append((m.turn, who, m.text + (" (forced)" if m.forced else ""), list(m.calls or [])))
+    for (turn, seat), f in faults.items():
+        steps.append((turn, f"{seat} {f.agent}", f"fault {f.reason}: {f.detail}", list(f.calls or [])))
+    for turn, who, text, calls in sorted(steps, key=lambda s: s[0]):
+        console.print(f"  turn {turn}  {who}: {text}", highlight=False, soft_wrap=True)
+        for call in calls:
+            console.print(f"      {call_line(call)}", highlight=False, soft_wrap=True)
+            if call.answer:
+                console.print(f"        answer: {call.answer}", highlight=False, soft_wrap=True)
+            if call.reasoning:
+                size = call.reasoning_chars or len(call.reasoning)
+                console.print(
+                    f"        thinking ({size} chars): {_folded(call.reasoning, thinking)}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
 
 
 def record_hash(record: MatchRecord) -> str:
@@ -174,6 +247,19 @@ def rescore(run_dir: Path, config_file: str | None, by_budget: bool, console: Co
     return 0
 
 
+def show(run_dir: Path, which: str, thinking: bool, console: Console) -> int:
+    """`--show MATCH`: one match's moves with their LLM calls (`show_match`)."""
+    _, specs, records = load_run(run_dir)
+    records = in_order(records, specs)
+    chosen = [r for r in records if r.match_id == which]
+    if not chosen and which.isdigit() and 1 <= int(which) <= len(records):
+        chosen = [records[int(which) - 1]]
+    if not chosen:
+        raise RunDirError(f"no match {which!r} in {run_dir / 'matches.jsonl'} ({len(records)} matches)")
+    show_match(chosen[0], console, thinking)
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="spielbus replay",
@@ -187,6 +273,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--config", help="--rescore: take the [ratings] settings from this tournament file")
     p.add_argument("--by-budget", action="store_true", help="--rescore: one row per agent and budget class")
+    p.add_argument(
+        "--show",
+        metavar="MATCH",
+        help="play nothing: print the moves of this match (its id, or its number in the schedule from 1) "
+        "with their LLM calls: each call's class, the answer, the thinking folded",
+    )
+    p.add_argument("--thinking", action="store_true", help="--show: print each call's thinking whole")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
 
@@ -198,6 +291,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.rescore:
             return rescore(run_dir, args.config, args.by_budget, console)
+        if args.show:
+            return show(run_dir, args.show, args.thinking, console)
         config, specs, original = load_run(run_dir)
     except RunDirError as exc:
         print(f"spielbus replay: {exc}", file=sys.stderr)

@@ -27,6 +27,7 @@ from bus.protocol import (
     LLMCall,
     MatchEvent,
     MatchRecord,
+    MatchSpec,
     Move,
     MoveRecord,
     Turn,
@@ -36,12 +37,16 @@ from bus.protocol import (
 )
 from bus.replies import MAX_REPLY_BYTES
 from bus.subjects import Subjects
+from observability.web.app import start_web
+from observability.web.feed import MatchFeed
 from referee.budget import BudgetMeter
 from referee.config import RatingsConfig
 from referee.faults import decide
 from referee.ratings import ratings, standings
+from referee.sprt import game_score
 from referee.worker import RefereeWorker
-from tests.helpers import serving, spec, uid
+from spielbus import replay
+from tests.helpers import ended_event, serving, spec, uid
 
 
 def _call(i: int, outcome: str = "answered", reasoning: str = "I think.") -> dict[str, Any]:
@@ -345,3 +350,123 @@ async def test_thinking_reaches_spectators_under_the_private_information_rule(
     ended = next(e for e in events if e.type == "ended")
     assert ended.record is not None
     assert all(m.calls and m.calls[0].reasoning for m in ended.record.moves if m.agent == agent)
+
+
+# -- the live page's feed, the live page, `spielbus replay --show` ---------------------------------
+
+
+async def test_the_feed_shows_thinking_under_the_rule_and_restarts_a_voided_play(nc) -> None:
+    rec, events, agent = await _play(nc, "leduc_poker", 1, _policy("void"))
+    feed = MatchFeed()
+    for e in events:
+        if e.type != "ended":
+            feed.apply(e)
+    view = feed.matches[rec.match_id]
+    assert view.voided == 1 and view.faults == []  # the voided play's steps are gone
+    live = [c for s in view.steps if s.agent == agent for c in (s.calls or [])]
+    assert live and all(c.reasoning is None and c.outcome == "answered" for c in live)
+    feed.apply(next(e for e in events if e.type == "ended"))
+    ended = [c for s in view.steps if s.agent == agent for c in (s.calls or [])]
+    assert ended and all(c.reasoning and c.reasoning.startswith("my secret view") for c in ended)
+
+
+def test_replay_show_prints_each_moves_calls_with_the_thinking_folded(tmp_path, capsys) -> None:
+    calls = [
+        LLMCall.from_summary({**_call(1), "reasoning": "step " * 100, "answer": '{"action": "x(0,0)"}'}),
+        LLMCall(id="c2", outcome="truncated", status=200, finish_reason="length"),
+    ]
+    rec = MatchRecord(
+        match_id="t-00000",
+        tournament="t",
+        game={"name": "tic_tac_toe"},
+        seats=["a", "b"],
+        seed=1,
+        moves=[MoveRecord(turn=1, player=0, action=0, text="x(0,0)", agent="a", calls=calls)],
+        faults=[FaultRecord(turn=2, seat=1, agent="b", reason="provider", detail="503", calls=[calls[1]])],
+        outcome="void",
+        voided=[VoidedAttempt(agent="b", turn=2, cause="503 Service Unavailable")],
+    )
+    agents = '[agents.a]\nkind = "random"\n[agents.b]\nkind = "random"\n'
+    (tmp_path / "tournament.toml").write_text('name = "t"\n[[games]]\nname = "tic_tac_toe"\n' + agents)
+    (tmp_path / "matches.jsonl").write_text(rec.model_dump_json() + "\n")
+    match = MatchSpec(match_id=rec.match_id, tournament="t", game=rec.game, seats=rec.seats, seed=1)
+    (tmp_path / "schedule.jsonl").write_text(match.model_dump_json() + "\n")
+    assert replay.main([str(tmp_path), "--show", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "call-1: answered · HTTP 200 · finish stop" in out and "c2: truncated" in out
+    assert 'answer: {"action": "x(0,0)"}' in out
+    assert "thinking (500 chars): step step" in out and "--thinking shows it whole" in out
+    assert "voided at turn 2 by b's provider: 503 Service Unavailable" in out
+    assert "fault provider: 503" in out
+    assert replay.main([str(tmp_path), "--show", "1", "--thinking"]) == 0
+    assert "--thinking shows it whole" not in capsys.readouterr().out
+
+
+@pytest.mark.slow
+async def test_the_live_page_folds_each_moves_calls_and_thinking() -> None:
+    from playwright.async_api import async_playwright
+
+    from tests.test_live_page import CHROMIUM_ARGS, _chromium
+
+    chromium = _chromium()
+    call = LLMCall.from_summary({**_call(1), "reasoning": "I take the centre", "answer": "x(1,1)"})
+    rec = MatchRecord(
+        match_id=uid("page"),
+        tournament="t",
+        game={"name": "tic_tac_toe"},
+        seats=["a", "b"],
+        seed=1,
+        moves=[MoveRecord(turn=1, player=0, action=4, text="x(1,1)", agent="a", calls=[call])],
+        outcome="draw",
+        returns=[0.0, 0.0],
+        ranks=[1, 1],
+    )
+    feed = MatchFeed()
+    feed.apply(ended_event(rec))
+    server = await start_web(feed, 0)
+    try:
+        async with async_playwright() as pw:
+            browser = await pw.chromium.launch(executable_path=chromium, args=CHROMIUM_ARGS)
+            try:
+                page = await browser.new_page()
+                await page.goto(server.url + "#match=" + rec.match_id)
+                folded = page.locator("#moves td.calls > details.calls")
+                await folded.wait_for(timeout=60_000)
+                assert (await folded.locator("> summary").inner_text()).startswith(
+                    "1 call: answered · thinking 17 chars, 3 tokens"
+                )
+                thinking = page.locator("#moves pre.thinking")
+                assert not await thinking.is_visible()  # folded until asked
+                await folded.locator("> summary").click()
+                assert await page.locator("#moves pre.answer").inner_text() == "x(1,1)"
+                assert (
+                    "answered · HTTP 200 · finish stop" in await folded.locator(".call .muted").inner_text()
+                )
+                assert not await thinking.is_visible()  # folded again inside the call
+                await page.locator("#moves details.thinking > summary").click()
+                assert await thinking.inner_text() == "I take the centre"
+                # The page renders the match again on its next refresh: the folds stay as they were.
+                path = f"/api/matches/{rec.match_id}"
+                async with page.expect_response(lambda r: r.url.endswith(path), timeout=60_000):
+                    pass
+                await page.evaluate("() => new Promise(r => requestAnimationFrame(() => r(null)))")
+                assert await thinking.is_visible()
+            finally:
+                await browser.close()
+    finally:
+        await server.stop()
+
+
+def test_sprt_scores_no_game_a_provider_fault_touched() -> None:
+    base = {
+        "match_id": "m",
+        "tournament": "t",
+        "game": {"name": "tic_tac_toe"},
+        "seats": ["a", "b"],
+        "seed": 1,
+    }
+    won = MatchRecord(**base, outcome="decisive", returns=[1.0, -1.0], ranks=[1, 2])
+    touched = won.model_copy(update={"faults": [FaultRecord(turn=1, seat=1, agent="b", reason="provider")]})
+    unplayed = MatchRecord(**base, outcome="void", returns=[0.0, 0.0], ranks=[1, 1])
+    assert game_score(won, "a") == 1.0
+    assert game_score(touched, "a") is None and game_score(unplayed, "a") is None

@@ -45,7 +45,7 @@ from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import BaseModel, Field, ValidationError
 
-from bus.protocol import FaultRecord, MatchEvent, MatchRecord, MoveRecord
+from bus.protocol import FaultRecord, LLMCall, MatchEvent, MatchRecord, MoveRecord
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from referee.config import RatingsConfig
@@ -66,11 +66,15 @@ class Step(BaseModel):
     hidden: bool = False
     forced: bool = False
     tokens: int | None = None
+    # The move's LLM calls as the event carried them: without their thinking and answer texts while
+    # an imperfect-information match is played (referee/match.py), whole once it ended.
+    calls: list[LLMCall] | None = None
 
     @classmethod
     def of(cls, move: MoveRecord, hidden: bool = False) -> Step:
         tokens = move.usage.prompt_tokens + move.usage.completion_tokens if move.usage else None
         return cls(
+            calls=None if hidden else move.calls,
             turn=move.turn,
             player=move.player,
             agent=move.agent,
@@ -98,6 +102,7 @@ class MatchView(BaseModel):
     updated: float = 0.0
     error: str | None = None
     training: bool = False  # played through a training environment (docs/env.md), from the record
+    voided: int = 0  # plays voided by a provider fault and started again (referee/worker.py)
 
     def summary(self) -> dict[str, Any]:
         last = self.steps[-1] if self.steps else None
@@ -263,7 +268,16 @@ class MatchFeed:
         view.updated = time.time()
         if event.observation is not None and not (event.type == "started" and view.steps):
             view.observation = event.observation
-        if event.type == "moved" and event.move is not None and view.status == "playing":
+        if (
+            event.type == "started"
+            and view.status == "playing"
+            and view.faults
+            and view.faults[-1].reason == "provider"
+        ):
+            # A play voided by its provider's fault starts again from the first move.
+            view.voided += 1
+            view.steps, view.faults = [], []
+        elif event.type == "moved" and event.move is not None and view.status == "playing":
             view.steps.append(Step.of(event.move, hidden=event.hidden))
         elif event.type == "forfeit" and event.fault is not None and view.status == "playing":
             view.faults.append(event.fault)

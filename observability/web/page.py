@@ -49,6 +49,11 @@ _HEAD = r"""<!doctype html>
               font: 13px/1.25 ui-monospace, monospace; min-height: 3em; }
   #moves-box { max-height: 360px; overflow: auto; }
   #moves tr.current td { background: #fff3c4; }
+  td.calls pre { white-space: pre-wrap; max-height: 240px; overflow: auto; margin: 2px 0;
+                 font: 12px/1.3 ui-monospace, monospace; background: #f3f5f7; padding: 4px; }
+  td.calls .call { border-top: 1px solid #eef0f2; padding: 2px 0; }
+  td.calls .call.provider, td.calls .call.config, td.calls .call.filtered,
+  td.calls .call.truncated { color: #b3261e; }
   #stepper button { font-size: 15px; min-width: 2.2em; }
   #stepper { margin: 6px 0; display: flex; gap: 6px; align-items: center; }
   .muted { color: #6b7580; }
@@ -126,7 +131,8 @@ _HEAD = r"""<!doctype html>
     <ul id="faults"></ul>
     <h2>Moves</h2>
     <div id="moves-box"><table id="moves"><thead><tr><th class="num">turn</th><th>seat</th><th>move</th>
-      <th class="num">ms</th><th class="num">tokens</th></tr></thead><tbody></tbody></table></div>
+      <th class="num">ms</th><th class="num">tokens</th><th>LLM calls</th></tr></thead>
+      <tbody></tbody></table></div>
   </section>
 </main>
 <script>
@@ -149,6 +155,52 @@ function row(cells, cls) {
   return tr;
 }
 function fill(tbody, rows) { tbody.replaceChildren(...rows); }
+// A move's LLM calls, folded: a line of their classes and thinking size; open, each call's class,
+// status, attempts, wait and tokens, its answer, and its thinking folded again. Folds stay as the
+// reader left them across refreshes. The thinking of an imperfect-information game's move arrives
+// only with the match's end (the referee sends it no earlier), so while it is played only sizes show.
+const openFolds = new Set();
+function fold(key, summary, cls) {
+  const d = el("details", null, cls);
+  d.open = openFolds.has(key);
+  d.addEventListener("toggle", () => { if (d.open) openFolds.add(key); else openFolds.delete(key); });
+  d.addEventListener("click", e => e.stopPropagation());
+  d.appendChild(el("summary", summary));
+  return d;
+}
+function callsCell(m, s) {
+  const td = el("td", null, "calls");
+  if (!s.calls || !s.calls.length) return td;
+  const n = s.calls.length;
+  const size = c => c.reasoning_chars !== null && c.reasoning_chars !== undefined
+    ? c.reasoning_chars : (c.reasoning || "").length;
+  const chars = s.calls.reduce((a, c) => a + size(c), 0);
+  const rtok = s.calls.reduce((a, c) => a + (c.reasoning_tokens || 0), 0);
+  const key = m.match_id + "/" + s.turn;
+  const d = fold(key, n + (n > 1 ? " calls: " : " call: ") + s.calls.map(c => c.outcome).join(", ") +
+    (chars ? " · thinking " + chars + " chars" : "") + (rtok ? ", " + rtok + " tokens" : ""), "calls");
+  s.calls.forEach((c, i) => {
+    const meta = [c.outcome, c.status !== null ? "HTTP " + c.status : null,
+      c.finish_reason ? "finish " + c.finish_reason : null, c.attempts > 1 ? c.attempts + " attempts" : null,
+      c.waited_s ? "waited " + c.waited_s.toFixed(1) + " s" : null,
+      c.prompt_tokens !== null ? c.prompt_tokens + " + " + (c.completion_tokens || 0) + " tokens" +
+        (c.tokens_estimated ? " (estimated)" : "") : null,
+      c.cost_usd !== null && c.cost_usd !== undefined ? "$" + c.cost_usd.toFixed(6) : null];
+    const box = el("div", null, "call " + c.outcome);
+    box.appendChild(el("div", meta.filter(x => x !== null).join(" · "), "muted"));
+    if (c.answer) box.appendChild(el("pre", c.answer, "answer"));
+    if (c.reasoning) {
+      const t = fold(key + "/" + i, "thinking (" + size(c) + " chars)", "thinking");
+      t.appendChild(el("pre", c.reasoning, "thinking"));
+      box.appendChild(t);
+    } else if (size(c)) {
+      box.appendChild(el("div", "thinking: " + size(c) + " chars, shown when the match ends", "muted"));
+    }
+    d.appendChild(box);
+  });
+  td.appendChild(d);
+  return td;
+}
 async function getJSON(url) {
   const r = await fetch(url, { cache: "no-store" });
   if (!r.ok) throw new Error(url + ": " + r.status);
@@ -366,6 +418,7 @@ async function refreshMatch() {
       [s.latency_ms !== null ? s.latency_ms.toFixed(1) : "", "num"],
       [s.tokens !== null ? s.tokens : "", "num"],
     ], "move" + (s.hidden ? " hidden" : "") + (stepping && i === k - 1 ? " current" : ""));
+    tr.appendChild(callsCell(m, s));
     if (stepping) tr.addEventListener("click", () => stepTo(i + 1));
     return tr;
   });
