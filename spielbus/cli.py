@@ -358,9 +358,10 @@ def _hand_over(module_args: list[str], module: str = "agents") -> int:
 
 
 def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
+    from spielbus.report import run_console
     from spielbus.run import RunOptions, run_tournament
 
-    console = Console()
+    console = run_console()
     try:
         config = load_config(args.file)
         from referee.config import RECORD_BYTES, match_count

@@ -3,6 +3,7 @@ ratings (Bradley-Terry with 95% profile-likelihood intervals, Elo, Plackett-Luce
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 
 from rich.console import Console
@@ -12,6 +13,19 @@ from bus.protocol import FAULT_REASONS, MatchRecord
 from referee.ratings import PL_MODEL, Rating, Standing
 from referee.sprt import SprtStatus
 from spielbus.go_report import print_go_scores
+
+# Piped or logged output (no terminal): rich would assume 80 columns and cut the tables; no line of
+# ours needs more than this, so a log keeps every column whole.
+PIPED_WIDTH = 240
+
+
+def run_console() -> Console:
+    """The console of `spielbus run`/`submit`: the terminal's width on a terminal, else (a pipe, a
+    log file) PIPED_WIDTH unless COLUMNS says otherwise."""
+    console = Console()
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console = Console(width=PIPED_WIDTH)
+    return console
 
 
 def outcome_counts(records: list[MatchRecord]) -> dict[str, int]:
