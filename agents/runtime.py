@@ -53,7 +53,7 @@ from pydantic import ValidationError
 from agents.base import MatchContext, Strategy, TurnExpired
 from bus.connect import connect, flush
 from bus.micro import ConcurrentEndpoint, add_concurrent_endpoint, request_arrival
-from bus.protocol import MatchEnded, MatchStarted, Move, Turn
+from bus.protocol import PROBE_HEADER, MatchEnded, MatchStarted, Move, Turn
 from bus.subjects import Subjects, check_agent_name
 from games.loader import GameSpecError, load_game_async
 from games.rules import rules_text
@@ -286,7 +286,14 @@ class AgentService:
                 return
             ended = MatchEnded.model_validate_json(msg.data)
         except ValidationError:
-            log.warning("agent %s: ignoring malformed notification", self.name)
+            # bot-check's deliberate probes are marked; the rest is worth a warning.
+            probe = bool(msg.headers and PROBE_HEADER in msg.headers)
+            log.log(
+                logging.DEBUG if probe else logging.WARNING,
+                "agent %s: ignoring malformed notification%s",
+                self.name,
+                " (a bot-check probe)" if probe else "",
+            )
             return
         except Exception:
             log.exception("agent %s: match_started hook failed", self.name)
