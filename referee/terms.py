@@ -27,7 +27,7 @@ from referee.budget import seat_budgets
 FILE = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 # The longest suffix either organiser adds to its name to make a match id: a tournament's
-# `-<date>-<time><ms>-<6 hex>-<5 digit index>` (referee/tournament.py, referee/schedule.py), 32
+# `-<date>-<time><ms>-<6 hex>-<5 digit index>` (referee/run_folder.py, referee/schedule.py), 32
 # characters, more past 99,999 matches; a ladder's `-<16 hex>`, 17. Capping names at 64 leaves a
 # tournament 32 more characters of index before an id reaches the subject token limit (128).
 NAME_MAX = 64

@@ -337,7 +337,7 @@ def _parser() -> argparse.ArgumentParser:
 _MODULE_COMMANDS = {
     "collect": ("spielbus.collect", "rebuild a run folder from the match stream (spielbus collect --help)"),
     "puzzles": ("spielbus.puzzles", "mate-in-N chess puzzles through the referee (spielbus puzzles --help)"),
-    "export": ("referee.pgn", "export a run folder: `spielbus export pgn RUN_DIR`"),
+    "export": ("spielbus.export", "export a run folder: `spielbus export pgn RUN_DIR`"),
     "standings": ("spielbus.standings", "a run folder's standings again (spielbus standings --help)"),
     "ladder": (
         "spielbus.ladder",

@@ -51,7 +51,7 @@ from bus.protocol import MatchRecord, MatchSpec
 from referee.budget import by_budget_class
 from referee.config import ConfigError, TournamentConfig, load_config
 from referee.records import JsonlError, M, read_jsonl
-from referee.tournament import summarize
+from referee.run_folder import summarize
 from spielbus.report import print_report
 
 # Fields that hold wall-clock measurements: a replay cannot reproduce them and they are not compared.

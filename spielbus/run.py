@@ -53,20 +53,12 @@ from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from observability.web.serve import Observability, start_observability
+from referee.collector import DEFAULT_IDLE_S, Collector, CollectStopped, submit_and_collect
 from referee.config import ConfigError, TournamentConfig
 from referee.presence import DEFAULT_ABSENT_LIMIT_S
 from referee.resume import check_resumable
+from referee.run_folder import RunFolder, RunFolderError, summarize, tournament_id
 from referee.schedule import build_schedule
-from referee.tournament import (
-    DEFAULT_IDLE_S,
-    Collector,
-    CollectStopped,
-    RunFolder,
-    RunFolderError,
-    submit_and_collect,
-    summarize,
-    tournament_id,
-)
 from referee.worker import DRAIN_GRACE_S, RefereeWorker
 from spielbus.bot_logins import announce_bots, default_auth_dir
 from spielbus.collect import read_records as read_stream_records

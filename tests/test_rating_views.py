@@ -21,7 +21,7 @@ from referee.bradley_terry import ELO_SCALE, fit, with_prior
 from referee.config import RatingsConfig, TournamentConfig
 from referee.outcome import ranks_from_returns
 from referee.ratings import PairTally, bradley_terry, ratings, run_pairs, standings
-from referee.tournament import summarize
+from referee.run_folder import summarize
 from spielbus.report import print_report
 from spielbus.standings import main as standings_main
 from tests.fixed_records import fixed_records

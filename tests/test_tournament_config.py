@@ -13,9 +13,9 @@ from referee.config import ConfigError, RatingsConfig, parse_config
 from referee.ladder.config import parse_ladder
 from referee.outcome import ranks_from_returns
 from referee.ratings import bradley_terry, brownian_win_probability, elo, ratings, run_pairs, standings
+from referee.run_folder import tournament_id
 from referee.schedule import build_schedule
 from referee.terms import AGENT_NAME_MAX, NAME_MAX
-from referee.tournament import tournament_id
 
 BASE = """
 name = "t"

@@ -53,7 +53,7 @@ from games.loader import load_game
 from observability.web.serve import Observability, start_observability
 from referee.config import TournamentConfig, load_config
 from referee.match import MatchAborted
-from referee.tournament import RunFolder, summarize, tournament_id
+from referee.run_folder import RunFolder, summarize, tournament_id
 from referee.worker import RefereeWorker
 from spielbus.bot_logins import AUTH_SUBDIR, write_bot_login
 from spielbus.env.bridge import Abandoned, BridgeStrategy, EnvError, Episode
