@@ -21,8 +21,8 @@ class LLMOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
-    max_tokens: int = Field(default=48, ge=1)
-    seed: int | None = None
+    max_tokens: int = Field(default=48, ge=1, le=32_768)
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0)
     # Backend-specific extras, passed through untouched (openai: request body; ollama: `options`).
     extra: dict[str, Any] = Field(default_factory=dict)
@@ -41,17 +41,24 @@ class LLMConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     backend: Literal["openai", "ollama"] = "openai"
-    base_url: str | None = Field(default=None, description="None: from the environment, else the default.")
+    base_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s/?#]+",
+        max_length=2048,
+        description="http:// or https:// only; None: from the environment, else the default.",
+    )
     model: str = "smollm2"
     api_key: str | None = Field(default=None, description="openai backend; None: OPENAI_API_KEY or a dummy.")
     options: LLMOptions = Field(default_factory=LLMOptions)
     structured: Literal["json_object_schema", "json_schema", "off"] = "json_object_schema"
     timeout_s: float = Field(
-        default=30.0, gt=0, description="Per HTTP request, further capped by the turn deadline."
+        default=30.0, gt=0, le=3600, description="Per HTTP request, further capped by the turn deadline."
     )
-    retries: int = Field(default=1, ge=0, description="Extra attempts after a transport error or timeout.")
+    retries: int = Field(
+        default=1, ge=0, le=10, description="Extra attempts after a transport error or timeout."
+    )
     cache: bool = True
-    cache_size: int = Field(default=20_000, ge=0)
+    cache_size: int = Field(default=20_000, ge=0, le=10_000_000)
 
     def resolved_base_url(self) -> str:
         if self.base_url:
