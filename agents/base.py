@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from bus.protocol import MatchEnded, MatchStarted, MoveStats, Turn, TurnBudget, Usage
 
@@ -30,7 +30,7 @@ class StrategyOptions(BaseModel):
     """Options common to every strategy; subclasses add their own fields (all with defaults)."""
 
     model_config = ConfigDict(extra="forbid")
-    seed: int | None = None
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
 
 
 @dataclass

@@ -23,7 +23,7 @@ from pydantic.fields import FieldInfo
 from agents.registry import KINDS, UnknownKind, strategy_class
 from bus.auth import AuthError, login_for
 from bus.connect import nats_url, nats_url_arg
-from bus.subjects import check_token
+from bus.subjects import check_token, prefix_arg
 
 
 def _json_value(text: str) -> Any:
@@ -94,7 +94,7 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
         help="NATS URL, or several servers of one cluster comma-separated "
         "(default: $NATS_URL or nats://127.0.0.1:4222)",
     )
-    parser.add_argument("--prefix", default="spielbus", help="subject prefix")
+    parser.add_argument("--prefix", default="spielbus", type=prefix_arg, help="subject prefix")
     parser.add_argument("--max-concurrency", type=int, default=16, help="turns handled at once")
     parser.add_argument(
         "--max-backlog",

@@ -90,24 +90,26 @@ def pruner_prompt(state: pyspiel.State, texts: list[str]) -> str:
 
 
 class LlmMctsOptions(LLMStrategyOptions):
-    simulations: int = Field(default=50, ge=1)
-    depth: int = Field(default=4, ge=1, description="Plies per simulation before the critic.")
-    k: int = Field(default=20, ge=1, description="LLM samples per new node (the LLM-MCTS paper: 20).")
+    simulations: int = Field(default=50, ge=1, le=100_000)
+    depth: int = Field(default=4, ge=1, le=100, description="Plies per simulation before the critic.")
+    k: int = Field(default=20, ge=1, le=100, description="LLM samples per new node (the LLM-MCTS paper: 20).")
     temperature: float = Field(
-        default=0.7, ge=0.0, description="Pruner sampling temperature (the LLM-MCTS paper: 0.7)."
+        default=0.7, ge=0.0, le=2.0, description="Pruner sampling temperature (the LLM-MCTS paper: 0.7)."
     )
     constrain: bool = True
     critic: Literal["llm", "rule", "both"] = "both"
-    critic_temperature: float = Field(default=0.0, ge=0.0, description="LLM-MCTS paper: gpt-4 at T=0.")
-    beta: float = Field(default=1.0, gt=0.0, description="Bonus scale (B**(1/xi) of eq. 4.1).")
-    alpha_over_xi: float = Field(default=0.25, ge=0.0)
+    critic_temperature: float = Field(
+        default=0.0, ge=0.0, le=2.0, description="LLM-MCTS paper: gpt-4 at T=0."
+    )
+    beta: float = Field(default=1.0, gt=0.0, le=1000.0, description="Bonus scale (B**(1/xi) of eq. 4.1).")
+    alpha_over_xi: float = Field(default=0.25, ge=0.0, le=100.0)
     eta: float = Field(default=0.5, ge=0.0, lt=1.0)
-    max_tokens: int = Field(default=24, ge=4)
+    max_tokens: int = Field(default=24, ge=4, le=4096)
     parallel: int = Field(
         default=4, ge=1, le=64, description="Simulations at once: their LLM calls are in flight together."
     )
     virtual_loss: float = Field(
-        default=1.0, ge=0.0, description="Value charged to a visit in flight, against the mover."
+        default=1.0, ge=0.0, le=1000.0, description="Value charged to a visit in flight, against the mover."
     )
     shuffle_legal: bool = Field(
         default=True,

@@ -49,14 +49,16 @@ class BadOutput(LLMError):
 class LLMPolicyOptions(LLMStrategyOptions):
     mode: Literal["direct", "vote", "distribution"] = "direct"
     constrain: bool = True
-    k: int = Field(default=20, ge=1, description="vote: number of samples (the LLM-MCTS paper: 20).")
+    k: int = Field(default=20, ge=1, le=100, description="vote: number of samples (the LLM-MCTS paper: 20).")
     vote_temperature: float = Field(
-        default=0.7, ge=0.0, description="vote: sampling temperature (LLM-MCTS paper)."
+        default=0.7, ge=0.0, le=2.0, description="vote: sampling temperature (LLM-MCTS paper)."
     )
-    bad_output_retries: int = Field(default=1, ge=0)
+    bad_output_retries: int = Field(default=1, ge=0, le=10)
     renormalize: bool = True
-    sum_tolerance: float = Field(default=0.01, ge=0.0)
-    max_tokens: int | None = Field(default=None, description="None: the LLM config's max_tokens.")
+    sum_tolerance: float = Field(default=0.01, ge=0.0, le=1.0)
+    max_tokens: int | None = Field(
+        default=None, ge=1, le=4096, description="None: the LLM config's max_tokens."
+    )
     shuffle_legal: bool = Field(
         default=True,
         description="direct/vote: list the legal moves in an order shuffled per decision (the same in "

@@ -41,12 +41,12 @@ def is_python_game(game: pyspiel.Game) -> bool:
 
 
 class MctsOptions(StrategyOptions):
-    simulations: int = Field(default=1000, ge=1)
+    simulations: int = Field(default=1000, ge=1, le=10_000_000)
     rollouts: int = Field(
-        default=10, ge=1, description="random rollouts per leaf (Code World Models paper: 10)"
+        default=10, ge=1, le=1000, description="random rollouts per leaf (Code World Models paper: 10)"
     )
-    uct_c: float = Field(default=2.0, gt=0)
-    determinization_tries: int = Field(default=50, ge=1)
+    uct_c: float = Field(default=2.0, gt=0, le=100.0)
+    determinization_tries: int = Field(default=50, ge=1, le=10_000)
     solve: bool = Field(
         default=True,
         description="perfect information: OpenSpiel's MCTS-Solver (proven wins and losses back up "

@@ -39,10 +39,12 @@ from bus.protocol import MoveStats, Turn
 
 class MinimaxTotOptions(SearchOptions):
     depth: int = Field(
-        default=3, ge=1, description="D: plies searched before rollouts (Minimax-ToT paper: 3)."
+        default=3, ge=1, le=20, description="D: plies searched before rollouts (Minimax-ToT paper: 3)."
     )
-    rollouts: int = Field(default=3, ge=0, description="Rollouts per frontier state (Minimax-ToT paper: 3).")
-    rollout_max_steps: int = Field(default=12, ge=1)
+    rollouts: int = Field(
+        default=3, ge=0, le=100, description="Rollouts per frontier state (Minimax-ToT paper: 3)."
+    )
+    rollout_max_steps: int = Field(default=12, ge=1, le=1000)
 
 
 @dataclass

@@ -59,7 +59,17 @@ from pydantic import ValidationError
 from agents.base import Decision, MatchContext, ProviderFailure, Strategy, TurnExpired
 from bus.connect import connect, flush
 from bus.micro import ConcurrentEndpoint, add_concurrent_endpoint, request_arrival
-from bus.protocol import MAX_CAUSE, MAX_MOVE_CALLS, LLMCall, MatchEnded, MatchStarted, Move, MoveFailure, Turn
+from bus.protocol import (
+    MAX_CAUSE,
+    MAX_MOVE_CALLS,
+    PROBE_HEADER,
+    LLMCall,
+    MatchEnded,
+    MatchStarted,
+    Move,
+    MoveFailure,
+    Turn,
+)
 from bus.replies import MAX_REPLY_BYTES
 from bus.subjects import Subjects, check_agent_name
 from games.loader import GameSpecError, load_game_async
@@ -355,7 +365,14 @@ class AgentService:
                 return
             ended = MatchEnded.model_validate_json(msg.data)
         except ValidationError:
-            log.warning("agent %s: ignoring malformed notification", self.name)
+            # bot-check's deliberate probes are marked; the rest is worth a warning.
+            probe = bool(msg.headers and PROBE_HEADER in msg.headers)
+            log.log(
+                logging.DEBUG if probe else logging.WARNING,
+                "agent %s: ignoring malformed notification%s",
+                self.name,
+                " (a bot-check probe)" if probe else "",
+            )
             return
         except Exception:
             log.exception("agent %s: match_started hook failed", self.name)

@@ -19,14 +19,14 @@ from games.loader import load_game, replay
 class SearchOptions(LLMStrategyOptions):
     """Options shared by the LLM tree searches (minimax_tot, tot)."""
 
-    n: int = Field(default=3, ge=1, description="Actions generated per state, at most.")
+    n: int = Field(default=3, ge=1, le=20, description="Actions generated per state, at most.")
     temperature: float = Field(
-        default=0.5, ge=0.0, description="Generation temperature (Minimax-ToT paper: 0.5)."
+        default=0.5, ge=0.0, le=2.0, description="Generation temperature (Minimax-ToT paper: 0.5)."
     )
     constrain: bool = Field(default=True, description="Decode under a schema (prefix, legal texts).")
     llm_check: bool = Field(default=True, description="The appendix B validity prompt on each proposal.")
-    max_attempts: int = Field(default=6, ge=1, description="Generation calls per state, at most.")
-    max_tokens: int = Field(default=24, ge=4)
+    max_attempts: int = Field(default=6, ge=1, le=50, description="Generation calls per state, at most.")
+    max_tokens: int = Field(default=24, ge=4, le=4096)
     constrain_words: bool = Field(default=False, description="Ghost: words under a regex schema (slow).")
 
 

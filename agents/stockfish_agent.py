@@ -80,7 +80,7 @@ class StockfishOptions(StrategyOptions):
     )
     depth: int | None = Field(default=None, ge=1, le=60, description="search depth (plies)")
     movetime_ms: int | None = Field(
-        default=None, ge=1, description="search time per move (ms); machine-dependent"
+        default=None, ge=1, le=3_600_000, description="search time per move (ms); machine-dependent"
     )
     threads: int = Field(default=1, ge=1, le=64)
     engines: int = Field(

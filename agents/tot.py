@@ -30,7 +30,7 @@ from bus.protocol import MoveStats, Turn
 
 
 class TotOptions(SearchOptions):
-    depth: int = Field(default=4, ge=1, description="Plies of the DFS plan, at most.")
+    depth: int = Field(default=4, ge=1, le=20, description="Plies of the DFS plan, at most.")
 
 
 class TotStrategy(LLMStrategy):

@@ -328,6 +328,11 @@ class Move(Message):
     )
 
 
+# A header `spielbus bot-check` sets on the odd notifications it sends on purpose (an unknown
+# type, bytes that are not JSON): an agent that ignores them need not warn about them.
+PROBE_HEADER = "Spielbus-Probe"
+
+
 class MatchStarted(Message):
     """Referee to agent, on `spielbus.notify.<agent>`."""
 

@@ -44,9 +44,44 @@ def check_agent_name(value: str, max_len: int = MAX_TOKEN) -> str:
     return value
 
 
+# JetStream names (streams, key-value buckets): the server refuses '.', '*', '>', whitespace and path
+# separators in a stream name; a bucket is letters, digits, '_' and '-' (nats.js / nats.go KV rule).
+_STREAM_BAD = re.compile(r"[.*>\s/\\\x00-\x1f]")
+MAX_STREAM_NAME = 64
+
+
+def check_stream_name(value: str, what: str = "stream", *, kv: bool = False) -> str:
+    """A JetStream stream name (or, `kv`, a key-value bucket name), checked before it reaches the
+    server, whose refusal would come only at run time."""
+    if not value or len(value) > MAX_STREAM_NAME:
+        raise ValueError(f"{what} name must be 1 to {MAX_STREAM_NAME} characters long (got {len(value)})")
+    if kv and not _TOKEN.match(value):
+        raise ValueError(f"{what} name {value!r} may hold only letters, digits, '_' and '-'")
+    if _STREAM_BAD.search(value):
+        raise ValueError(f"{what} name {value!r} may not hold '.', '*', '>', spaces or path separators")
+    return value
+
+
+def prefix_arg(text: str) -> str:
+    """argparse type of `--prefix`: a subject prefix whose stream names are valid."""
+    import argparse
+
+    try:
+        Subjects(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 @dataclass(frozen=True)
 class Subjects:
     prefix: str = "spielbus"
+
+    def __post_init__(self) -> None:
+        # The prefix names the streams too (SPIELBUS_MATCHES_<PREFIX>): a single token.
+        check_token(self.prefix, "subject prefix", max_len=32)
+        check_stream_name(self.matches_stream, "the match stream's")
+        check_stream_name(self.schedule_stream, "the schedule stream's")
 
     def turn(self, agent: str) -> str:
         return f"{self.prefix}.turn.{check_token(agent, 'agent name')}"

@@ -50,6 +50,7 @@ from pydantic import BaseModel, ValidationError
 from bus.auth import BOTCHECK_ENV, AuthError, read_login_file
 from bus.connect import Login, connect, flush, nats_url
 from bus.protocol import (
+    PROBE_HEADER,
     FaultPolicy,
     GameSpec,
     MatchEnded,
@@ -264,8 +265,11 @@ class BotChecker:
         started["x_future"] = [1, 2, 3]
         await self.nc.publish(notify, json.dumps(started).encode())
         # Odd notifications a bot must survive: unknown type, not JSON, an end for an unknown match.
-        await self.nc.publish(notify, b'{"v": 1, "type": "x_future_event", "match_id": "elsewhere"}')
-        await self.nc.publish(notify, b"\x00 not json")
+        probe = {PROBE_HEADER: "bot-check"}  # deliberate: the bot need not warn about these
+        await self.nc.publish(
+            notify, b'{"v": 1, "type": "x_future_event", "match_id": "elsewhere"}', headers=probe
+        )
+        await self.nc.publish(notify, b"\x00 not json", headers=probe)
         unknown_end = MatchEnded(match_id=_mid("ghost"), seat=0, returns=[0.0, 0.0], outcome="draw")
         await self.nc.publish(notify, unknown_end.model_dump_json().encode())
         await flush(self.nc)

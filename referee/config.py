@@ -60,6 +60,7 @@ match (seeded).
 from __future__ import annotations
 
 import math
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -87,7 +88,7 @@ class AgentConfig(Entrant):
     options: dict[str, Any] = Field(default_factory=dict)
     external: bool = Field(default=False, description="already on the bus: do not start it")
     replicas: int = Field(default=1, ge=1, le=64)
-    max_concurrency: int = Field(default=16, ge=1)
+    max_concurrency: int = Field(default=16, ge=1, le=1024)
     llm: str | None = Field(default=None, description="name of an [llm.NAME] section: its LLM endpoint")
 
 
@@ -102,21 +103,26 @@ class RatingsConfig(BaseModel):
     elo_k: float = Field(
         default=ELO_K_NAMES["arena"],
         gt=0,
+        le=1000,
         allow_inf_nan=False,
         description="Elo K: a number, or a name: "
         + ", ".join(f"{k} = {v:g}" for k, v in ELO_K_NAMES.items()),
     )
-    elo_initial: float = 1500.0
+    elo_initial: float = Field(default=1500.0, ge=-1e6, le=1e6)
     stack: float = Field(
-        default=100.0, gt=0, description="initial stack L for payoff games (the LLM Coaching paper eq. 19)"
+        default=100.0,
+        gt=0,
+        le=1e9,
+        description="initial stack L for payoff games (the LLM Coaching paper eq. 19)",
     )
     bootstrap: int = Field(
         default=200,
         ge=10,
+        le=100_000,
         description="accepted for old tournament files and unused: Bradley-Terry intervals are profile "
         "likelihood intervals now (docs/referee.md)",
     )
-    invalid_adjustment: dict[str, float] = Field(
+    invalid_adjustment: dict[str, Annotated[float, Field(ge=-1e6, le=1e6)]] = Field(
         default_factory=dict, description="per game: how much of a loss an invalid-action forfeit counts"
     )
     split_by: Literal["agent", "provenance"] = Field(
@@ -174,10 +180,11 @@ class TournamentConfig(MatchTerms):
     format: Literal["round_robin", "gauntlet", "sprt"] = "round_robin"
     champions: list[str] = Field(default_factory=list, description="gauntlet: the agents everyone else plays")
     agents: dict[str, AgentConfig] = Field(min_length=1)
-    games_per_pairing: int = Field(default=2, ge=1)
+    games_per_pairing: int = Field(default=2, ge=1, le=1_000_000_000)
     max_matches: int = Field(
         default=100_000,
         ge=1,
+        le=100_000_000,
         description="refuse a schedule of more matches than this (raise it knowingly: every match's spec "
         "is queued on the bus and its record kept)",
     )
@@ -196,19 +203,25 @@ class TournamentConfig(MatchTerms):
         description="share of an agent's moves that may be fallbacks before the report warns (and, "
         "without `allow_fallbacks`, the run fails)",
     )
-    seed: int = 0
+    seed: int = Field(default=0, ge=-(2**63), le=2**63 - 1)
     ratings: RatingsConfig = Field(default_factory=RatingsConfig)
     sprt: SprtConfig | None = Field(default=None, description="format sprt: the test's parameters")
     llm: dict[str, dict[str, Any]] = Field(default_factory=dict, description="named LLM endpoints")
     embedded_llm: EmbeddedLLMConfig = Field(
         default_factory=EmbeddedLLMConfig, description="the LLM server `spielbus run` starts when needed"
     )
-    run_dir: str = "runs"
+    run_dir: str = Field(default="runs", min_length=1, max_length=4096)
     openings: list[Annotated[str, AfterValidator(_opening)]] = Field(
         default_factory=list,
         description="chess: start positions (FENs or move sequences from the start), each played "
         "with both colour assignments per pairing (games/chess/openings.py)",
     )
+
+    @field_validator("run_dir")
+    @classmethod
+    def _run_dir(cls, v: str) -> str:
+        # Refused at load (exit 2 naming the key), not when the run folder is made after start-up.
+        return check_run_dir(v)
 
     @model_validator(mode="after")
     def _llm_refs(self) -> TournamentConfig:
@@ -297,7 +310,25 @@ def check_schedule_size(config: TournamentConfig, players: list[int]) -> int:
     return n
 
 
-def _line_of(text: str, loc: tuple[Any, ...]) -> int | None:
+def check_run_dir(value: str) -> str:
+    """A run folder path that can be made: no NUL, no part of it an existing file, and its nearest
+    existing folder writable. ValueError saying which."""
+    if "\0" in value:
+        raise ValueError("a path without NUL characters")
+    path = Path(value).expanduser()
+    probe = path
+    while not probe.exists():
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise ValueError(f"{value!r}: {probe} is a file, not a folder")
+    if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
+        raise ValueError(f"{value!r}: cannot write in {probe}")
+    return value
+
+
+def line_of(text: str, loc: tuple[Any, ...]) -> int | None:
     """Best-effort line number of a key path in TOML text: the last key, after its table header."""
     lines = text.splitlines()
     start = 0
@@ -339,7 +370,7 @@ def parse_toml(text: str, source: str, model: type[_M], what: str) -> _M:
         for err in exc.errors():
             loc = tuple(err.get("loc", ()))
             key = ".".join(str(p) for p in loc) or "(top level)"
-            line = _line_of(text, loc)
+            line = line_of(text, loc)
             where = f"{source}:{line}" if line else source
             msg = err.get("msg", "invalid")
             if err.get("type") == "extra_forbidden":

@@ -48,13 +48,21 @@ class SprtConfig(BaseModel):
     """The `[sprt]` table of a tournament file with `format = "sprt"`."""
 
     model_config = ConfigDict(extra="forbid")
-    elo0: float = Field(default=0.0, allow_inf_nan=False, description="H0: the Elo difference is elo0")
-    elo1: float = Field(default=10.0, allow_inf_nan=False, description="H1: the Elo difference is elo1")
+    elo0: float = Field(
+        default=0.0, ge=-2000, le=2000, allow_inf_nan=False, description="H0: the Elo difference is elo0"
+    )
+    elo1: float = Field(
+        default=10.0, ge=-2000, le=2000, allow_inf_nan=False, description="H1: the Elo difference is elo1"
+    )
     alpha: float = Field(default=0.05, allow_inf_nan=False, description="false positive rate, in (0, 1)")
     beta: float = Field(default=0.05, allow_inf_nan=False, description="false negative rate, in (0, 1)")
     model: Literal["normalized", "logistic"] = "normalized"
-    max_pairs: int = Field(default=500, ge=1, description="stop undecided after this many game pairs")
-    in_flight: int = Field(default=0, ge=0, description="pairs submitted at once (0: the concurrency)")
+    max_pairs: int = Field(
+        default=500, ge=1, le=1_000_000, description="stop undecided after this many game pairs"
+    )
+    in_flight: int = Field(
+        default=0, ge=0, le=1024, description="pairs submitted at once (0: the concurrency)"
+    )
 
     @model_validator(mode="after")
     def _ranges(self) -> SprtConfig:

@@ -9,7 +9,10 @@ and LLM budgets), the turn's `deadline_ms`, `max_turns`, the fault `policy` and 
 deadline); the bounds are the same for both.
 
 Validation is strict like the wire protocol (bus.protocol.WIRE): `deadline_ms = "3"` is an error
-naming the key, never a silent coercion; floats are finite (TOML has `inf` and `nan`).
+naming the key, never a silent coercion; floats are finite (TOML has `inf` and `nan`). Every number
+has an upper bound, checked at load (exit 2 naming the key and its line), from the table below
+(`BOUNDS`, docs/referee.md "Bounds"): the wire models (`FaultPolicy`, `BudgetLimits`) accept any
+count from a referee, a file is held to these.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from bus.protocol import Budget, FaultPolicy, GameSpec, MatchSpec
+from bus.protocol import Budget, BudgetLimits, FaultPolicy, GameSpec, MatchSpec
 from bus.subjects import check_agent_name, check_token
 from referee.budget import seat_budgets
 
@@ -33,12 +36,48 @@ FILE = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 NAME_MAX = 64
 AGENT_NAME_MAX = 64
 
+# The upper bounds of the match terms (docs/referee.md, "Bounds"): far past any sensible file, low
+# enough that a typo (an extra three zeros) is an error, not a tournament that never ends.
+DEADLINE_MS_MAX = 86_400_000  # a day per turn
+MAX_TURNS_MAX = 1_000_000
+RETRIES_MAX = 10
+BUDGET_CALLS_MAX = 1_000_000
+BUDGET_TOKENS_MAX = 10**10
+
+
+class FileBudgetLimits(BudgetLimits):
+    """`BudgetLimits` as a file may set them: bounded."""
+
+    model_config = FILE
+    llm_calls: int | None = Field(default=None, ge=0, le=BUDGET_CALLS_MAX)
+    prompt_tokens: int | None = Field(default=None, ge=0, le=BUDGET_TOKENS_MAX)
+    completion_tokens: int | None = Field(default=None, ge=0, le=BUDGET_TOKENS_MAX)
+    tokens: int | None = Field(default=None, ge=0, le=BUDGET_TOKENS_MAX)
+
+
+class FileBudget(Budget):
+    """A file's `budget` tables, bounded (`referee/budget.py` enforces them as `Budget`)."""
+
+    model_config = FILE
+    per_move: FileBudgetLimits = Field(default_factory=FileBudgetLimits)
+    per_match: FileBudgetLimits = Field(default_factory=FileBudgetLimits)
+
+    def wire(self) -> Budget:
+        return Budget.model_validate(self.model_dump())
+
+
+class FilePolicy(FaultPolicy):
+    """The fault policy as a file may set it: `retries` bounded."""
+
+    model_config = FILE
+    retries: int = Field(default=2, ge=0, le=RETRIES_MAX, description="`retry`: extra attempts")
+
 
 class Entrant(BaseModel):
     """What every file says of an agent it seats: its LLM budget (the rest is the file's own)."""
 
     model_config = FILE
-    budget: Budget | None = Field(default=None, description="this agent's LLM budget (replaces [budget])")
+    budget: FileBudget | None = Field(default=None, description="this agent's LLM budget (replaces [budget])")
 
 
 class MatchTerms(BaseModel):
@@ -51,10 +90,10 @@ class MatchTerms(BaseModel):
     name: str = Field(default="tournament", description="prefixes every match id")
     games: list[GameSpec] = Field(min_length=1)
     agents: Mapping[str, Entrant] = Field(min_length=1)
-    deadline_ms: int = Field(default=10_000, ge=10)
-    max_turns: int = Field(default=2_000, ge=1)
-    policy: FaultPolicy = Field(default_factory=FaultPolicy)
-    budget: Budget | None = Field(
+    deadline_ms: int = Field(default=10_000, ge=10, le=DEADLINE_MS_MAX)
+    max_turns: int = Field(default=2_000, ge=1, le=MAX_TURNS_MAX)
+    policy: FilePolicy = Field(default_factory=FilePolicy)
+    budget: FileBudget | None = Field(
         default=None,
         description="LLM calls/tokens per move and per match for every agent (referee/budget.py)",
     )
@@ -92,7 +131,12 @@ class MatchTerms(BaseModel):
 
     def seat_budgets(self, seats: list[str]) -> dict[str, Budget]:
         """Each seat's LLM budget: its agent's own, else the file's `[budget]` (none: unlimited)."""
-        return seat_budgets({n: a.budget for n, a in self.agents.items()}, self.budget, seats)
+        own = {n: a.budget.wire() if a.budget is not None else None for n, a in self.agents.items()}
+        return seat_budgets(own, self.budget.wire() if self.budget is not None else None, seats)
+
+    def wire_policy(self) -> FaultPolicy:
+        """The fault policy as a match spec carries it."""
+        return FaultPolicy.model_validate(self.policy.model_dump())
 
     def spec(self, match_id: str, tournament: str, game: GameSpec, seats: list[str], seed: int) -> MatchSpec:
         """One match under these terms, with its own chance secret (drawn with `secrets`, never from
@@ -104,7 +148,7 @@ class MatchTerms(BaseModel):
             seats=seats,
             seed=seed,
             deadline_ms=self.deadline_ms,
-            policy=self.policy,
+            policy=self.wire_policy(),
             max_turns=self.max_turns,
             secret=secrets.token_hex(16),
             budgets=self.seat_budgets(seats),

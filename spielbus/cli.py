@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from bus.auth import AuthError
+from bus.subjects import prefix_arg
 from observability.web import port_arg
 from referee.config import ConfigError, load_config
 
@@ -152,7 +153,7 @@ def _run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--run-dir", default=None, help="parent folder of the run folder (default: the file's run_dir)"
     )
-    p.add_argument("--prefix", default="spielbus", help="subject prefix")
+    p.add_argument("--prefix", default="spielbus", type=prefix_arg, help="subject prefix")
     p.add_argument("--agent-wait", type=float, default=120.0, help="seconds to wait for agents to join")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument(
@@ -206,7 +207,7 @@ def _submit_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("file")
     _add_nats_flags(p)
     p.add_argument("--run-dir", default=None)
-    p.add_argument("--prefix", default="spielbus")
+    p.add_argument("--prefix", default="spielbus", type=prefix_arg)
     p.add_argument("--agent-wait", type=float, default=60.0)
     p.add_argument("--quiet", action="store_true")
     _add_auth_flag(p, "the referee user")
@@ -233,7 +234,7 @@ def _referee_flags(p: argparse.ArgumentParser) -> None:
         help="on SIGTERM, matches in flight get this long to finish before they are handed back "
         "to the work queue for another referee (default 10)",
     )
-    p.add_argument("--prefix", default="spielbus")
+    p.add_argument("--prefix", default="spielbus", type=prefix_arg)
     p.add_argument(
         "--metrics-port",
         type=port_arg,
@@ -271,7 +272,7 @@ def _protocol_flags(p: argparse.ArgumentParser) -> None:
 def _bot_check_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("name", help="the bot's agent name")
     _add_nats_flags(p, replicas=False)
-    p.add_argument("--prefix", default="spielbus")
+    p.add_argument("--prefix", default="spielbus", type=prefix_arg)
     p.add_argument("--deadline-ms", type=int, default=5000, help="turn deadline (default 5000)")
     p.add_argument(
         "--games",
@@ -296,7 +297,7 @@ def _auth_flags(p: argparse.ArgumentParser) -> None:
     init.add_argument("tournament", nargs="?", default=None, help="take the agents from this tournament file")
     init.add_argument("--agents", default=None, help="comma-separated agent names")
     init.add_argument("--out", required=True, help="folder to write (config, auth.json, *.env)")
-    init.add_argument("--prefix", default="spielbus")
+    init.add_argument("--prefix", default="spielbus", type=prefix_arg)
     from bus.connect import nats_url_arg
 
     init.add_argument(
@@ -340,10 +341,29 @@ def _hand_over(module: str, module_args: list[str]) -> int:
     return 0  # not reached
 
 
+def _with_line(path: str, problem: str) -> str:
+    """`agents.NAME: bad options ... KEY: msg` led by `FILE:LINE:` of that agent's KEY, where found."""
+    import re
+    from pathlib import Path
+
+    from referee.config import line_of
+
+    m = re.match(r"agents\.([A-Za-z0-9_-]+): .*?\): ([A-Za-z0-9_.]+): ", problem)
+    if m is None:
+        return problem
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return problem
+    line = line_of(text, ("agents", m.group(1), "options", *m.group(2).split(".")))
+    return f"{path}:{line}: {problem}" if line else problem
+
+
 def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
+    from spielbus.report import run_console
     from spielbus.run import RunOptions, run_tournament
 
-    console = Console()
+    console = run_console()
     try:
         config = load_config(args.file)
         from referee.config import RECORD_BYTES, match_count
@@ -370,7 +390,8 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
                 )
                 return 130
             if problems:
-                raise ConfigError(f"{args.file}: bad agent options:\n  " + "\n  ".join(problems))
+                located = [_with_line(args.file, p) for p in problems]
+                raise ConfigError(f"{args.file}: bad agent options:\n  " + "\n  ".join(located))
     except ConfigError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2

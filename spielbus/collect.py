@@ -27,7 +27,7 @@ from rich.console import Console
 
 from bus.connect import connect, nats_url
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec
-from bus.subjects import Subjects, check_token
+from bus.subjects import Subjects, check_token, prefix_arg
 from referee.acceptance import record_problem
 from referee.config import ConfigError, RatingsConfig, TournamentConfig, load_config
 from referee.ratings import Rating, Standing, ratings, standings
@@ -109,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL or nats://127.0.0.1:4222)")
     p.add_argument("--run-dir", default="runs", help="parent folder of the run folder (default runs)")
     p.add_argument("--file", default=None, help="tournament file for the ratings (default: the folder's)")
-    p.add_argument("--prefix", default="spielbus")
+    p.add_argument("--prefix", default="spielbus", type=prefix_arg)
     return p
 
 

@@ -6,6 +6,7 @@ folder's summary files written beside them. An interrupted run writes its summar
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass
 
@@ -19,6 +20,19 @@ from referee.run_folder import RunFolder, summarize
 from referee.sprt import SprtStatus
 from spielbus.go_report import print_go_scores
 from spielbus.sprt_run import sprt_status, sprt_summary
+
+# Piped or logged output (no terminal): rich would assume 80 columns and cut the tables; no line of
+# ours needs more than this, so a log keeps every column whole.
+PIPED_WIDTH = 240
+
+
+def run_console() -> Console:
+    """The console of `spielbus run`/`submit`: the terminal's width on a terminal, else (a pipe, a
+    log file) PIPED_WIDTH unless COLUMNS says otherwise."""
+    console = Console()
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console = Console(width=PIPED_WIDTH)
+    return console
 
 
 def outcome_counts(records: list[MatchRecord]) -> dict[str, int]:

@@ -24,6 +24,7 @@ import shlex
 import shutil
 import signal
 import tempfile
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -205,6 +206,10 @@ class TournamentSession:
         self._task: asyncio.Task[object] | None = None
         self._progress: Progress | None = None
         self._bar: TaskID | None = None
+        # Without a terminal the bar draws nothing: plain progress lines instead (`_progress_line`).
+        self._plain = not (opts.quiet or console.is_terminal)
+        self._plain_at = (0.0, -1)  # when and at which count the last plain line was printed
+        self._started = time.monotonic()  # reset when collecting starts
 
     def _plan(self) -> tuple[str, list[MatchSpec], RunFolder]:
         """The tournament id, its schedule and its run folder: stored (`--resume`), replayed, or new."""
@@ -509,6 +514,24 @@ class TournamentSession:
         self.collected += 1
         if self._progress is not None and self._bar is not None:
             self._progress.advance(self._bar)
+        if self._plain:
+            self._progress_line()
+
+    # A plain progress line at least this often, and at every 5% of the schedule.
+    PLAIN_EVERY_S = 10.0
+
+    def _progress_line(self) -> None:
+        total, done = len(self.specs), self.collected
+        now = time.monotonic()
+        last_t, last_n = self._plain_at
+        step = max(1, total // 20)
+        if done < total and now - last_t < self.PLAIN_EVERY_S and done // step == last_n // step:
+            return
+        self._plain_at = (now, done)
+        elapsed = now - self._started
+        self.console.print(
+            f"progress: {done}/{total} matches recorded ({elapsed:.0f} s)", highlight=False, soft_wrap=True
+        )
 
     def _stalled(self) -> None:
         assert self._progress is not None
@@ -525,8 +548,9 @@ class TournamentSession:
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             console=self.console,
-            disable=self.opts.quiet,
+            disable=self.opts.quiet or self._plain,
         )
+        self._started = time.monotonic()
         specs, todo, tid = self.specs, self.todo, self.tid
         with progress:
             bar = self._bar = progress.add_task(tid, total=len(specs), completed=len(specs) - len(todo))

@@ -291,3 +291,29 @@ async def test_bot_check_as_a_library_function_from_a_bot_authors_test(nc, nats_
         report.assert_ok()
     with pytest.raises(ValueError):
         options_for(["no_such_game"])
+
+
+async def test_bot_checks_deliberate_probes_do_not_make_the_agent_warn(
+    nc, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 40: every bot-check left `WARNING ignoring malformed notification` in the agent's log
+    for the odd notifications it sends on purpose; they are marked, and only an unmarked one warns."""
+    import logging
+
+    name = uid("probed")
+    caplog.set_level(logging.DEBUG, logger="agents.runtime")
+    async with serving(nc, RandomStrategy.from_options({"seed": 1}), name):
+        results = await BotChecker(nc, name, options=FAST).run()
+        assert [r for r in results if not r.ok] == []
+        warned = [r for r in caplog.records if "malformed notification" in r.getMessage()]
+        assert warned and all(r.levelno == logging.DEBUG for r in warned), [r.getMessage() for r in warned]
+        caplog.clear()
+        await nc.publish(f"spielbus.notify.{name}", b"\x00 not json, not a probe")
+        await nc.flush()
+        for _ in range(100):
+            if any(r.levelno == logging.WARNING for r in caplog.records):
+                break
+            await asyncio.sleep(0.02)
+    assert [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING] == [
+        f"agent {name}: ignoring malformed notification"
+    ]

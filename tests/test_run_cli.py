@@ -255,3 +255,28 @@ def test_a_run_decided_by_a_built_in_agents_timeouts_says_so_and_fails(tmp_path:
     (folder,) = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["decided_by_builtin_timeouts"]["m1"] >= 1
+
+
+@pytest.mark.slow
+def test_piped_output_keeps_whole_tables_and_shows_progress_lines(tmp_path: Path) -> None:
+    """Issue 40: piped or logged, `spielbus run` cut its tables to 80 columns and showed no progress
+    at all. Captured here (not a terminal, no COLUMNS): each header row is one whole line, and a
+    plain progress line is printed as records arrive, the last at the full count."""
+    cfg = _cfg(tmp_path, **{"games_per_pairing = 1": "games_per_pairing = 3"})
+    env = {k: v for k, v in os.environ.items() if k not in ("NATS_URL", "COLUMNS", "LINES")}
+    out = subprocess.run(
+        [*SPIELBUS, "run", str(cfg), "--run-dir", str(tmp_path / "runs"), *QUIET_PORTS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env=env,
+    )
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    header = [ln for ln in lines if "faults/100 moves" in ln]
+    assert header and all(w in header[0] for w in ("agent", "mean return", "fallbacks", "tokens/move")), (
+        out.stdout
+    )
+    progress = [ln for ln in lines if ln.startswith("progress: ")]
+    assert progress and progress[-1].startswith("progress: 6/6 matches recorded"), out.stdout

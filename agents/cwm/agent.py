@@ -50,12 +50,14 @@ FINAL_CHECK_S = 20.0  # wall clock for the check of a match's final step (off an
 
 class CwmOptions(StrategyOptions):
     model: str = Field(description="folder written by `spielbus cwm synthesize`")
-    simulations: int = Field(default=1000, ge=1)
-    rollouts: int = Field(default=10, ge=1, description="random rollouts per leaf (the paper uses 10)")
+    simulations: int = Field(default=1000, ge=1, le=10_000_000)
+    rollouts: int = Field(
+        default=10, ge=1, le=1000, description="random rollouts per leaf (the paper uses 10)"
+    )
     value_function: bool = Field(
         default=True, description="use the chosen value function if the folder has one"
     )
-    uct_c: float = Field(default=2.0, gt=0)
+    uct_c: float = Field(default=2.0, gt=0, le=100.0)
     determinizations: int = Field(default=8, ge=1, le=200, description="resampled states per ISMCTS search")
     time_fraction: float = Field(default=0.6, gt=0, le=0.9, description="share of the deadline for search")
     forfeit_on_model_error: bool = Field(

@@ -45,6 +45,7 @@ class HumanOptions(StrategyOptions):
     move_s: float | None = Field(
         default=None,
         gt=0,
+        le=86_400,
         allow_inf_nan=False,
         description="the person's time per move, counted from when their page first shows the turn "
         "(a turn sent before the page was first opened waits for it); the tournament's deadline_ms "

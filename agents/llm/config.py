@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 DEFAULT_OPENAI_URL = "http://127.0.0.1:8080/v1"
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
@@ -33,8 +33,10 @@ class LLMOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     temperature: float = Field(default=0.0, ge=0.0, le=2.0, allow_inf_nan=False)
-    max_tokens: int = Field(default=48, ge=1, description="Tokens for the answer (thinking apart).")
-    seed: int | None = None
+    max_tokens: int = Field(
+        default=48, ge=1, le=32_768, description="Tokens for the answer (thinking apart)."
+    )
+    seed: int | None = Field(default=None, ge=-(2**63), le=2**63 - 1)
     top_p: float | None = Field(default=None, gt=0.0, le=1.0, allow_inf_nan=False)
     omit: list[Literal["temperature", "top_p", "seed"]] = Field(
         default_factory=list, description="Sampling fields never sent (reasoning models refuse them)."
@@ -43,7 +45,10 @@ class LLMOptions(BaseModel):
         default="max_tokens", description="The request field the token limit goes in (openai backend)."
     )
     thinking_tokens: int | None = Field(
-        default=None, ge=0, description="Added to max_tokens for thinking; None: 0, or 4096 for reasoning."
+        default=None,
+        ge=0,
+        le=131_072,
+        description="Added to max_tokens for thinking; None: 0, or 4096 for reasoning.",
     )
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = Field(
         default=None, description="openai backend: sent as `reasoning_effort`."
@@ -103,7 +108,12 @@ class LLMConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     backend: Literal["openai", "ollama"] = "openai"
-    base_url: str | None = Field(default=None, description="None: from the environment, else the default.")
+    base_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s/?#]+",
+        max_length=2048,
+        description="http:// or https:// only; None: from the environment, else the default.",
+    )
     model: str = "smollm2"
     api_key: str | None = Field(default=None, description="openai backend; None: OPENAI_API_KEY or a dummy.")
     options: LLMOptions = Field(default_factory=LLMOptions)
@@ -111,25 +121,49 @@ class LLMConfig(BaseModel):
     timeout_s: float = Field(
         default=30.0,
         gt=0,
+        le=3600,
         allow_inf_nan=False,
         description="Per HTTP request, further capped by the turn deadline.",
     )
     retries: int = Field(
-        default=4, ge=0, description="Extra attempts after a provider error (never after a config error)."
+        default=4,
+        ge=0,
+        le=10,
+        description="Extra attempts after a provider error (never after a config error).",
     )
     backoff_s: float = Field(
-        default=0.5, gt=0, allow_inf_nan=False, description="First retry's wait; doubles each retry (jitter)."
+        default=0.5,
+        gt=0,
+        le=600,
+        allow_inf_nan=False,
+        description="First retry's wait; doubles each retry (jitter).",
     )
-    backoff_max_s: float = Field(default=8.0, gt=0, allow_inf_nan=False, description="Longest backoff wait.")
+    backoff_max_s: float = Field(
+        default=8.0, gt=0, le=3600, allow_inf_nan=False, description="Longest backoff wait."
+    )
     price: Price | None = Field(default=None, description="Dollars per million tokens; None: cost unknown.")
     # Shared by every agent of a run naming this endpoint, across processes (agents/llm/limits.py).
-    max_in_flight: int | None = Field(default=None, ge=1, description="Requests in flight at once, shared.")
-    requests_per_minute: float | None = Field(
-        default=None, gt=0, allow_inf_nan=False, description="Requests per minute, spaced evenly, shared."
+    max_in_flight: int | None = Field(
+        default=None, ge=1, le=10_000, description="Requests in flight at once, shared."
     )
-    tokens_per_minute: int | None = Field(default=None, ge=1, description="Tokens per minute, shared.")
+    requests_per_minute: float | None = Field(
+        default=None,
+        gt=0,
+        le=1_000_000,
+        allow_inf_nan=False,
+        description="Requests per minute, spaced evenly, shared.",
+    )
+    tokens_per_minute: int | None = Field(
+        default=None, ge=1, le=10**10, description="Tokens per minute, shared."
+    )
     cache: bool = True
-    cache_size: int = Field(default=20_000, ge=0)
+    cache_size: int = Field(default=20_000, ge=0, le=10_000_000)
+
+    @model_validator(mode="after")
+    def _ordered_backoff(self) -> LLMConfig:
+        if self.backoff_max_s < self.backoff_s:
+            raise ValueError(f"backoff_max_s ({self.backoff_max_s}) is below backoff_s ({self.backoff_s})")
+        return self
 
     def resolved_base_url(self) -> str:
         if self.base_url:

@@ -37,8 +37,9 @@ import uuid
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator, model_validator
 
+from bus.subjects import check_stream_name
 from referee.budget import budget_label
 from referee.config import ConfigError, parse_toml
 from referee.ladder.store import BUCKET
@@ -49,11 +50,23 @@ class LadderAgent(Entrant):
     concurrency: int = Field(default=1, ge=1, le=64, description="this agent's ladder matches at once")
 
 
+WEEK_S = 7 * 86_400.0
+
+
 class QuarantineConfig(BaseModel):
     model_config = FILE
-    limit: int = Field(default=3, ge=1)
-    backoff_s: float = Field(default=300.0, gt=0)
-    max_backoff_s: float = Field(default=3600.0, gt=0)
+    limit: int = Field(default=3, ge=1, le=1000)
+    backoff_s: float = Field(default=300.0, ge=1, le=WEEK_S)
+    max_backoff_s: float = Field(default=3600.0, ge=1, le=4 * WEEK_S)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> QuarantineConfig:
+        if self.max_backoff_s < self.backoff_s:
+            raise ValueError(
+                f"quarantine.max_backoff_s ({self.max_backoff_s:g}) must be at least "
+                f"quarantine.backoff_s ({self.backoff_s:g})"
+            )
+        return self
 
 
 class LadderConfig(MatchTerms):
@@ -63,11 +76,17 @@ class LadderConfig(MatchTerms):
 
     agents: dict[str, LadderAgent] = Field(min_length=2)
     concurrency: int = Field(default=4, ge=1, le=1024)
-    rate_per_minute: float = Field(default=60.0, gt=0)
-    probe_s: float = Field(default=5.0, gt=0, le=3600)
-    pending_timeout_s: float = Field(default=900.0, gt=0)
+    rate_per_minute: float = Field(default=60.0, ge=0.01, le=60_000)
+    probe_s: float = Field(default=5.0, ge=0.1, le=3600)
+    pending_timeout_s: float = Field(default=900.0, ge=1, le=WEEK_S)
     quarantine: QuarantineConfig = Field(default_factory=QuarantineConfig)
-    bucket: str = BUCKET
+    bucket: str = Field(default=BUCKET, description="the NATS key-value bucket of results and state")
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket(cls, v: str) -> str:
+        # A bad name passed parsing and failed at run time with a traceback (issue 40).
+        return check_stream_name(v, "bucket", kv=True)
 
     def new_match_id(self) -> str:
         """`<name>-<16 hex>`: unique without coordination between ladder processes."""

@@ -277,7 +277,7 @@ class TrainingSession:
             seats=seats,
             seed=seed,
             deadline_ms=self.config.deadline_ms,
-            policy=self.config.policy,
+            policy=self.config.wire_policy(),
             max_turns=self.config.max_turns,
             secret=secret,
             budgets=self.config.seat_budgets(seats),
