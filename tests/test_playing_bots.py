@@ -7,11 +7,19 @@ Go and Debian's nats.go are missing (tests/example_bots.py)."""
 
 from __future__ import annotations
 
+import json
+import random
+import shutil
+import subprocess
+
+import chess
 import pytest
 
 from agents.random_agent import RandomStrategy
+from games.chess.uci import action_to_uci, uci_to_action
+from games.loader import load_game
 from referee.botcheck import BotChecker, BotCheckOptions
-from tests.example_bots import running_bot
+from tests.example_bots import BOTS, running_bot
 from tests.helpers import play, serving, spec, uid
 
 
@@ -67,3 +75,54 @@ async def test_playing_bots_pass_bot_check(
     failed = [f"{r.name}: {r.detail}" for r in results if not r.ok]
     assert not failed, failed
     assert len(results) == 5 + len(games) + 1
+
+
+DECODE = """
+const { Board } = require("./chess_ids");
+const games = JSON.parse(require("fs").readFileSync(0, "utf8"));
+console.log(JSON.stringify(games.map((g) => {
+  const b = new Board();
+  return g.ids.map((id, i) => [b.id(g.ucis[i]), b.play(id)]);
+})));
+"""
+
+
+def test_the_chess_bots_ids_are_openspiels() -> None:
+    """examples/bots/chess_ids.js (what docs/games.md says of chess ids, in JavaScript) turns every
+    id of random games into the UCI move games/chess/uci.py gives, and back: castling, en passant
+    and promotions included."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed: the chess bot's id decoding cannot run")
+    game, rng = load_game("chess"), random.Random(5)
+    games: list[dict[str, list[int] | list[str]]] = []
+    special: set[str] = set()  # which kinds of special move the games hold
+    # The first game opens with an en passant capture (rare in random play), then goes on at random.
+    for opening in (["e2e4", "a7a6", "e4e5", "d7d5", "e5d6"], *[[]] * 11):
+        state, board = game.new_initial_state(), chess.Board()
+        ids: list[int] = []
+        ucis: list[str] = []
+        while not state.is_terminal() and len(ids) < 300:
+            if len(ids) < len(opening):
+                action = uci_to_action(board, opening[len(ids)])
+            else:
+                action = rng.choice(state.legal_actions())
+            move = chess.Move.from_uci(action_to_uci(board, action))
+            special |= {
+                k
+                for k, f in (("castling", board.is_castling), ("en passant", board.is_en_passant))
+                if f(move)
+            }
+            special |= {"underpromotion"} if move.promotion not in (None, chess.QUEEN) else set()
+            board.push(move)
+            ids.append(action)
+            ucis.append(move.uci())
+            state.apply_action(action)
+        games.append({"ids": ids, "ucis": ucis})
+    out = subprocess.run(
+        [node, "-e", DECODE], input=json.dumps(games), capture_output=True, text=True, cwd=BOTS, check=True
+    )
+    got = json.loads(out.stdout)
+    want = [[[i, u] for i, u in zip(g["ids"], g["ucis"], strict=True)] for g in games]
+    assert got == want
+    assert special == {"castling", "en passant", "underpromotion"}
