@@ -4,6 +4,7 @@
                                    [--first-game N]
     python scripts/make_puzzles.py --check FILE [--nodes N] [--sample K] [--results R]
                                    [--structure-only]   # exit 2 naming every puzzle not exactly mate in N
+    python scripts/make_puzzles.py --check FILE --mate-search [--nodes N]   # the deep mate search
     python scripts/make_puzzles.py --relabel FILE --results R --out NEW   # mislabelled puzzles relabelled
     python scripts/make_puzzles.py --derive FILE --out NEW --depths 3-7   # short depths from the next one
     python scripts/make_puzzles.py --reverify        # re-check every puzzle with Stockfish (resumable)
@@ -41,6 +42,16 @@ game numbers, hence ids and games, then never meet), and append each copy's new 
 the suite when they are done (`--check` the result). Deterministic for a
 seed (every search is bounded by nodes or depth, Threads=1), unless a wall-clock cap
 cuts a search short on a very busy machine.
+
+What `--check` proves: a shorter mate it finds is a mate (the label is wrong); "no mate in N-1"
+is a proof only where N-1 <= 3 (the exhaustive search). Beyond, it says that Stockfish's
+`go mate N-1` found none within the node budget, nothing more: at the default 2,000,000 nodes the
+search of m7-00677-048 (shipped as a mate in 7) still reported mate in 7, while `go mate 6` run on
+finds the mate in 6 after 0.9 to 2.3 million nodes (it was relabelled). `--mate-search` is the
+check for deep puzzles: the same `go mate N-1`, which stops as soon as it finds a mate in N-1 or
+fewer, left to run to 50,000,000 nodes (`--nodes` sets it; minutes a puzzle on one core), its
+verdicts recorded as "stockfish mate search N nodes". It too is bounded, so "none" is still no
+proof; it raises the budget 25-fold where shorter mates hide.
 
 Limits: "forced" means Stockfish's search says so, and so does "no shorter mate" for
 N-1 > 3 (a node-bounded search, not a proof; exhaustive proofs for mates in 4 or more
@@ -84,6 +95,7 @@ WALK_BACK = chess.engine.Limit(depth=16, nodes=300_000)
 # core here, by load); a mate in N-1 or fewer is searched exhaustively where N-1 is at most
 # EXHAUSTIVE_MAX (a mate in 3: seconds to a minute in Python), within EXHAUSTIVE_BUDGET positions.
 CHECK_NODES = 2_000_000
+MATE_SEARCH_NODES = 50_000_000  # --mate-search: the deep check's budget
 EXHAUSTIVE_MAX = 3
 EXHAUSTIVE_BUDGET = 300_000
 
@@ -122,13 +134,15 @@ def shorter_mate(
     n: int,
     nodes: int = CHECK_NODES,
     exhaustive_max: int = EXHAUSTIVE_MAX,
+    label: str = "stockfish",
 ) -> Shorter:
     """Is there a mate in fewer than n moves from `position` (its FEN alone)?
 
     Where n-1 <= `exhaustive_max`, an exhaustive search (games/chess/mate_search.py) decides:
     a proof either way. Otherwise, or if that search runs past its budget, Stockfish's mate search
     (UCI `go mate n-1`, hash cleared, `nodes` nodes) looks for one: it stops at the first mate in
-    n-1 or fewer, so "none" means none within the budget."""
+    n-1 or fewer, so "none" means none within the budget. `label` names that search in `how`
+    ("stockfish mate search" for `--mate-search`)."""
     board = chess.Board(position.fen())
     if n <= 1:
         return Shorter(None, (), "exhaustive")
@@ -145,7 +159,7 @@ def shorter_mate(
     info = engine.analyse(board, chess.engine.Limit(mate=n - 1, nodes=nodes, time=WALL_CAP_SECONDS))
     found_mate = _mate_for_mover(info, board)
     if found_mate is not None and 0 < found_mate < n:
-        return Shorter(found_mate, tuple(m.uci() for m in info.get("pv", [])), f"stockfish {nodes} nodes")
+        return Shorter(found_mate, tuple(m.uci() for m in info.get("pv", [])), f"{label} {nodes} nodes")
     # Stopped by the wall cap before the node budget (and not at the engine's depth limit): no proof.
     if (
         info.get("nodes", 0) < nodes
@@ -153,7 +167,7 @@ def shorter_mate(
         and info.get("time", 0.0) >= WALL_CAP_SECONDS * 0.9
     ):
         return Shorter(None, (), "unknown")
-    return Shorter(None, (), f"stockfish {nodes} nodes")
+    return Shorter(None, (), f"{label} {nodes} nodes")
 
 
 def verify(
@@ -334,7 +348,7 @@ def derive(args: argparse.Namespace) -> int:
                 new_id = f"m{d}-{parent.id.split('-')[1]}-{ply:03d}"
                 if board.fen() in fens or new_id in ids:
                     continue
-                seen = shorter_mate(engine, board, d, args.nodes)
+                seen = shorter_mate(engine, board, d, args.nodes, label=_label(args))
                 if seen.mate is not None or seen.how == "unknown":
                     print(f"{new_id}: not exact ({seen.mate}, {seen.how}); skipped", flush=True)
                     continue
@@ -401,6 +415,10 @@ def reverify(args: argparse.Namespace, path: str) -> int:
     return 0
 
 
+def _label(args: argparse.Namespace) -> str:
+    return "stockfish mate search" if args.mate_search else "stockfish"
+
+
 def check(args: argparse.Namespace) -> int:
     """`--check FILE`: the file loads (games/chess/puzzles.py's checks), and unless
     `--structure-only`, no puzzle has a mate shorter than its label (`shorter_mate`). Each verdict
@@ -420,6 +438,7 @@ def check(args: argparse.Namespace) -> int:
     if path is None:
         print(f"make_puzzles: Stockfish not found: {INSTALL_HINT}", file=sys.stderr)
         return 2
+    puzzles = [p for p in puzzles if args.depths[0] <= p.depth <= args.depths[1]]  # --depths
     if args.sample is not None:
         puzzles = select(puzzles, sorted(by), args.sample)
     results = Path(args.results) if args.results else None
@@ -434,7 +453,9 @@ def check(args: argparse.Namespace) -> int:
             row = done.get(p.id)
             if row is None:
                 t0 = time.monotonic()
-                seen = shorter_mate(engine, chess.Board(p.fen), p.depth, args.nodes, args.exhaustive_max)
+                seen = shorter_mate(
+                    engine, chess.Board(p.fen), p.depth, args.nodes, args.exhaustive_max, _label(args)
+                )
                 row = {
                     "id": p.id, "depth": p.depth, "nodes": args.nodes, "mate": seen.mate,
                     "line": list(seen.line), "how": seen.how, "seconds": round(time.monotonic() - t0, 2),
@@ -581,7 +602,7 @@ def _depth_range(text: str) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--per-depth", type=int, default=100)
-    ap.add_argument("--depths", type=_depth_range, default=(3, 8), help="e.g. 3-8")
+    ap.add_argument("--depths", type=_depth_range, default=(3, 8), help="e.g. 3-8 (also what --check checks)")
     ap.add_argument("--out", default=str(DEFAULT_PATH))
     ap.add_argument("--seed", type=int, default=14)
     ap.add_argument(
@@ -592,7 +613,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", metavar="FILE", help="validate FILE: structure, then no shorter mates")
     ap.add_argument("--structure-only", action="store_true", help="--check: only the file's structure")
     ap.add_argument("--sample", type=int, default=None, help="--check: only the first K puzzles per depth")
-    ap.add_argument("--nodes", type=int, default=CHECK_NODES, help="--check: Stockfish nodes per puzzle")
+    ap.add_argument(
+        "--nodes",
+        type=int,
+        default=None,
+        help=f"--check: Stockfish nodes per puzzle (default {CHECK_NODES:,}; "
+        f"{MATE_SEARCH_NODES:,} with --mate-search)",
+    )
+    ap.add_argument(
+        "--mate-search",
+        action="store_true",
+        help="--check, --derive: the deep check: `go mate N-1` to --nodes (default 50,000,000) per puzzle",
+    )
     ap.add_argument(
         "--exhaustive-max", type=int, default=EXHAUSTIVE_MAX, help="--check: prove N-1 <= this exhaustively"
     )
@@ -605,6 +637,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--reverify", action="store_true", help="re-check every puzzle of --out with Stockfish")
     args = ap.parse_args(argv)
+    if args.nodes is None:
+        args.nodes = MATE_SEARCH_NODES if args.mate_search else CHECK_NODES
+    if args.nodes < 1:
+        ap.error("--nodes must be at least 1")
     if args.check:
         return check(args)
     if args.relabel:

@@ -31,6 +31,16 @@ MISLABELLED = {
     "solution": "h2h4 g5g4 c1f4 g4g3 f2g3 h8h7 f4e5 h7g6 f6f7 g6h5 f7f8q h5g6 f8f7".split(),
 }
 
+# Shipped as a mate in 7 (m7-00677-048) until issue 43: a mate in 6 that `go mate 6` finds after
+# about 2.3 million nodes (Threads 1, Hash 32, cleared), past the default check's 2,000,000.
+DEEP_FEN = "3R1rrk/1p1b3p/8/p3Pp2/7Q/P1P3P1/5PBP/R5K1 w - - 3 25"
+DEEP = {
+    "id": "m7-00677-048",
+    "depth": 7,
+    "fen": DEEP_FEN,
+    "solution": "d8d7 g8g7 h4h6 f8g8 h6f6 f5f4 g2d5 f4g3 d5g8 g3f2 g1f2 h8g8 f6g7".split(),
+}
+
 needs_stockfish = pytest.mark.skipif(
     find_stockfish() is None, reason="stockfish not installed (make system-deps)"
 )
@@ -185,3 +195,25 @@ def test_a_rerun_searches_again_where_the_wall_cap_cut_a_search(
     assert make_main(["--check", str(path), "--nodes", "200000", "--results", str(results)]) == 0
     assert "1 of 1 exactly as labelled" in capsys.readouterr().out
     assert json.loads(results.read_text().splitlines()[-1])["how"] == "stockfish 200000 nodes"
+
+
+@pytest.mark.slow
+@needs_stockfish
+def test_the_mate_search_mode_finds_what_the_default_check_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The default check's 2,000,000 nodes pass m7-00677-048 as exactly mate in 7 (none found is
+    not a proof); `--mate-search` lets `go mate 6` run on and finds the mate in 6. (Its default is
+    50,000,000 nodes; 3,000,000 is enough for this puzzle and keeps the test short.)"""
+    path = tmp_path / "deep.jsonl.gz"
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        fh.write(json.dumps(DEEP) + "\n")
+    assert make_main(["--check", str(path)]) == 0
+    assert "m7-00677-048: no mate in 6 (stockfish 2000000 nodes" in capsys.readouterr().out
+    results = tmp_path / "verdicts.jsonl"
+    args = ["--check", str(path), "--mate-search", "--nodes", "3000000", "--results", str(results)]
+    assert make_main(args) == 2
+    assert "m7-00677-048: MATE IN 6 (stockfish mate search 3000000 nodes" in capsys.readouterr().out
+    (row,) = [json.loads(line) for line in results.read_text().splitlines()]
+    assert row["mate"] == 6 and row["how"] == "stockfish mate search 3000000 nodes"
+    assert all(p.fen != DEEP_FEN or p.depth != 7 for p in load_puzzles())  # no longer a mate in 7

@@ -127,6 +127,8 @@ async def test_cwm_quick_report_on_the_reference_model(tmp_path: Path, smallest:
         assert "needs a model that writes code" in by[name].why
     assert "no hand-written reference model of gin_rummy" in by["gin_rummy-vs-random"].why
     assert by["leduc_poker-test_transition"].score == 1.0 and by["leduc_poker-test_inference"].score == 1.0
+    assert by["leduc_poker-test_transition"].title.endswith("(hand-written reference model, not synthesized)")
+    assert {s.agent for s in by["leduc_poker-vs-random"].seats} == {"cwm", "random"}
     assert by["leduc_poker-vs-random"].unit == "payoff" and by["tic_tac_toe-vs-gt_mcts"].unit == "share"
     _check_sources(out, cells)
     assert extra(out, cells)[-1].startswith("Not measured: needs a model that writes code")

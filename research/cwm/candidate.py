@@ -87,3 +87,18 @@ def run_candidate(
         return Run(v, kinds=kinds)
     finally:
         sandbox.close()
+
+
+def run_model(code: str | None, tests: list[dict[str, Any]], meta: dict[str, Any]) -> Run:
+    """The held-out or online tests of a model folder's code (`meta` from its meta.json), with a
+    generous timeout; a folder whose synthesis wrote no code (`code` None) fails every test."""
+    if code is None:
+        none = Verdict(total=len(tests), reason="no_code", detail="the synthesis wrote no model.py")
+        return Run(none, [], frozenset(t["kind"] for t in tests))
+    return run_candidate(
+        code,
+        tests,
+        imperfect=meta["imperfect"],
+        tests_timeout_s=600,
+        inference=meta.get("inference", "history"),
+    )

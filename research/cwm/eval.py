@@ -21,7 +21,7 @@ from typing import Any
 from agents.cwm.model_dir import load_report
 from games.loader import load_game
 from research.cwm import trajectories as T
-from research.cwm.candidate import Run, Verdict, run_candidate
+from research.cwm.candidate import run_model
 
 MAX_INFERENCE_CASES = 500
 
@@ -51,18 +51,7 @@ def evaluate(
         for t in inf:
             t["initial_state"] = init
         tests += inf
-    if code is None:  # nothing to run: every test fails
-        kinds = frozenset(t["kind"] for t in tests)
-        none = Verdict(total=len(tests), reason="no_code", detail="the synthesis wrote no model.py")
-        run = Run(none, [], kinds)
-    else:
-        run = run_candidate(
-            code,
-            tests,
-            imperfect=meta["imperfect"],
-            tests_timeout_s=600,
-            inference=meta.get("inference", "history"),
-        )
+    run = run_model(code, tests, meta)
     return {
         "game": meta["game"],
         "deck": "closed" if meta["closed_deck"] else "open",

@@ -25,7 +25,7 @@ from typing import Any
 from bus.protocol import MatchRecord
 from games.loader import load_game, parse_spec
 from research.cwm import trajectories as T
-from research.cwm.candidate import run_candidate
+from research.cwm.candidate import run_model
 
 MAX_CASES = 10000
 FINISHED = ("decisive", "draw", "max_turns")
@@ -95,13 +95,7 @@ def online_accuracy(
     if not tests:
         return row
     code = (Path(folder) / "model.py").read_text()
-    run = run_candidate(
-        code,
-        tests,
-        imperfect=meta["imperfect"],
-        tests_timeout_s=600,
-        inference=meta.get("inference", "history"),
-    )
+    run = run_model(code, tests, meta)
     row["online_transition_accuracy"] = run.accuracy("transition") if n_trans else None
     row["online_inference_accuracy"] = run.accuracy("inference") if n_inf else None
     row["online_failure"] = run.verdict.summary() if run.verdict.reason else None
