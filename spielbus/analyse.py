@@ -103,6 +103,8 @@ def print_quality(console: Console, table: list[AgentQuality]) -> None:
             f"{m.value:.3f} ({m.lo:.3f}-{m.hi:.3f})",
             f"{b.value:.1f} ({b.lo:.1f}-{b.hi:.1f})",
         )
+    if not console.is_terminal and console.width < 140:  # a pipe's 80 columns would cut every cell
+        console = Console(file=console.file, width=140)
     console.print(t)
 
 
