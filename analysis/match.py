@@ -13,7 +13,9 @@ and the match's moves are not scored. Judges are built once per game per process
 kept: a solve or an equilibrium is paid once.
 
 Chance steps (player -1 in the record) are replayed, not scored; a step the record marks `forced`
-(the referee played it for the seat) is scored and flagged, and left out of the seat's figures.
+(the referee played it for the seat) or the agent marked a fallback (`stats.fallback`: its LLM
+failed and it played a stand-in move) is scored and flagged, and left out of the seat's figures:
+neither is the agent's own play.
 A record whose steps do not replay (an action that is not legal there) stops at that step: the
 moves before it are kept, and the error says where.
 """
@@ -121,6 +123,7 @@ def analyse_match(record: MatchRecord, judges: Judges) -> list[MoveAnalysis]:
                     action=step.action,
                     text=step.text,
                     forced=step.forced,
+                    fallback=bool(step.stats is not None and (step.stats.model_extra or {}).get("fallback")),
                     value_before=v.value_before + 0.0,  # + 0.0: no -0.0 in the file
                     value_played=v.value_played + 0.0,
                     value_best=v.value_best + 0.0,

@@ -74,6 +74,9 @@ class MoveAnalysis(BaseModel):
     action: int
     text: str
     forced: bool = Field(default=False, description="played by the referee for the seat (random policy)")
+    fallback: bool = Field(
+        default=False, description="the agent marked it a fallback (`stats.fallback`): its LLM failed"
+    )
     value_before: float = Field(description="the reference's value of the position for the mover")
     value_played: float
     value_best: float

@@ -1,7 +1,8 @@
 """Per agent: accuracy, mean loss and blunders per 100 moves, each with a 95% interval.
 
 The figures are means over the agent's scored moves (moves the referee played for it, `forced`,
-are left out: they are not its play). Moves of one match are not independent (one bad position
+and the agent's own fallbacks for a failed LLM answer, `fallback`, are left out: they are not its
+play; the standings count the fallbacks). Moves of one match are not independent (one bad position
 spoils several moves), so the intervals come from a bootstrap over matches: matches are resampled
 with replacement (2,000 times, seeded: the same rows give the same intervals) and the 2.5th and
 97.5th percentiles of the resampled figure are the interval. With a single match the interval is the
@@ -58,7 +59,7 @@ def agent_quality(rows: Iterable[MoveAnalysis], seed: int = 0) -> list[AgentQual
     """One entry per (agent, game, reference name), sorted by game then by accuracy, best first."""
     groups: dict[tuple[str, str, str], dict[str, list[MoveAnalysis]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if not r.forced:
+        if not (r.forced or r.fallback):
             groups[(r.agent, r.game, r.reference.name)][r.match_id].append(r)
     out = []
     for (agent, game, reference), matches in groups.items():

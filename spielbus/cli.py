@@ -15,6 +15,7 @@
     spielbus collect TOURNAMENT_ID  rebuild a run folder from the match stream
     spielbus standings RUN_DIR      a run folder's standings and ratings again (--by-provenance)
     spielbus analyse RUN_DIR        every move of a run scored by a reference (analysis.jsonl)
+    spielbus analyst                every match scored as it ends, from the match stream
     spielbus ladder FILE.toml       a ladder: agents join any time, matchmaking by information
     spielbus ladder standings       the ladder's table from its results in JetStream
     spielbus export pgn RUN_DIR     a run folder's chess matches as one PGN file
@@ -746,6 +747,9 @@ COMMANDS: dict[str, Command] = {
     ),
     "analyse": Command(
         "score every move of a run folder (spielbus analyse --help)", module="spielbus.analyse"
+    ),
+    "analyst": Command(
+        "score every match as it ends, from the match stream (docs/analysis.md)", module="spielbus.analyst"
     ),
     "ladder": Command(
         "the ladder: `spielbus ladder FILE.toml` runs it, `spielbus ladder standings` (docs/ladder.md)",

@@ -13,7 +13,7 @@ import numpy as np
 from analysis.estimate import EstimateJudge
 from analysis.scale import MoveAnalysis
 from analysis.summary import agent_quality
-from bus.protocol import MatchRecord, MoveRecord
+from bus.protocol import MatchRecord, MoveRecord, MoveStats
 from games.loader import load_game, parse_spec
 from spielbus.analyse import main as analyse
 
@@ -121,13 +121,16 @@ def test_the_estimate_says_how_sure_it_is() -> None:
 
 def test_per_agent_figures_and_their_intervals(tmp_path: Path) -> None:
     records = [random_record("tic_tac_toe", n, ["a", "b"]) for n in range(6)]
+    # a's first move of the first match was a fallback for a failed LLM answer: scored, not counted.
+    records[0].moves[0].stats = MoveStats.model_validate({"fallback": True})
     run = tmp_path / "run"
     write_run(run, records)
     assert analyse([str(run)]) == 0
     rows = rows_of(run)
+    assert [r.fallback for r in rows if r.match_id == records[0].match_id][:2] == [True, False]
     table = {q.agent: q for q in agent_quality(rows)}
     for agent in "ab":
-        mine = [r for r in rows if r.agent == agent]
+        mine = [r for r in rows if r.agent == agent and not r.fallback]
         q = table[agent]
         assert q.moves == len(mine) and q.matches == 6
         assert q.accuracy.value == np.mean([r.accuracy for r in mine])
