@@ -7,12 +7,22 @@ STAMP := $(VENV)/.spielbus-installed
 
 .PHONY: install run test typecheck lint bench clean node-deps system-deps train-deps llama-server
 
+# llama.cpp is compiled once per machine for both the binding (llama-cpp-python) and `llama-server`:
+# one CMake build of the llama.cpp source vendored in the llama-cpp-python sdist of the version
+# pyproject.toml pins, kept in $(LLAMA_CPP_CACHE) (scripts/llama_cpp.sh says how). `make install`
+# builds the binding's libraries only (a few minutes once per machine; a fresh clone on the same
+# machine copies them in seconds), `make llama-server` then adds the server's own sources.
+LLAMA_CPP_PYTHON := $(shell grep -o 'llama-cpp-python\[server\]==[0-9.]*' pyproject.toml | cut -d= -f3)
+LLAMA_CPP_CACHE ?= $(HOME)/.cache/spielbus/llama.cpp-$(LLAMA_CPP_PYTHON)
+LLAMA_CPP := LLAMA_CPP_PYTHON=$(LLAMA_CPP_PYTHON) LLAMA_CPP_CACHE=$(LLAMA_CPP_CACHE) bash scripts/llama_cpp.sh
+
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is needed"' \
 		|| { echo "error: Spielbus needs Python 3.11 or newer as $(PYTHON)"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	@echo "Installing spielbus with the embedded LLM (llama-cpp-python compiles once: a few minutes)..."
+	$(LLAMA_CPP) libs $(VENV)
+	@echo "Installing spielbus with the embedded LLM..."
 	$(BIN)/pip install --quiet -e '.[dev,local]'
 	touch $(STAMP)
 
@@ -67,7 +77,7 @@ $(NODE_STAMP): examples/bots/package-lock.json
 # libseccomp's binding for the system's python3: agents/cwm/sandbox.py), stockfish (the `stockfish` agent
 # and the chess puzzle suite), pgn-extract (an independent reader of the exported PGN, tests/test_pgn.py),
 # gnugo (the `gnugo` agent over GTP and the dead-stone-aware Go score of the report), cmake and g++ (the
-# llama-server build below).
+# llama.cpp build above).
 # Installed when root with apt-get; otherwise a note, and those tests skip saying why.
 SYSTEM_DEPS := prometheus chromium docker-compose iproute2 bubblewrap python3-seccomp stockfish pgn-extract gnugo cmake g++
 system-deps:
@@ -87,40 +97,12 @@ system-deps:
 	fi
 
 # llama.cpp's own `llama-server` (parallel slots, continuous batching) for `spielbus llm serve --server
-# llama-server`, built from the llama.cpp source vendored in the llama-cpp-python sdist of the version
-# pyproject.toml pins (the same source the embedded server's wheel compiles), only the server target,
-# statically linked, into $(BIN)/llama-server. `make test` builds it (tests/test_llama_server.py).
-# The build (2 min 42 s on 2 idle cores, measured) is kept per machine in $(LLAMA_SERVER_CACHE), keyed by
-# the version, as pip keeps the wheel it compiles: a fresh clone on the same machine copies it in
-# seconds. `make llama-server LLAMA_SERVER_CACHE=` builds without the cache.
-LLAMA_CPP_PYTHON := $(shell grep -o 'llama-cpp-python\[server\]==[0-9.]*' pyproject.toml | cut -d= -f3)
+# llama-server`, from the same llama.cpp build as the binding (above): only the server's own sources
+# compile, into $(LLAMA_CPP_CACHE), linked as $(BIN)/llama-server. `make test` builds it
+# (tests/test_llama_server.py); `make run` does not wait for it.
 LLAMA_SERVER_STAMP := $(VENV)/.llama-server-$(LLAMA_CPP_PYTHON)
-LLAMA_BUILD := $(VENV)/llama-server-build
-LLAMA_SERVER_CACHE ?= $(HOME)/.cache/spielbus/llama-server-$(LLAMA_CPP_PYTHON)
 $(LLAMA_SERVER_STAMP): $(STAMP)
-	@command -v cmake >/dev/null && command -v g++ >/dev/null \
-		|| { echo "error: building llama-server needs cmake and g++ (make system-deps, or apt-get install cmake g++)"; exit 1; }
-	@if [ -n "$(LLAMA_SERVER_CACHE)" ] && [ -x "$(LLAMA_SERVER_CACHE)/llama-server" ] \
-		&& "$(LLAMA_SERVER_CACHE)/llama-server" --version >/dev/null 2>&1; then \
-		echo "llama-server $(LLAMA_CPP_PYTHON): the build kept in $(LLAMA_SERVER_CACHE)"; \
-		cp "$(LLAMA_SERVER_CACHE)/llama-server" $(BIN)/llama-server; \
-	else \
-		echo "Building llama-server from llama-cpp-python $(LLAMA_CPP_PYTHON)'s llama.cpp (about 3 minutes on 2 idle cores)..."; \
-		rm -rf $(LLAMA_BUILD) && mkdir -p $(LLAMA_BUILD) \
-		&& $(BIN)/pip download --quiet --no-binary :all: --no-deps -d $(LLAMA_BUILD) llama-cpp-python==$(LLAMA_CPP_PYTHON) \
-		&& tar -xzf $(LLAMA_BUILD)/llama_cpp_python-$(LLAMA_CPP_PYTHON).tar.gz -C $(LLAMA_BUILD) \
-		&& { nice -n 10 cmake -S $(LLAMA_BUILD)/llama_cpp_python-$(LLAMA_CPP_PYTHON)/vendor/llama.cpp -B $(LLAMA_BUILD)/build \
-			-DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=OFF -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-			-DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=ON > $(LLAMA_BUILD)/configure.log 2>&1 \
-			|| { tail -30 $(LLAMA_BUILD)/configure.log; exit 1; }; } \
-		&& { nice -n 10 cmake --build $(LLAMA_BUILD)/build --target llama-server -j2 > $(LLAMA_BUILD)/build.log 2>&1 \
-			|| { tail -30 $(LLAMA_BUILD)/build.log; exit 1; }; } \
-		&& cp $(LLAMA_BUILD)/build/bin/llama-server $(BIN)/llama-server \
-		&& if [ -n "$(LLAMA_SERVER_CACHE)" ]; then mkdir -p "$(LLAMA_SERVER_CACHE)" \
-			&& cp $(BIN)/llama-server "$(LLAMA_SERVER_CACHE)/llama-server.tmp" \
-			&& mv "$(LLAMA_SERVER_CACHE)/llama-server.tmp" "$(LLAMA_SERVER_CACHE)/llama-server"; fi \
-		&& rm -rf $(LLAMA_BUILD) || exit 1; \
-	fi
+	$(LLAMA_CPP) server $(VENV)
 	touch $@
 
 llama-server: $(LLAMA_SERVER_STAMP)
