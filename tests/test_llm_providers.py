@@ -33,7 +33,7 @@ from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy
 from agents.metrics import AgentMetrics, install
 from bus.protocol import GameSpec, LLMCall, Turn
 from games.loader import load_game, replay
-from games.view import build_turn
+from referee.turns import TurnFrame, build_turn
 from tests.llm_standins import OllamaStandIn, OpenAIStandIn, Scene
 
 HTML = "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
@@ -70,10 +70,8 @@ async def ask(c: LLMClient, text: str = "hi", deadline_s: float = 10.0, **kw: An
 
 def ttt_turn(deadline_ms: int = 20_000) -> Turn:
     state = replay(load_game("tic_tac_toe"), [4])
-    return build_turn(
-        state=state, spec=GameSpec(name="tic_tac_toe"), match_id="m", seat=1, seats=["a", "b"],
-        turn=1, deadline_ms=deadline_ms, history=None, rules=None,
-    )  # fmt: skip
+    frame = TurnFrame("m", GameSpec(name="tic_tac_toe"), ["a", "b"], deadline_ms)
+    return build_turn(frame, state, 1, 1, None)
 
 
 def policy(s: OpenAIStandIn, **llm: Any) -> LLMPolicyStrategy:

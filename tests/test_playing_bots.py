@@ -16,7 +16,7 @@ import chess
 import pytest
 
 from agents.random_agent import RandomStrategy
-from games.chess.uci import action_to_uci, uci_to_action
+from games.chess.uci import action_to_move, uci_to_action
 from games.loader import load_game
 from referee.botcheck import BotChecker, BotCheckOptions
 from tests.example_bots import BOTS, running_bot
@@ -107,7 +107,7 @@ def test_the_chess_bots_ids_are_openspiels() -> None:
                 action = uci_to_action(board, opening[len(ids)])
             else:
                 action = rng.choice(state.legal_actions())
-            move = chess.Move.from_uci(action_to_uci(board, action))
+            move = action_to_move(board, action)
             special |= {
                 k
                 for k, f in (("castling", board.is_castling), ("en passant", board.is_en_passant))
