@@ -383,12 +383,16 @@ def parse_config(text: str, source: str = "<tournament>") -> TournamentConfig:
     return parse_toml(text, source, TournamentConfig, "tournament file")
 
 
-def load_config(path: str | Path) -> TournamentConfig:
+def read_file(path: str | Path, what: str) -> str:
+    """A tournament or ladder file's text; a ConfigError naming the file when it cannot be read."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        return p.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ConfigError(f"cannot read tournament file {p}: {exc.strerror or exc}") from exc
+        raise ConfigError(f"cannot read {what} {p}: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{p}: not UTF-8 text: {exc}") from exc
-    return parse_config(text, str(p))
+
+
+def load_config(path: str | Path) -> TournamentConfig:
+    return parse_config(read_file(path, "tournament file"), str(Path(path)))

@@ -41,7 +41,7 @@ from pydantic import BaseModel, Field, field_validator, model_validator
 
 from bus.subjects import check_stream_name
 from referee.budget import budget_label
-from referee.config import ConfigError, parse_toml
+from referee.config import parse_toml, read_file
 from referee.ladder.store import BUCKET
 from referee.terms import FILE, Entrant, MatchTerms
 
@@ -102,9 +102,4 @@ def parse_ladder(text: str, source: str = "<ladder>") -> LadderConfig:
 
 
 def load_ladder(path: str | Path) -> LadderConfig:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read ladder file {p}: {exc}") from exc
-    return parse_ladder(text, str(p))
+    return parse_ladder(read_file(path, "ladder file"), str(Path(path)))
