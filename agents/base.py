@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from bus.protocol import MatchEnded, MatchStarted, MoveStats, Turn, Usage
+from bus.protocol import MatchEnded, MatchStarted, MoveStats, Turn, TurnBudget, Usage
 
 R = TypeVar("R")
 
@@ -48,6 +48,28 @@ class Decision:
     calls: list[dict[str, Any]] | None = None
 
 
+@dataclass(frozen=True)
+class DecisionLimit:
+    """A decision's whole budget in one value (as python-chess's `Limit` is a move's): the turn's
+    clock `clock_s` and `end`, the `time.monotonic()` instant by which `decide` must return (the
+    runtime's deadline; None outside the runtime), and `llm`, the seat's LLM budget for this move
+    and what is left of the match's (None: the referee sent none). A strategy takes its time from here,
+    never from the turn's `deadline_ms`: `share(f)` is its own fraction of the clock, `remaining()`
+    what is left before `end`."""
+
+    clock_s: float
+    end: float | None = None
+    llm: TurnBudget | None = None
+
+    def share(self, fraction: float) -> float:
+        """`fraction` of the turn's clock, in seconds (a strategy's own thinking share)."""
+        return self.clock_s * fraction
+
+    def remaining(self) -> float:
+        """Seconds left before `end`, or the whole clock without one."""
+        return self.clock_s if self.end is None else self.end - time.monotonic()
+
+
 @dataclass
 class MatchContext:
     """Per-match state kept by the runtime, keyed by match id, dropped on `match_ended`.
@@ -62,11 +84,14 @@ class MatchContext:
     data: dict[str, Any] = field(default_factory=dict)
     deadline: float | None = None
 
+    def limit(self, turn: Turn) -> DecisionLimit:
+        """The limit of the decision on `turn`: its clock, the runtime's `deadline` for it, and the
+        seat's LLM budget the turn carries."""
+        return DecisionLimit(turn.deadline_ms / 1000, self.deadline, turn.budget)
+
     def remaining(self, turn: Turn) -> float:
-        """Seconds left to think on `turn`: until `deadline`, or the whole `deadline_ms` without one."""
-        if self.deadline is None:
-            return turn.deadline_ms / 1000
-        return self.deadline - time.monotonic()
+        """Seconds left to think on `turn`: until `deadline`, or the whole clock without one."""
+        return self.limit(turn).remaining()
 
 
 class TurnExpired(RuntimeError):

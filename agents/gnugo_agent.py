@@ -1,9 +1,9 @@
-"""`gnugo`: GNU Go (Debian's `gnugo`) over GTP playing OpenSpiel Go, and its dead-stone-aware score.
+"""`gnugo`: GNU Go (Debian's `gnugo`) over GTP playing OpenSpiel Go.
 
 Each turn the engine is set to the game (`boardsize` and `komi` from the game's parameters,
 OpenSpiel's defaults where absent), cleared, given the match's moves so far from the turn's
 action list (`play B C3`, `play W PASS`, black first) and asked for a move for the seat's colour.
-The vertex is mapped back to OpenSpiel's action id exactly (agents/gtp.py). GNU Go runs with
+The vertex is mapped back to OpenSpiel's action id exactly (games/go/gtp.py). GNU Go runs with
 Chinese (area) rules, as OpenSpiel scores, and positional superko, as OpenSpiel judges. By
 default it moves with `kgs-genmove_cleanup`, which captures the other side's dead stones before
 passing: OpenSpiel counts the final position as it stands (Tromp-Taylor), so with plain
@@ -21,9 +21,9 @@ the start of a turn is replaced; one that dies or stops answering during a move 
 allow (a repetition OpenSpiel forbids), or `resign` (OpenSpiel's Go has no resignation), is
 played as a pass and the note says so.
 
-`final_score(engine, size, komi, moves)` asks GNU Go's `final_score` after the same replay: the
-score with dead stones removed (GNU Go's own status analysis), which spielbus/go_report.py shows
-beside the Tromp-Taylor area. Limits: handicap games (OpenSpiel's `handicap` parameter) are refused.
+Finding, starting and setting up the engine, and its dead-stone-aware `final_score`, are
+games/go/gnugo.py's (spielbus/go_report.py scores with them too). Limits: handicap games
+(OpenSpiel's `handicap` parameter) are refused.
 """
 
 from __future__ import annotations
@@ -31,16 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import re
-import shutil
-from collections.abc import Sequence
 
 from pydantic import Field, model_validator
 
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions
-from agents.gtp import GtpEngine, GtpEngineDied, GtpError, action_of, vertex
 from bus.protocol import GameSpec, MatchEnded, Turn
-from games.loader import load_game
+from games.go.gnugo import find_gnugo, gnugo_argv, go_setup, replay
+from games.go.gtp import GtpEngine, GtpEngineDied, GtpError, action_of
 
 log = logging.getLogger(__name__)
 
@@ -48,60 +45,6 @@ INSTALL_HINT = (
     "install it with `apt-get install gnugo` (Debian/Ubuntu; `make system-deps` does it), "
     "or name the binary with --path"
 )
-_CANDIDATES = ("gnugo", "/usr/games/gnugo")
-_SCORE = re.compile(r"^(?:([BW])\+(\d+(?:\.\d+)?)|0)$")
-
-
-def find_gnugo(path: str | None = None) -> str | None:
-    for cand in (path,) if path else _CANDIDATES:
-        found = shutil.which(cand)
-        if found:
-            return found
-    return None
-
-
-def gnugo_argv(path: str, level: int = 10, seed: int = 0) -> list[str]:
-    return [
-        path,
-        "--mode",
-        "gtp",
-        "--level",
-        str(level),
-        "--seed",
-        str(seed),
-        "--chinese-rules",
-        "--positional-superko",
-    ]
-
-
-def go_setup(game: GameSpec) -> tuple[int, float]:
-    """(board size, komi) of an OpenSpiel Go spec, with OpenSpiel's defaults; ValueError for what
-    GTP replay cannot reproduce (handicap stones)."""
-    params = load_game(game).get_parameters()
-    if int(params.get("handicap", 0)) > 0:
-        raise ValueError("gnugo: handicap games are not supported (OpenSpiel places the stones itself)")
-    return int(params["board_size"]), float(params["komi"])
-
-
-def replay(engine: GtpEngine, size: int, komi: float, moves: Sequence[int]) -> None:
-    """Set the engine to the position after `moves` (OpenSpiel action ids, black first)."""
-    engine.command("boardsize", str(size))
-    engine.command("clear_board")
-    engine.command("komi", f"{komi:g}")
-    for i, action in enumerate(moves):
-        engine.command("play", "B" if i % 2 == 0 else "W", vertex(action, size))
-
-
-def final_score(engine: GtpEngine, size: int, komi: float, moves: Sequence[int]) -> float:
-    """Black's area minus white's after GNU Go removes the dead stones (Chinese rules), komi added
-    back so that it compares with the Tromp-Taylor area difference."""
-    replay(engine, size, komi, moves)
-    text = engine.command("final_score", timeout_s=120)
-    m = _SCORE.match(text)
-    if m is None:
-        raise GtpError(f"final_score: unexpected answer {text!r}")
-    with_komi = 0.0 if m.group(1) is None else float(m.group(2)) * (1 if m.group(1) == "B" else -1)
-    return with_komi + komi
 
 
 class GnuGoOptions(StrategyOptions):
@@ -157,7 +100,7 @@ class GnuGoStrategy(Strategy):
         if turn.game.name != "go" or turn.state is None:
             raise ValueError(f"gnugo plays go only, not {turn.game.label()}")
         size, _ = go_setup(turn.game)
-        timeout_s = max(0.5, turn.deadline_ms / 1000 * 0.8)
+        timeout_s = max(0.5, ctx.limit(turn).share(0.8))
         async with self._lock:
             try:
                 answer = await asyncio.to_thread(

@@ -81,7 +81,7 @@ PIECE_CENTIPAWNS = {"p": 100, "n": 325, "b": 325, "r": 500, "q": 900}
 
 def pruner_prompt(state: pyspiel.State, texts: list[str]) -> str:
     """The pruner's question: the answer's form with a placeholder, never a legal move as an
-    example (the small model copies it; issue 26)."""
+    example (a small model copies an example move as its answer)."""
     return (
         f"Game: {state.get_game().get_type().long_name}. You are player {state.current_player()}.\n"
         f"State:\n{state}\n\nLegal moves: {', '.join(texts)}.\n"

@@ -89,7 +89,7 @@ def distribution_schema(k: int) -> dict[str, Any]:
 
 class LLMPolicyStrategy(LLMStrategy):
     kind = "llm_policy"
-    # 2: the stable-prefix prompt layout (agents/llm/prompts.py, issue 32); 3: past 40 steps the
+    # 2: the stable-prefix prompt layout (agents/llm/prompts.py); 3: past 40 steps the
     # history window moves 20 steps at a time, not one per turn. The version is in every record's
     # provenance, so a run recorded with other prompts shows it, split by provenance too.
     version = "3"

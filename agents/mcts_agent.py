@@ -194,7 +194,8 @@ class MctsStrategy(Strategy):
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         game = await load_game_async(turn.game)
-        budget = max(0.05, min(turn.deadline_ms / 1000 * 0.6, 0.9 * ctx.remaining(turn)))
+        limit = ctx.limit(turn)
+        budget = max(0.05, min(limit.share(0.6), 0.9 * limit.remaining()))
         if game.get_type().dynamics == pyspiel.GameType.Dynamics.SIMULTANEOUS:
             return Decision(
                 action=decision_rng(self.opts.seed, turn).choice(turn.legal_actions).id,

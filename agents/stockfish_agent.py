@@ -43,7 +43,7 @@ import chess
 import chess.engine
 from pydantic import Field, model_validator
 
-from agents.base import Decision, MatchContext, Strategy, StrategyOptions
+from agents.base import Decision, DecisionLimit, MatchContext, Strategy, StrategyOptions
 from bus.protocol import MatchEnded, MoveStats, Turn
 from games.chess.uci import action_to_move, board_from_history, move_to_action
 
@@ -193,8 +193,8 @@ class StockfishStrategy(Strategy):
             with contextlib.suppress(Exception):
                 transport.close()
 
-    def _limit(self, deadline_ms: int) -> chess.engine.Limit:
-        cap = max(0.01, deadline_ms / 1000 * 0.5)
+    def _limit(self, limit: DecisionLimit) -> chess.engine.Limit:
+        cap = max(0.01, limit.share(0.5))
         o = self.opts
         nodes = o.nodes if (o.nodes or o.depth or o.movetime_ms) else DEFAULT_NODES
         time = min(o.movetime_ms / 1000, cap) if o.movetime_ms else cap
@@ -209,11 +209,10 @@ class StockfishStrategy(Strategy):
         async with slot.lock:
             engine = await self._ensure_engine(slot)
             try:
+                limit = ctx.limit(turn)
                 result = await asyncio.wait_for(
-                    engine.play(
-                        board, self._limit(turn.deadline_ms), game=turn.match_id, info=chess.engine.INFO_BASIC
-                    ),
-                    timeout=turn.deadline_ms / 1000 * 0.9,
+                    engine.play(board, self._limit(limit), game=turn.match_id, info=chess.engine.INFO_BASIC),
+                    timeout=limit.share(0.9),
                 )
             except (chess.engine.EngineError, TimeoutError, OSError) as exc:
                 # The engine is in an unknown state: the next turn gets a new one.

@@ -51,7 +51,8 @@ from agents.llm.prompts import choose_prompt, example_prompt, legal_texts, shown
 from agents.llm.server import EmbeddedServer
 from bus.protocol import GameSpec, Turn
 from games.loader import load_game
-from games.view import SeatHistory, build_turn
+from games.view import SeatHistory
+from referee.turns import TurnFrame, build_turn
 
 GAMES = ("tic_tac_toe", "connect_four", "othello")
 CONDITIONS = ("example=first", "example=last", "example=random", "placeholder", "shuffled")
@@ -75,10 +76,7 @@ def positions(n: int, seed: int) -> list[Turn]:
         if state.is_terminal() or len(state.legal_actions()) < 2:
             continue
         seat = state.current_player()
-        turn = build_turn(
-            state=state, spec=spec, match_id="bench", seat=seat, seats=["a", "b"],
-            turn=len(out) + 1, deadline_ms=3_600_000, history=hist,
-        )  # fmt: skip
+        turn = build_turn(TurnFrame("bench", spec, ["a", "b"], 3_600_000), state, seat, len(out) + 1, hist)
         out.append(turn)
     return out
 

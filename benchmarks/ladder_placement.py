@@ -3,11 +3,11 @@
 Simulated agents of known Bradley-Terry strength: an established field (Elo 1100..1900, evenly
 spaced) that has already played `--history` games per pair, then a newcomer of strength
 `--newcomer` joins. Every strategy plays one game at a time against the same truth (same seeds)
-until the newcomer's 95% interval (Wald, from the same fit referee/matchmaking.py plans with) is
+until the newcomer's 95% interval (Wald, from the same fit referee/ladder/matchmaking.py plans with) is
 at most `--width` Elo wide, and reports the ladder games played since the newcomer joined (all
 pairs count) and how many of them the newcomer played:
 
-- info: referee/matchmaking.next_pairings over the whole pool (largest expected variance fall);
+- info: referee/ladder/matchmaking.next_pairings over the whole pool (largest expected variance fall);
 - round robin: every pair in turn, the newcomer's pairs spread through the cycle;
 - random: a uniformly random pair each game.
 
@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from referee.matchmaking import fit, next_pairings, wald_halfwidth
+from referee.ladder.matchmaking import fit, next_pairings, wald_halfwidth
 
 Picker = Callable[[list[str], dict[tuple[str, str], float], int, np.random.Generator], tuple[str, str]]
 

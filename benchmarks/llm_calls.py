@@ -31,7 +31,7 @@ from agents.llm.server import EmbeddedServer
 from agents.minimax_tot import MinimaxTotOptions, MinimaxTotStrategy
 from bus.protocol import GameSpec, Usage
 from games.loader import load_game, replay
-from games.view import build_turn
+from referee.turns import TurnFrame, build_turn
 
 GAMES = ["stamp", "candle", "brick"]
 
@@ -57,9 +57,8 @@ async def run(base_url: str, cache: bool, args: argparse.Namespace) -> list[Usag
         for k, actions in enumerate(positions()):
             state = replay(game, actions)
             turn = build_turn(
-                state=state, spec=spec, match_id="bench", seat=state.current_player(), seats=["a", "b"],
-                turn=k, deadline_ms=3_600_000, history=None,
-            )  # fmt: skip
+                TurnFrame("bench", spec, ["a", "b"], 3_600_000), state, state.current_player(), k, None
+            )
             d = await strat.decide(turn, MatchContext("bench"))
             usages.append(d.usage)
             frag = "".join(string.ascii_lowercase[a] for a in actions) or "(empty)"

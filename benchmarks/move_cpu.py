@@ -33,8 +33,9 @@ from agents.random_agent import FirstLegalStrategy
 from agents.runtime import AgentService
 from bus.protocol import GameSpec, MatchEvent, MatchSpec
 from games.loader import initial_state, load_game, parse_spec
-from games.view import GameFacts, SeatHistory, build_turn
+from games.view import GameFacts, SeatHistory
 from referee.match import MatchRunner
+from referee.turns import TurnFrame, build_turn
 
 
 class _Reply:
@@ -105,9 +106,8 @@ def _first_legal_turns(game: GameSpec) -> list[bytes]:
     while not state.is_terminal() and not state.is_chance_node():
         seat = state.current_player()
         turn = build_turn(
-            state=state, spec=game, match_id="m", seat=seat, seats=["a", "b"], turn=len(out) + 1,
-            deadline_ms=10_000, history=history, facts=facts,
-        )  # fmt: skip
+            TurnFrame("m", game, ["a", "b"], 10_000, facts=facts), state, seat, len(out) + 1, history
+        )
         out.append(turn.model_dump_json(exclude_none=True).encode())
         action = state.legal_actions(seat)[0]
         history.record(state, seat, action, facts=facts)

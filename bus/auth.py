@@ -199,7 +199,7 @@ def botcheck_permissions(name: str, subjects: Subjects) -> dict[str, Any]:
 
 
 def _ladder_bucket_api() -> list[str]:
-    """The ladder's key-value bucket (`spielbus ladder`, referee/ladder_store.py): create it, write
+    """The ladder's key-value bucket (`spielbus ladder`, referee/ladder/store.py): create it, write
     and purge keys, read them (direct get, and the key listing's ordered consumer)."""
     stream = f"KV_{LADDER_BUCKET}"
     return [

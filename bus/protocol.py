@@ -285,6 +285,11 @@ class Turn(Message):
         description="Optional, off by default: OpenSpiel's observation_tensor(seat), where the game has "
         "one, only for seats the match asks tensors for (training environments).",
     )
+    budget: TurnBudget | None = Field(
+        default=None,
+        description="The seat's LLM budget for this decision (v1 addition, like the clock): absent when "
+        "the seat has none, so a turn without a budget keeps its bytes.",
+    )
     sent_at: float | None = Field(
         default=None,
         allow_inf_nan=False,
@@ -412,6 +417,18 @@ class BudgetLimits(BaseModel):
     tokens: int | None = Field(default=None, ge=0)
     reasoning_tokens: int | None = Field(default=None, ge=0)
     dollars: float | None = Field(default=None, ge=0)
+
+
+class TurnBudget(BaseModel):
+    """What a turn tells its seat of its LLM budget: this move's caps, and what is left of the
+    match's caps before this move (None: no cap)."""
+
+    model_config = ConfigDict(**{**WIRE, "extra": "forbid"})
+    per_move: BudgetLimits = Field(default_factory=BudgetLimits)
+    left: BudgetLimits = Field(default_factory=BudgetLimits)
+
+
+Turn.model_rebuild()  # `budget` names TurnBudget, defined after it
 
 
 class Budget(BaseModel):

@@ -22,7 +22,7 @@ from bus.protocol import FaultReason, Move
 
 class TurnKey(Protocol):
     """What a reply is checked against: the turn's match and number (a `Turn`, or the referee's
-    `games.view.EncodedTurn`)."""
+    `referee.turns.EncodedTurn`)."""
 
     @property
     def match_id(self) -> str: ...

@@ -8,7 +8,7 @@ from typing import Literal, get_args
 
 MATCHES_STREAM = "SPIELBUS_MATCHES"
 SCHEDULE_STREAM = "SPIELBUS_SCHEDULE"
-# The ladder's key-value bucket (referee/ladder_store.py); under accounts the referee may use this one.
+# The ladder's key-value bucket (referee/ladder/store.py); under accounts the referee may use this one.
 LADDER_BUCKET = "SPIELBUS_LADDER"
 # The `nats.micro` service name every referee worker registers (referee/service.py).
 REFEREE_SERVICE = "spielbus-referee"
@@ -17,7 +17,7 @@ MATCH_EVENTS: tuple[str, ...] = get_args(MatchEventType)  # one list: the Litera
 
 _TOKEN = re.compile(r"^[A-Za-z0-9_-]+$")
 # Tokens become subjects, service names, file and folder names: keep them well under every limit
-# (a 5,000-character agent name used to hang the NATS connection).
+# (a 5,000-character agent name would hang the NATS connection).
 MAX_TOKEN = 128
 
 

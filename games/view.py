@@ -9,19 +9,19 @@ cheap for the small imperfect-information games OpenSpiel ships. Perfect-
 information games show every step and carry the full action list as `state`.
 
 Nothing here ever calls `serialize()`: for Python games that is a pickle, and for
-imperfect-information games it holds every private card.
+imperfect-information games it holds every private card. The turn's wire encoding is the
+referee's (referee/turns.py); this module gives it the seat's views.
 """
 
 from __future__ import annotations
 
 import inspect
-import time
 from dataclasses import dataclass
 
 import pyspiel
 from pydantic_core import to_json
 
-from bus.protocol import PROTOCOL_VERSION, GameSpec, HistoryItem, LegalAction, Turn, check_finite
+from bus.protocol import HistoryItem, LegalAction, check_finite
 
 CHANCE = int(pyspiel.PlayerId.CHANCE)
 SIMULTANEOUS = int(pyspiel.PlayerId.SIMULTANEOUS)
@@ -165,7 +165,7 @@ class SeatHistory:
     def __init__(self, num_players: int) -> None:
         self.items: list[list[HistoryItem]] = [[] for _ in range(num_players)]
         # Each item's JSON as `Turn.model_dump_json(exclude_none=True)` writes it, made once per
-        # step (not once per turn that shows it): `encode_turn` joins them.
+        # step (not once per turn that shows it): the referee's `encode_turn` joins them.
         self.encoded: list[list[bytes]] = [[] for _ in range(num_players)]
         self.public: list[bool] = []
 
@@ -198,8 +198,13 @@ class SeatHistory:
         return public
 
 
-def _seat_view(state: pyspiel.State, seat: int, gt: GameFacts) -> tuple[str, object | None, list[int] | None]:
-    """A turn's game-derived fields: observation, observation_json (checked finite), state."""
+def seat_view(
+    state: pyspiel.State, seat: int, facts: GameFacts | None = None
+) -> tuple[str, object | None, list[int] | None]:
+    """A turn's game-derived fields: observation, observation_json (checked finite), state (the
+    full action list, perfect-information games only). The referee puts them on the wire
+    (referee/turns.py)."""
+    gt = _facts(state, facts)
     observation_json = json_view(state, seat, gt)
     if observation_json is not None:
         check_finite(observation_json, "observation_json")
@@ -217,147 +222,6 @@ def seat_tensors(
     info = list(state.information_state_tensor(seat)) if gt.information_state_tensor else None
     obs = list(state.observation_tensor(seat)) if gt.observation_tensor else None
     return info, obs
-
-
-def build_turn(
-    *,
-    state: pyspiel.State,
-    spec: GameSpec,
-    match_id: str,
-    seat: int,
-    seats: list[str],
-    turn: int,
-    deadline_ms: int,
-    history: SeatHistory | None,
-    rules: str | None = None,
-    retry: str | None = None,
-    legal: list[LegalAction] | None = None,
-    facts: GameFacts | None = None,
-    match_seed: int | None = None,
-    tensors: bool = False,
-) -> Turn:
-    """The turn for `seat`. Built unvalidated (`model_construct`): every field comes from the
-    referee and the game, not from the wire; the one check a game's output needs, finite numbers
-    in its JSON view, is made here. The agent validates the turn strictly where it arrives.
-    The referee sends `encode_turn`'s bytes instead, which are this turn's JSON."""
-    observation, observation_json, full = _seat_view(state, seat, _facts(state, facts))
-    info_tensor, obs_tensor = seat_tensors(state, seat, facts) if tensors else (None, None)
-    return Turn.model_construct(
-        match_id=match_id,
-        game=spec,
-        seat=seat,
-        seats=seats,
-        turn=turn,
-        deadline_ms=deadline_ms,
-        observation=observation,
-        observation_json=observation_json,
-        legal_actions=legal if legal is not None else legal_actions(state, seat),
-        history=history.items[seat] if history is not None else [],
-        state=full,
-        rules=rules,
-        retry=retry,
-        match_seed=match_seed,
-        information_state_tensor=info_tensor,
-        observation_tensor=obs_tensor,
-        # Built right before it is sent: lets an agent count its deadline from the referee's clock.
-        sent_at=time.time(),
-    )
-
-
-class EncodedTurn:
-    """A turn as the referee sends it: exactly `build_turn(...).model_dump_json(exclude_none=True)`,
-    written without a per-turn `Turn` model (issue 17: the model and its serialisation were a
-    measurable part of each move). Every value is written by pydantic's own serializer
-    (`pydantic_core.to_json`), fields in `Turn`'s order, None fields left out, so the bytes are
-    the model's (tests/test_turn_encoding.py compares them across games). `sent_at` is last, so
-    a turn asked again is re-stamped without writing the rest again."""
-
-    __slots__ = ("_head", "data", "match_id", "sent_at", "turn")
-
-    def __init__(self, match_id: str, turn: int, head: bytes, sent_at: float) -> None:
-        self.match_id = match_id
-        self.turn = turn
-        self.sent_at = sent_at
-        self._head = head
-        self.data = head + b',"sent_at":' + to_json(sent_at) + b"}"
-
-    def stamped(self, sent_at: float) -> EncodedTurn:
-        """The same turn sent at `sent_at`."""
-        return EncodedTurn(self.match_id, self.turn, self._head, sent_at)
-
-
-def turn_prefix(match_id: str, spec: GameSpec, seat: int, seats: list[str]) -> bytes:
-    """The start of every turn of `seat` in a match (its fields up to `seats`): a match makes it once."""
-    return b"".join(
-        (
-            b'{"v":',
-            to_json(PROTOCOL_VERSION),
-            b',"type":"turn","match_id":',
-            to_json(match_id),
-            b',"game":',
-            to_json(spec, exclude_none=True),
-            b',"seat":',
-            to_json(seat),
-            b',"seats":',
-            to_json(seats),
-        )
-    )
-
-
-def encode_turn(
-    *,
-    state: pyspiel.State,
-    spec: GameSpec,
-    match_id: str,
-    seat: int,
-    seats: list[str],
-    turn: int,
-    deadline_ms: int,
-    history: SeatHistory | None,
-    rules: str | None = None,
-    retry: str | None = None,
-    legal: list[LegalAction] | None = None,
-    facts: GameFacts | None = None,
-    prefix: bytes | None = None,
-    match_seed: int | None = None,
-    tensors: bool = False,
-) -> EncodedTurn:
-    """`build_turn`'s turn as the bytes the referee sends (same arguments, same checks).
-    `prefix`: `turn_prefix(match_id, spec, seat, seats)`, when the caller keeps it. `tensors`:
-    add the seat's OpenSpiel tensors (off by default: the turn's bytes are then unchanged)."""
-    observation, observation_json, full = _seat_view(state, seat, _facts(state, facts))
-    legal = legal if legal is not None else legal_actions(state, seat)
-    parts = [
-        prefix if prefix is not None else turn_prefix(match_id, spec, seat, seats),
-        b',"turn":',
-        to_json(turn),
-        b',"deadline_ms":',
-        to_json(deadline_ms),
-        b',"observation":',
-        to_json(observation),
-    ]
-    if observation_json is not None:
-        parts += (b',"observation_json":', to_json(observation_json, exclude_none=True))
-    parts += (b',"legal_actions":', to_json(legal, exclude_none=True), b',"history":[')
-    if history is not None:
-        parts.append(b",".join(history.encoded[seat]))
-    parts.append(b"]")
-    if full is not None:
-        parts += (b',"state":', to_json(full))
-    if rules is not None:
-        parts += (b',"rules":', to_json(rules))
-    if retry is not None:
-        parts += (b',"retry":', to_json(retry))
-    if match_seed is not None:
-        parts += (b',"match_seed":', to_json(match_seed))
-    if tensors:
-        info_tensor, obs_tensor = seat_tensors(state, seat, facts)
-        if info_tensor is not None:
-            parts += (b',"information_state_tensor":', to_json(info_tensor))
-        if obs_tensor is not None:
-            parts += (b',"observation_tensor":', to_json(obs_tensor))
-    # Stamped right before it is sent: lets an agent count its deadline from the referee's clock.
-    return EncodedTurn(match_id, turn, b"".join(parts), time.time())
 
 
 def json_view(state: pyspiel.State, seat: int, facts: GameFacts | None = None) -> object | None:
@@ -380,14 +244,3 @@ def public_observation(state: pyspiel.State, facts: GameFacts | None = None) -> 
     if _facts(state, facts).perfect:
         return str(state)
     return None
-
-
-def match_action(legal: list[LegalAction], action: int | None, text: str | None) -> int | None:
-    """The legal id an answer names, or None. An id wins over a text; texts match case-insensitively."""
-    if action is not None:
-        return action if any(la.id == action for la in legal) else None
-    if text is None:
-        return None
-    wanted = text.strip().casefold()
-    hits = [la.id for la in legal if la.text.strip().casefold() == wanted]
-    return hits[0] if len(hits) == 1 else None

@@ -58,7 +58,7 @@ from prometheus_client.core import Metric
 
 from bus.observability import LATENCY_BUCKETS
 from bus.protocol import FAULT_REASONS, FaultRecord, MatchEvent, MatchRecord, MoveRecord
-from referee.ladder_board import BoardRow
+from referee.ladder.board import BoardRow
 from referee.ratings import Rating
 
 log = logging.getLogger(__name__)

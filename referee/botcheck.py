@@ -22,6 +22,16 @@ bot's own `botcheck-<name>` user, which may ask and notify that one bot and noth
 (never the referee's login: that one can publish match events). Limits: the
 checks probe behaviour, not strength; a bot that answers only some games it does not
 claim (metadata `games`) fails the game checks for those games.
+
+The same checks from a bot author's own tests (docs/protocol.md#checking-a-bot-spielbus-bot-check):
+
+    from referee.botcheck import options_for, run_bot_check
+
+    def test_my_bot_passes_bot_check():          # with the bot serving as "mybot" on $NATS_URL
+        run_bot_check("mybot", options=options_for(["tic_tac_toe"])).assert_ok()
+
+`check_bot` is the same as a coroutine (for async tests), `login_from_file` reads the bot-check
+login of a bot's login file when the bus has accounts.
 """
 
 from __future__ import annotations
@@ -30,13 +40,15 @@ import asyncio
 import json
 import uuid
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import nats.errors
 from nats.aio.client import Client as NATS
 from pydantic import BaseModel, ValidationError
 
-from bus.connect import flush
+from bus.auth import BOTCHECK_ENV, AuthError, read_login_file
+from bus.connect import Login, connect, flush, nats_url
 from bus.protocol import (
     FaultPolicy,
     GameSpec,
@@ -49,11 +61,12 @@ from bus.protocol import (
     Turn,
 )
 from bus.replies import check_reply
-from bus.subjects import Subjects
+from bus.subjects import Subjects, check_token
 from games.loader import load_game, parse_spec
 from games.rules import rules_text
-from games.view import SeatHistory, build_turn, match_action
+from games.view import SeatHistory
 from referee.match import MatchRunner
+from referee.turns import TurnFrame, build_turn, match_action
 
 DEFAULT_GAMES = ("tic_tac_toe", "connect_four", "kuhn_poker", "liars_dice")
 TOURNAMENT = "bot-check"
@@ -91,15 +104,7 @@ def first_turn(game: GameSpec, match_id: str, seats: list[str], deadline_ms: int
         state.apply_action(action)
     seat = state.current_player()
     return build_turn(
-        state=state,
-        spec=game,
-        match_id=match_id,
-        seat=seat,
-        seats=seats,
-        turn=1,
-        deadline_ms=deadline_ms,
-        history=hist,
-        rules=rules_text(g),
+        TurnFrame(match_id, game, seats, deadline_ms), state, seat, 1, hist, rules=rules_text(g)
     )
 
 
@@ -347,3 +352,91 @@ class BotChecker:
                 if asyncio.iscoroutine(out):
                     await out
         return results
+
+
+# -- the library API: bot-check from a bot author's own tests -------------------------------------
+
+
+class BotCheckReport(BaseModel):
+    """Every check's result for one bot; `assert_ok()` fails a test naming each failed check."""
+
+    name: str
+    results: list[CheckResult]
+
+    @property
+    def failed(self) -> list[CheckResult]:
+        return [r for r in self.results if not r.ok]
+
+    @property
+    def ok(self) -> bool:
+        return not self.failed
+
+    def assert_ok(self) -> None:
+        if self.failed:
+            lines = "\n".join(f"  {r.name}: {r.detail}" for r in self.failed)
+            raise AssertionError(
+                f"bot-check {self.name}: {len(self.failed)} of {len(self.results)} failed:\n{lines}"
+            )
+
+
+def options_for(
+    games: list[str] | None = None, deadline_ms: int = 5000, concurrency: int = 10
+) -> BotCheckOptions:
+    """The checks' options for a bot checked on `games` (default: DEFAULT_GAMES): the first named
+    game also serves the single-turn and concurrent checks, so a one-game bot is checked on its
+    game. An unknown game is a ValueError (a usage error, not a failed check)."""
+    for g in games or ():
+        load_game(g)
+    first = games[0] if games else None
+    return BotCheckOptions(
+        deadline_ms=deadline_ms,
+        games=list(games) if games else list(DEFAULT_GAMES),
+        concurrency=concurrency,
+        turn_game=first,
+        concurrent_game=first or "tic_tac_toe",
+    )
+
+
+def login_from_file(path: str | Path) -> tuple[Login, str | None]:
+    """The bot-check login (`SPIELBUS_BOTCHECK_*`) and `NATS_URL` of a bot's login file
+    (`agents/NAME.env` of `spielbus auth init`, or the one `spielbus run` writes for an external bot)."""
+    values = read_login_file(str(path))
+    name, password, inbox = (values.get(k, "") for k in BOTCHECK_ENV)
+    if not name:
+        raise AuthError(f"{path} holds no bot-check login (SPIELBUS_BOTCHECK_USER=...)")
+    return {"user": name, "password": password, "inbox_prefix": inbox}, values.get("NATS_URL") or None
+
+
+async def check_bot(
+    name: str,
+    url: str | None = None,
+    *,
+    options: BotCheckOptions | None = None,
+    prefix: str = "spielbus",
+    login: Login | None = None,
+    on_result: Callable[[CheckResult], Awaitable[None] | None] | None = None,
+) -> BotCheckReport:
+    """Run every check against the bot serving as `name` on the bus at `url` (default `$NATS_URL`,
+    else the local default), logged in as `login` (default: the environment's NATS_USER/NATS_CREDS;
+    with accounts, the bot's bot-check login: `login_from_file`). ConnectionError when the bus
+    cannot be reached; a failed check is in the report, never an exception."""
+    check_token(name, "agent name")
+    nc = await connect(nats_url(url), name=f"spielbus-bot-check-{name}", **(login or {}))
+    try:
+        checker = BotChecker(nc, name, subjects=Subjects(prefix), options=options)
+        return BotCheckReport(name=name, results=await checker.run(on_result))
+    finally:
+        await nc.drain()
+
+
+def run_bot_check(
+    name: str,
+    url: str | None = None,
+    *,
+    options: BotCheckOptions | None = None,
+    prefix: str = "spielbus",
+    login: Login | None = None,
+) -> BotCheckReport:
+    """`check_bot` for synchronous code (a plain pytest test): runs its own event loop, so call it
+    from a thread that has none running."""
+    return asyncio.run(check_bot(name, url, options=options, prefix=prefix, login=login))

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from bus.protocol import Budget, BudgetLimits, MatchRecord, Move, MoveStats, Usage
+from bus.protocol import Budget, BudgetLimits, MatchRecord, Move, MoveStats, TurnBudget, Usage
 
 FIELDS = ("llm_calls", "prompt_tokens", "completion_tokens")
 # Reported only where known (None otherwise): compared and charged when either side has them.
@@ -67,9 +67,9 @@ def metered_usage(stats: MoveStats | None) -> Usage | None:
         return None
 
 
-def _over(limits: BudgetLimits, usage: Usage) -> str | None:
-    """The first cap `usage` exceeds, as `name used/cap`, or None."""
-    used: dict[str, float] = {
+def _used(usage: Usage) -> dict[str, float]:
+    """`usage` under each cap's name (`tokens`: prompt plus completion; `dollars`: the cost)."""
+    return {
         "llm_calls": usage.llm_calls,
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
@@ -77,9 +77,15 @@ def _over(limits: BudgetLimits, usage: Usage) -> str | None:
         "reasoning_tokens": usage.reasoning_tokens or 0,
         "dollars": usage.cost_usd or 0.0,
     }
+
+
+def _over(limits: BudgetLimits, usage: Usage) -> str | None:
+    """The first cap `usage` exceeds, as `name used/cap`, or None."""
+    used = _used(usage)
     for name, cap in limits.model_dump(exclude_none=True).items():
         if used[name] > cap:
-            return f"{name} {used[name]} > {cap}"
+            shown = f"{used[name]:.6g}" if name == "dollars" else str(used[name])
+            return f"{name} {shown} > {cap}"
     return None
 
 
@@ -89,6 +95,16 @@ class BudgetMeter:
     def __init__(self, budgets: dict[str, Budget]) -> None:
         self.budgets = budgets
         self.spent: dict[str, Usage] = {}
+
+    def turn_budget(self, agent: str) -> TurnBudget | None:
+        """What `agent`'s next turn says of its budget: the per-move caps, and what is left of the
+        per-match caps (never below 0); None when the seat has no budget."""
+        budget = self.budgets.get(agent)
+        if budget is None:
+            return None
+        used = _used(self.spent.get(agent, Usage()))
+        left = {k: max(cap - used[k], 0) for k, cap in budget.per_match.model_dump(exclude_none=True).items()}
+        return TurnBudget(per_move=budget.per_move, left=BudgetLimits(**left))
 
     def charge(self, agent: str, move: Move) -> tuple[Usage, MoveStats | None, str | None]:
         """Charge one reply. Returns (the usage charged, the stats to record, the broken cap or None)."""

@@ -68,37 +68,27 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import (
     AfterValidator,
     BaseModel,
-    ConfigDict,
     Field,
     ValidationError,
     field_validator,
     model_validator,
 )
 
-from bus.protocol import Budget, FaultPolicy, GameSpec
-from bus.subjects import check_agent_name, check_token
-from referee.budget import seat_budgets
 from referee.sprt import SprtConfig
+from referee.terms import FILE, Entrant, MatchTerms
 
 
 class ConfigError(ValueError):
     """A bad tournament file; the message names the problem (and the line, where known)."""
 
 
-# Strict like the wire protocol (bus.protocol.WIRE): `games_per_pairing = "3"` is an error naming the
-# key and its line, never a silent coercion; floats are finite (TOML has `inf` and `nan`).
-FILE = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-
-
-class AgentConfig(BaseModel):
-    model_config = FILE
+class AgentConfig(Entrant):
     kind: str = Field(description="agent kind, e.g. random, mcts; see `spielbus agent --help`")
     options: dict[str, Any] = Field(default_factory=dict)
     external: bool = Field(default=False, description="already on the bus: do not start it")
     replicas: int = Field(default=1, ge=1, le=64)
     max_concurrency: int = Field(default=16, ge=1)
     llm: str | None = Field(default=None, description="name of an [llm.NAME] section: its LLM endpoint")
-    budget: Budget | None = Field(default=None, description="this agent's LLM budget (replaces [budget])")
 
 
 # Elo K by name. `arena` (the default) moves a rating by up to 16 points a game, as chess rating
@@ -174,12 +164,11 @@ def _opening(text: str) -> str:
     return normalize_opening(text)
 
 
-class TournamentConfig(BaseModel):
-    model_config = FILE
-    name: str = "tournament"
+class TournamentConfig(MatchTerms):
+    """The tournament file: a match's terms (referee/terms.py) and how the schedule is drawn."""
+
     format: Literal["round_robin", "gauntlet", "sprt"] = "round_robin"
     champions: list[str] = Field(default_factory=list, description="gauntlet: the agents everyone else plays")
-    games: list[GameSpec] = Field(min_length=1)
     agents: dict[str, AgentConfig] = Field(min_length=1)
     games_per_pairing: int = Field(default=2, ge=1)
     max_matches: int = Field(
@@ -190,8 +179,6 @@ class TournamentConfig(BaseModel):
     )
     both_seat_orders: bool = True
     concurrency: int = Field(default=4, ge=1, le=1024)
-    deadline_ms: int = Field(default=10_000, ge=10)
-    max_turns: int = Field(default=2_000, ge=1)
     allow_fallbacks: bool = Field(
         default=False,
         description="run/submit exit 0 even when more than `fallback_threshold` of an agent's moves "
@@ -206,11 +193,6 @@ class TournamentConfig(BaseModel):
         "without `allow_fallbacks`, the run fails)",
     )
     seed: int = 0
-    policy: FaultPolicy = Field(default_factory=FaultPolicy)
-    budget: Budget | None = Field(
-        default=None,
-        description="LLM calls/tokens per move and per match for every agent (referee/budget.py)",
-    )
     ratings: RatingsConfig = Field(default_factory=RatingsConfig)
     sprt: SprtConfig | None = Field(default=None, description="format sprt: the test's parameters")
     llm: dict[str, dict[str, Any]] = Field(default_factory=dict, description="named LLM endpoints")
@@ -224,30 +206,6 @@ class TournamentConfig(BaseModel):
         "with both colour assignments per pairing (games/chess/openings.py)",
     )
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        # The match ids (name, start time, number) must stay valid subject tokens.
-        return check_token(v, "tournament name", max_len=64)
-
-    @field_validator("games", mode="before")
-    @classmethod
-    def _game_keys(cls, v: Any) -> Any:
-        # GameSpec ignores unknown fields on the wire (forward compatibility); a tournament file must not.
-        if isinstance(v, list):
-            for i, g in enumerate(v):
-                extra = sorted(set(g) - set(GameSpec.model_fields)) if isinstance(g, dict) else []
-                if extra:
-                    raise ValueError(f"games[{i}]: unknown key {extra[0]!r}")
-        return v
-
-    @field_validator("agents")
-    @classmethod
-    def _agent_names(cls, v: dict[str, AgentConfig]) -> dict[str, AgentConfig]:
-        for name in v:
-            check_agent_name(name, max_len=64)
-        return v
-
     @model_validator(mode="after")
     def _llm_refs(self) -> TournamentConfig:
         for name, agent in self.agents.items():
@@ -256,10 +214,6 @@ class TournamentConfig(BaseModel):
                     f"agent {name!r} names llm {agent.llm!r}, but there is no [llm.{agent.llm}] section"
                 )
         return self
-
-    def seat_budgets(self, seats: list[str]) -> dict[str, Budget]:
-        """Each seat's LLM budget: its agent's own, else the tournament's `[budget]` (none: unlimited)."""
-        return seat_budgets({n: a.budget for n, a in self.agents.items()}, self.budget, seats)
 
     def agent_options(self, name: str) -> dict[str, Any]:
         """The options an agent process is started with: its own, plus its named LLM endpoint."""

@@ -70,12 +70,9 @@ from games.view import (
     GameFacts,
     SeatHistory,
     action_text,
-    encode_turn,
     legal_actions,
-    match_action,
     observation_text,
     public_observation,
-    turn_prefix,
 )
 from referee.budget import BudgetMeter
 from referee.faults import decide, retry_note
@@ -85,6 +82,7 @@ from referee.records import repair_record
 from referee.request import LAG_TOLERANCE_S as LAG_TOLERANCE_S  # re-exported: tests read it here
 from referee.request import MatchAborted as MatchAborted  # re-exported: the worker catches it
 from referee.request import RefereeLag, Reply, TurnRequest
+from referee.turns import TurnFrame, encode_turn, match_action
 
 log = logging.getLogger(__name__)
 
@@ -166,9 +164,7 @@ class MatchRunner:
         self._subject = {agent: self.subjects.turn(agent) for agent in dict.fromkeys(spec.seats)}
         self._facts: GameFacts | None = None  # read once the game is loaded
         # The part of each seat's turns that never changes in the match, written once.
-        self._turn_prefix = [
-            turn_prefix(spec.match_id, spec.game, seat, spec.seats) for seat in range(len(spec.seats))
-        ]
+        self._frame = TurnFrame.of(spec)
         self._legal_known: dict[tuple[int, str], LegalAction] = {}
         # Seats whose turns carry OpenSpiel tensors (training environments only; docs/env.md).
         self._tensors = frozenset(spec.tensors or ())
@@ -291,21 +287,16 @@ class MatchRunner:
         """Encode this seat's next turn (a new turn counter) and ask its agent."""
         self.turn_no += 1
         turn = encode_turn(
-            state=state,
-            spec=self.spec.game,
-            match_id=self.spec.match_id,
-            seat=seat,
-            seats=self.spec.seats,
-            turn=self.turn_no,
-            deadline_ms=self.spec.deadline_ms,
-            history=self._history,
+            self._frame,
+            state,
+            seat,
+            self.turn_no,
+            self._history,
             rules=None if seat in self._rules_sent else rules_text(state.get_game()),
             retry=retry,
             legal=legal,
-            facts=self._facts,
-            prefix=self._turn_prefix[seat],
-            match_seed=self.spec.seed,
             tensors=self.spec.seats[seat] in self._tensors,
+            budget=self.budget.turn_budget(self.spec.seats[seat]),
         )
         agent = self.spec.seats[seat]
         request = TurnRequest(
@@ -449,7 +440,7 @@ class MatchRunner:
         if n != len(spec.seats):
             raise RuntimeError(f"{spec.game.label()} has {n} seats, the match spec names {len(spec.seats)}")
         state = initial_state(game)
-        self._facts = GameFacts.of(game)
+        self._facts = self._frame.facts = GameFacts.of(game)
         self._history = SeatHistory(n)
         for seat, agent in enumerate(spec.seats):
             await self._notify(

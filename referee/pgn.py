@@ -1,5 +1,5 @@
-"""PGN for chess matches (python-chess): one file per match in the run folder, and
-`spielbus export pgn RUN_DIR [-o FILE]`, one file for a whole tournament.
+"""PGN for chess matches (python-chess): one file per match in the run folder, and `export`, one
+file for a whole tournament (the command `spielbus export pgn RUN_DIR [-o FILE]`: spielbus/export.py).
 
 Each match becomes a game with the seats' names (OpenSpiel's seat 0 is black,
 seat 1 white), the start: from the standard position with the opening's moves
@@ -19,7 +19,6 @@ which is already in matches.jsonl). Other games are ignored.
 
 from __future__ import annotations
 
-import argparse
 import datetime as dt
 import logging
 import sys
@@ -193,30 +192,3 @@ def export(run_dir: Path, out: Path | None = None, err: TextIO | None = None) ->
                 dst.write(text + "\n")
                 n += 1
     return target, n
-
-
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="spielbus export", description="Export a run folder.")
-    sub = p.add_subparsers(dest="what", required=True, metavar="FORMAT")
-    pg = sub.add_parser(
-        "pgn", help="every chess match of RUN_DIR in one PGN file (default RUN_DIR/tournament.pgn)"
-    )
-    pg.add_argument("run_dir", metavar="RUN_DIR")
-    pg.add_argument("-o", "--output", default=None, help="the PGN file to write")
-    args = p.parse_args(argv)
-    run_dir = Path(args.run_dir)
-    if not (run_dir / "matches.jsonl").is_file():
-        print(f"spielbus export: {run_dir} is not a run folder (no matches.jsonl)", file=sys.stderr)
-        return 2
-    try:
-        target, n = export(run_dir, Path(args.output) if args.output else None)
-    except OSError as exc:
-        print(f"spielbus export: {exc}", file=sys.stderr)
-        return 2
-    if n == 0:
-        # No chess match: an empty PGN file would look like a successful export.
-        target.unlink(missing_ok=True)
-        print(f"spielbus export: {run_dir} has no chess games: nothing written", file=sys.stderr)
-        return 1
-    print(f"{n} chess games written to {target}")
-    return 0

@@ -15,7 +15,8 @@
 - Bradley-Terry by maximum likelihood with 0.1 pseudo-wins per ordered pair (a draw is half a
   win each way; Hunter's MM iterations finished by Newton's method), on the Elo scale (1500 +
   400 log10 strength, mean log-strength 0), with 95% profile-likelihood intervals, defined for
-  perfect scores too (docs/referee.md). Checked against `choix` (tests/test_rating_views.py).
+  perfect scores too (docs/referee.md): the fit on win matrices is referee/bradley_terry.py, this
+  module builds the matrices. Checked against `choix` (tests/test_rating_views.py).
 - Plackett-Luce (openskill) from each match's whole ranking, beside Bradley-Terry.
 - Provider faults are not the model's play: a match a `provider` fault touched (the seat's LLM
   provider failed a decision, under `[policy] provider = "forfeit"` or `"random"`) or left
@@ -42,6 +43,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from bus.protocol import LLMCall, MatchRecord
+from referee.bradley_terry import ELO_SCALE, fit_with_intervals, mm
 from referee.config import RatingsConfig
 from referee.outcome import provider_touched
 
@@ -114,7 +116,7 @@ class Rating(BaseModel):
 
 
 @dataclass(slots=True)
-class _Pair:
+class Pair:
     """One pairwise comparison derived from a match: score of a against b."""
 
     a: str
@@ -266,7 +268,7 @@ def standings(records: list[MatchRecord], count_provider_faults: bool = False) -
     return table.rows()
 
 
-def record_pairs(rec: MatchRecord, cfg: RatingsConfig, match: int = 0) -> list[_Pair]:
+def record_pairs(rec: MatchRecord, cfg: RatingsConfig, match: int = 0) -> list[Pair]:
     """The pairwise comparisons one record contributes (none for `error`/`pending`/`void` matches, nor
     for one a provider fault touched unless `cfg.count_provider_faults`)."""
     if rec.outcome in ("error", "pending", "void") or not rec.ranks:
@@ -277,7 +279,7 @@ def record_pairs(rec: MatchRecord, cfg: RatingsConfig, match: int = 0) -> list[_
     invalid_forfeit = (
         rec.outcome == "forfeit" and rec.faults and rec.faults[-1].reason in INVALID_REASONS and rec.forfeited
     )
-    pairs: list[_Pair] = []
+    pairs: list[Pair] = []
     n = len(rec.seats)
     for i in range(n):
         for j in range(i + 1, n):
@@ -290,21 +292,21 @@ def record_pairs(rec: MatchRecord, cfg: RatingsConfig, match: int = 0) -> list[_
                 loser_score = 0.5 * (1.0 - adjust)
                 score = loser_score if i in rec.forfeited else 1.0 - loser_score
             payoff = rec.returns[i] if rec.returns and rec.outcome != "forfeit" else None
-            pairs.append(_Pair(a, b, score, rec.game.name, payoff, match))
+            pairs.append(Pair(a, b, score, rec.game.name, payoff, match))
     return pairs
 
 
-def _pairs(records: list[MatchRecord], cfg: RatingsConfig) -> list[_Pair]:
+def run_pairs(records: list[MatchRecord], cfg: RatingsConfig) -> list[Pair]:
     return [p for mi, rec in enumerate(records) for p in record_pairs(rec, cfg, mi)]
 
 
-def _brownian(mu: float, var: float, stack: float) -> float:
+def brownian_win_probability(mu: float, var: float, stack: float) -> float:
     x = 2 * stack * mu / max(var, 100.0)
     x = max(min(x, 700.0), -700.0)
     return 1.0 - 1.0 / (1.0 + math.exp(x))
 
 
-def elo_from_pairs(pairs: list[_Pair], cfg: RatingsConfig, agents: list[str]) -> dict[str, float]:
+def elo_from_pairs(pairs: list[Pair], cfg: RatingsConfig, agents: list[str]) -> dict[str, float]:
     # Payoff games: replace each pair's score by the Brownian win probability of that pairing.
     payoffs: dict[tuple[str, str, str], list[float]] = defaultdict(list)
     for p in pairs:
@@ -314,7 +316,7 @@ def elo_from_pairs(pairs: list[_Pair], cfg: RatingsConfig, agents: list[str]) ->
     for key, xs in payoffs.items():
         mu = sum(xs) / len(xs)
         var = sum((x - mu) ** 2 for x in xs) / max(len(xs) - 1, 1)
-        brownian[key] = _brownian(mu, var, cfg.stack)
+        brownian[key] = brownian_win_probability(mu, var, cfg.stack)
     r = dict.fromkeys(agents, cfg.elo_initial)
     for p in pairs:
         s = brownian.get((p.game, p.a, p.b), p.score) if p.payoff is not None else p.score
@@ -326,10 +328,10 @@ def elo_from_pairs(pairs: list[_Pair], cfg: RatingsConfig, agents: list[str]) ->
 
 
 def elo(records: list[MatchRecord], cfg: RatingsConfig, agents: list[str]) -> dict[str, float]:
-    return elo_from_pairs(_pairs(sorted(records, key=record_key), cfg), cfg, agents)
+    return elo_from_pairs(run_pairs(sorted(records, key=record_key), cfg), cfg, agents)
 
 
-def _win_matrix(pairs: list[_Pair], idx: dict[str, int]) -> np.ndarray:
+def _win_matrix(pairs: list[Pair], idx: dict[str, int]) -> np.ndarray:
     n = len(idx)
     wins = np.zeros((n, n))
     if pairs:
@@ -341,39 +343,12 @@ def _win_matrix(pairs: list[_Pair], idx: dict[str, int]) -> np.ndarray:
     return wins
 
 
-def _mm(wins: np.ndarray, prior: float, iters: int) -> np.ndarray:
-    """Hunter's MM iterations for a batch of win matrices (B, n, n); strengths (B, n), mean log 0.
-
-    A draw counts as half a win each way; `prior` pseudo-wins in every off-diagonal cell keep an
-    unbeaten agent finite. The batch stops when every sample has converged (1e-9).
-    """
-    b, n, _ = wins.shape
-    off = 1.0 - np.eye(n)
-    wins = wins * off + prior * off
-    games = wins + wins.transpose(0, 2, 1)
-    w = wins.sum(axis=2)
-    s = np.ones((b, n))
-    for _ in range(iters):
-        denom = (games / (s[:, :, None] + s[:, None, :])).sum(axis=2)
-        new = np.where(denom > 0, w / np.where(denom > 0, denom, 1.0), s)
-        new = new / np.exp(np.log(new).mean(axis=1, keepdims=True))
-        done = np.abs(new - s).max() < 1e-9
-        s = new
-        if done:
-            break
-    return s
-
-
-def _elo_scale(s: np.ndarray) -> np.ndarray:
-    return 1500.0 + 400.0 * np.log10(s)
-
-
 def bradley_terry(
-    pairs: list[_Pair], agents: list[str], prior: float = 0.1, iters: int = 200
+    pairs: list[Pair], agents: list[str], prior: float = 0.1, iters: int = 200
 ) -> dict[str, float]:
     idx = {a: i for i, a in enumerate(agents)}
-    s = _mm(_win_matrix(pairs, idx)[None], prior, iters)[0]
-    return {a: float(_elo_scale(s[idx[a]])) for a in agents}
+    s = mm(_win_matrix(pairs, idx)[None], prior, iters)[0]
+    return {a: 1500.0 + 400.0 * float(np.log10(s[idx[a]])) for a in agents}
 
 
 RecordKey = tuple[str, tuple[tuple[int, str], ...], int]
@@ -386,112 +361,6 @@ def record_key(rec: MatchRecord) -> RecordKey:
     order the run report, `spielbus standings` and the live page disagreed."""
     parts = tuple((int(p), "") if p.isdigit() else (-1, p) for p in re.split(r"(\d+)", rec.match_id) if p)
     return (rec.tournament, parts, rec.attempt)
-
-
-ELO_SCALE = 400.0 / math.log(10.0)  # Elo points per natural-log unit of strength
-CHI2_95 = 3.841458820694124  # the 95% quantile of chi-squared with one degree of freedom
-
-
-def _loglik(theta: np.ndarray, wins: np.ndarray) -> float:
-    """Bradley-Terry log-likelihood of log-strengths `theta` given the (pseudo-)win matrix."""
-    d = theta[:, None] - theta[None, :]
-    return float((wins * -np.logaddexp(0.0, -d)).sum())
-
-
-def _grad_hess(theta: np.ndarray, wins: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    games = wins + wins.T
-    p = 0.5 * (1.0 + np.tanh(0.5 * (theta[:, None] - theta[None, :])))  # the logistic, no overflow
-    grad = wins.sum(axis=1) - (games * p).sum(axis=1)
-    w = games * p * p.T
-    hess = w - np.diag(w.sum(axis=1))
-    return grad, hess
-
-
-def _fit(
-    wins: np.ndarray, start: np.ndarray, k: int | None = None, c: float = 0.0
-) -> tuple[float, np.ndarray]:
-    """The largest log-likelihood over log-strengths with mean 0 (and `theta[k] = c` when `k` is
-    given: the profile), and where it is. Newton's method on the free coordinates under the
-    constraint (the KKT system), with a backtracking line search; the log-likelihood is concave."""
-    n = len(start)
-    free = np.ones(n, dtype=bool)
-    theta = start - start.mean()
-    if k is not None:
-        free[k] = False
-        theta[k] = c
-        theta[free] += (-c - theta[free].sum()) / (n - 1)  # back on the constraint sum = 0
-    m = int(free.sum())
-    value = _loglik(theta, wins)
-    for _ in range(100):
-        grad, hess = _grad_hess(theta, wins)
-        kkt = np.zeros((m + 1, m + 1))
-        kkt[:m, :m], kkt[:m, m], kkt[m, :m] = -hess[np.ix_(free, free)], 1.0, 1.0
-        # Least squares: far out on a profile the probabilities saturate and the system can be singular.
-        step = np.linalg.lstsq(kkt, np.concatenate([grad[free], [0.0]]), rcond=None)[0][:m]
-        t = 1.0
-        while True:
-            trial = theta.copy()
-            trial[free] += t * step
-            new = _loglik(trial, wins)
-            if new >= value - 1e-12 or t < 1e-6:
-                break
-            t /= 2
-        theta, value = trial, max(new, value)
-        if np.abs(t * step).max() < 1e-10:  # 2e-8 Elo
-            break
-    return value, theta
-
-
-def _excess(wins: np.ndarray, best: float, k: int, c: float, warm: np.ndarray) -> tuple[float, np.ndarray]:
-    """How far rating `c` of agent `k` is outside the 95% profile-likelihood interval (the
-    deviance less chi2(1, 0.95): negative inside), and the fit that gave it."""
-    value, arg = _fit(wins, warm, k, c)
-    return 2.0 * (best - value) - CHI2_95, arg
-
-
-def profile_intervals(wins: np.ndarray, theta: np.ndarray) -> np.ndarray:
-    """95% profile-likelihood intervals of each anchored log-strength: (n, 2).
-
-    The set of values c of agent k's rating whose best fit, all other ratings free (mean 0),
-    is within chi2(1, 0.95) / 2 of the best fit overall. `wins` includes the prior's pseudo-wins,
-    so the likelihood is bounded and the interval defined, for a perfect score too; its width
-    comes from the number of games, never from resampling (a 4-0 bootstrap resamples 4-0 every time).
-    """
-    n = len(theta)
-    out = np.repeat(theta[:, None], 2, axis=1)
-    if n < 2:
-        return out
-    best = _loglik(theta, wins)
-    for k in range(n):
-        for side, sign in ((0, -1.0), (1, 1.0)):
-            inside, f_in, step, warm = float(theta[k]), -CHI2_95, 0.5, theta
-            outside = inside + sign * step
-            f_out, arg = _excess(wins, best, k, outside, warm)
-            while f_out <= 0 and step < 64.0:  # 64 nats: about 11,000 Elo, far past any real gap
-                inside, f_in, warm, step = outside, f_out, arg, step * 2
-                outside = inside + sign * step
-                f_out, arg = _excess(wins, best, k, outside, warm)
-            # Regula falsi, Illinois variant: the deviance is smooth, a few steps reach 0.01 Elo.
-            for _ in range(60):
-                if abs(outside - inside) < 5e-5 or f_out <= 0:
-                    break
-                mid = outside - f_out * (outside - inside) / (f_out - f_in)
-                f_mid, arg = _excess(wins, best, k, mid, warm)
-                if f_mid > 0:
-                    outside, f_out = mid, f_mid
-                    f_in /= 2
-                else:
-                    inside, f_in, warm = mid, f_mid, arg
-                    f_out /= 2
-                if abs(f_mid) < 1e-7:
-                    inside = outside = mid
-            out[k, side] = (inside + outside) / 2
-    return out
-
-
-def _prior_wins(matrix: np.ndarray, prior: float) -> np.ndarray:
-    off = 1.0 - np.eye(len(matrix))
-    return matrix * off + prior * off
 
 
 PL_MODEL = "Plackett-Luce (openskill)"
@@ -517,13 +386,13 @@ class PairTally:
         self.elo: dict[str, float] = {}
         self.pl = PlackettLuceTally()
         # (key, comparisons, seats, ranks) of every match, for a replay in order.
-        self.kept: list[tuple[RecordKey, list[_Pair], list[str], list[int]]] = []
+        self.kept: list[tuple[RecordKey, list[Pair], list[str], list[int]]] = []
         self.has_payoffs = False
         self.in_order = True
         self.matches = 0
 
     @property
-    def pairs(self) -> list[_Pair]:
+    def pairs(self) -> list[Pair]:
         return [p for _, ps, _, _ in sorted(self.kept, key=lambda m: m[0]) for p in ps]
 
     def add_record(self, rec: MatchRecord) -> None:
@@ -531,7 +400,7 @@ class PairTally:
 
     def add_match(
         self,
-        pairs: list[_Pair],
+        pairs: list[Pair],
         seats: list[str] | None = None,
         ranks: list[int] | None = None,
         key: RecordKey | None = None,
@@ -553,7 +422,7 @@ class PairTally:
             self._elo_step(self.elo, pairs)
             self.pl.add(rated, ranks or [])
 
-    def _elo_step(self, r: dict[str, float], pairs: list[_Pair]) -> None:
+    def _elo_step(self, r: dict[str, float], pairs: list[Pair]) -> None:
         for p in pairs:
             ra = r.setdefault(p.a, self.cfg.elo_initial)
             rb = r.setdefault(p.b, self.cfg.elo_initial)
@@ -582,11 +451,7 @@ class PairTally:
         matrix = np.zeros((n, n))
         for (a, b), w in wins.items():
             matrix[idx[a], idx[b]] = w
-        prior = 0.1
-        pseudo = _prior_wins(matrix, prior)
-        # MM to get close, Newton to finish (MM's last digits converge slowly).
-        _, theta = _fit(pseudo, np.log(_mm(matrix[None], prior, 200)[0]))
-        bounds = profile_intervals(pseudo, theta)
+        theta, bounds = fit_with_intervals(matrix)
         if self.has_payoffs:
             e = elo_from_pairs(self.pairs, self.cfg, names)
         else:
@@ -635,16 +500,6 @@ class PlackettLuceTally:
     def rating(self, agent: str) -> tuple[float, float]:
         p = self.players.get(agent) or self.model.rating(name=agent)
         return float(p.mu), float(p.sigma)
-
-
-def ratings_from_pairs(pairs: list[_Pair], agents: list[str], cfg: RatingsConfig) -> list[Rating]:
-    by_match: dict[int, list[_Pair]] = defaultdict(list)
-    for p in pairs:
-        by_match[p.match].append(p)
-    tally = PairTally(cfg)
-    for m in sorted(by_match):
-        tally.add_match(by_match[m], key=("", ((m, ""),), 1))
-    return tally.ratings(agents)
 
 
 def ratings(records: list[MatchRecord], cfg: RatingsConfig) -> list[Rating]:

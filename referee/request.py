@@ -30,8 +30,8 @@ from nats.aio.msg import Msg
 
 from bus.protocol import FaultReason, Move
 from bus.replies import check_reply
-from games.view import EncodedTurn
 from referee.presence import Presence
+from referee.turns import EncodedTurn
 
 # A deadline timer that fires this much later than asked means the referee's loop stalled.
 LAG_TOLERANCE_S = 0.25

@@ -5,19 +5,18 @@ champion (gauntlet), `games_per_pairing` matches per seat order, both orders by
 default. Games of N > 2 players: every group of N agents (a single group when
 there are exactly N), `games_per_pairing` matches each, seat order shuffled per
 match by the tournament's seeded RNG. Each match gets its own seed, and its own
-chance secret drawn with `secrets` (never from the tournament's seed: anyone who
-knows the file could otherwise predict every hidden card; docs/referee.md). Chess
-with an opening set (`openings`): every opening, both colour assignments, per
-pairing, through the game's `fen` parameter. SPRT (`format = "sprt"`): `max_pairs` game pairs,
-each two matches with the seats swapped and the same seed (and, for chess with openings, the
-same opening, in turn); `spielbus.sprt_run` submits them pair by pair and stops when decided.
+chance secret (`MatchTerms.spec`, referee/terms.py, the ladder's spec builder too;
+docs/referee.md). Chess with an opening set (`openings`): every opening, both colour
+assignments, per pairing, through the game's `fen` parameter. SPRT (`format = "sprt"`):
+`max_pairs` game pairs, each two matches with the seats swapped and the same seed (and, for chess
+with openings, the same opening, in turn); `spielbus.sprt_run` submits them pair by pair and stops
+when decided.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
-import secrets
 
 from bus.protocol import MatchSpec
 from games.chess.openings import opening_params
@@ -67,19 +66,9 @@ def build_schedule(config: TournamentConfig, tournament_id: str) -> list[MatchSp
         if opening is not None:
             # `fen` starts the match; `opening` (a move sequence's UCI moves) lets PGN show them.
             game = game.model_copy(update={"params": {**game.params, **opening_params(opening)}})
+        match_id = f"{tournament_id}-{len(specs):05d}"
         specs.append(
-            MatchSpec(
-                match_id=f"{tournament_id}-{len(specs):05d}",
-                tournament=tournament_id,
-                game=game,
-                seats=seats,
-                seed=rng.randrange(2**31) if seed is None else seed,
-                deadline_ms=config.deadline_ms,
-                policy=config.policy,
-                max_turns=config.max_turns,
-                secret=secrets.token_hex(16),
-                budgets=config.seat_budgets(seats),
-            )
+            config.spec(match_id, tournament_id, game, seats, rng.randrange(2**31) if seed is None else seed)
         )
 
     if config.format == "sprt":

@@ -16,6 +16,12 @@
     spielbus standings RUN_DIR      a run folder's standings and ratings again (--by-provenance)
     spielbus ladder FILE.toml       a ladder: agents join any time, matchmaking by information
     spielbus ladder standings       the ladder's table from its results in JetStream
+    spielbus export pgn RUN_DIR     a run folder's chess matches as one PGN file
+    spielbus puzzles, replay, cwm   mate-in-N puzzles; a run replayed from its recorded LLM answers;
+                                    code world models
+
+Every command is one row of `COMMANDS`: parsed here, or by its own module, or run in its own
+process (agents, research pipelines).
 
 Exit codes: 0 success, 1 runtime failure, 2 bad input (arguments or tournament file).
 """
@@ -31,7 +37,8 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -131,33 +138,23 @@ def _version() -> str:
         return "(not installed)"
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="spielbus",
-        description="Spielbus: game-playing agents under one referee over NATS.",
-        epilog=EPILOG,
-    )
-    p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
-    p.add_argument("--version", action="version", version=f"spielbus {_version()}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    run = sub.add_parser("run", help="run a tournament (embedded nats-server unless --nats)")
-    run.add_argument("file", help="tournament TOML file")
-    _add_nats_flags(run, "use this NATS server (or cluster: URLs comma-separated) instead of an embedded one")
-    run.add_argument("--no-referee", action="store_true", help="do not start referee workers here")
-    run.add_argument(
+def _run_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="tournament TOML file")
+    _add_nats_flags(p, "use this NATS server (or cluster: URLs comma-separated) instead of an embedded one")
+    p.add_argument("--no-referee", action="store_true", help="do not start referee workers here")
+    p.add_argument(
         "--workers",
         type=int,
         default=1,
         help="referees: 1 (default) plays in this process; N > 1 starts N `spielbus referee` processes",
     )
-    run.add_argument(
+    p.add_argument(
         "--run-dir", default=None, help="parent folder of the run folder (default: the file's run_dir)"
     )
-    run.add_argument("--prefix", default="spielbus", help="subject prefix")
-    run.add_argument("--agent-wait", type=float, default=120.0, help="seconds to wait for agents to join")
-    run.add_argument("--quiet", action="store_true", help="no progress bar")
-    run.add_argument(
+    p.add_argument("--prefix", default="spielbus", help="subject prefix")
+    p.add_argument("--agent-wait", type=float, default=120.0, help="seconds to wait for agents to join")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
         "--metrics-port",
         type=port_arg,
         default=9400,
@@ -165,28 +162,28 @@ def _parser() -> argparse.ArgumentParser:
         help="Prometheus metrics of the whole run (referee and agents) on this port; a busy port "
         "falls back to a free one; 0: any free port; off: none (default 9400)",
     )
-    run.add_argument(
+    p.add_argument(
         "--web-port",
         type=port_arg,
         default=8400,
         metavar="PORT",
         help="live match page on this port, same rules (default 8400)",
     )
-    run.add_argument(
+    p.add_argument(
         "--keep-serving",
         action="store_true",
         help="after the report, keep the live page and metrics up until Ctrl-C",
     )
-    run.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
-    run.add_argument(
+    p.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
+    p.add_argument(
         "--auth",
         default=None,
         metavar="DIR",
         help="enforce the accounts of this `spielbus auth init` folder (default: none; an embedded run "
         "with an external agent writes its own into the run folder and prints each bot's login file)",
     )
-    _add_wait_flags(run)
-    run.add_argument(
+    _add_wait_flags(p)
+    p.add_argument(
         "--resume",
         default=None,
         metavar="RUN_DIR",
@@ -194,7 +191,7 @@ def _parser() -> argparse.ArgumentParser:
         "matches it has no record of, with the same seeds; FILE must be the tournament it ran (exit 2 "
         "naming what differs)",
     )
-    run.add_argument(
+    p.add_argument(
         "--absent-limit",
         type=_seconds,
         default=60.0,
@@ -203,29 +200,31 @@ def _parser() -> argparse.ArgumentParser:
         "recorded as no_responder (default 60; 0: never wait)",
     )
 
-    submit = sub.add_parser("submit", help="submit a tournament to the referees and agents on --nats")
-    submit.add_argument("file")
-    _add_nats_flags(submit)
-    submit.add_argument("--run-dir", default=None)
-    submit.add_argument("--prefix", default="spielbus")
-    submit.add_argument("--agent-wait", type=float, default=60.0)
-    submit.add_argument("--quiet", action="store_true")
-    _add_auth_flag(submit, "the referee user")
-    _add_wait_flags(submit)
 
-    ref = sub.add_parser("referee", help="run a referee worker until SIGTERM")
-    _add_nats_flags(ref)
-    ref.add_argument(
+def _submit_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file")
+    _add_nats_flags(p)
+    p.add_argument("--run-dir", default=None)
+    p.add_argument("--prefix", default="spielbus")
+    p.add_argument("--agent-wait", type=float, default=60.0)
+    p.add_argument("--quiet", action="store_true")
+    _add_auth_flag(p, "the referee user")
+    _add_wait_flags(p)
+
+
+def _referee_flags(p: argparse.ArgumentParser) -> None:
+    _add_nats_flags(p)
+    p.add_argument(
         "--concurrency", type=_positive_int, default=8, help="matches played at once (1 or more, default 8)"
     )
-    ref.add_argument(
+    p.add_argument(
         "--absent-limit",
         type=_seconds,
         default=60.0,
         metavar="SECONDS",
         help="how long matches wait for an agent that does not answer (default 60; 0: never)",
     )
-    ref.add_argument(
+    p.add_argument(
         "--drain-grace",
         type=_seconds,
         default=10.0,
@@ -233,49 +232,32 @@ def _parser() -> argparse.ArgumentParser:
         help="on SIGTERM, matches in flight get this long to finish before they are handed back "
         "to the work queue for another referee (default 10)",
     )
-    ref.add_argument("--prefix", default="spielbus")
-    ref.add_argument(
+    p.add_argument("--prefix", default="spielbus")
+    p.add_argument(
         "--metrics-port",
         type=port_arg,
         default=None,
         metavar="PORT",
         help="serve Prometheus metrics on this fixed port (0: any free port; default: off)",
     )
-    ref.add_argument(
+    p.add_argument(
         "--web-port",
         type=port_arg,
         default=None,
         metavar="PORT",
         help="serve the live match page (default: off)",
     )
-    ref.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
-    _add_auth_flag(ref, "the referee user")
+    p.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
+    _add_auth_flag(p, "the referee user")
 
-    sub.add_parser("agent", help="run an agent service (spielbus agent KIND --help)", add_help=False)
-    sub.add_parser("llm", help="`spielbus llm serve`: the embedded LLM server", add_help=False)
-    sub.add_parser(
-        "cwm",
-        help="code world models: `spielbus cwm synthesize GAME ...`, `cwm eval DIR`, `cwm reject DIR...`",
-        add_help=False,
-    )
-    sub.add_parser(
-        "selfplay",
-        help="self-play datasets, CFVFP and the LLM Coach (spielbus selfplay --help)",
-        add_help=False,
-    )
 
-    sub.add_parser(
-        "paper", help="a paper's headline table beside ours (spielbus paper --help)", add_help=False
-    )
+def _games_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="as JSON with type details")
+    p.add_argument("filter", nargs="?", default="", help="only names containing this")
 
-    for name, (_, what) in _MODULE_COMMANDS.items():
-        sub.add_parser(name, help=what, add_help=False)
-    games = sub.add_parser("games", help="list the games that can be played")
-    games.add_argument("--json", action="store_true", help="as JSON with type details")
-    games.add_argument("filter", nargs="?", default="", help="only names containing this")
 
-    proto = sub.add_parser("protocol", help="protocol tools")
-    proto_sub = proto.add_subparsers(dest="proto_command", required=True, metavar="SUBCOMMAND")
+def _protocol_flags(p: argparse.ArgumentParser) -> None:
+    proto_sub = p.add_subparsers(dest="proto_command", required=True, metavar="SUBCOMMAND")
     schema = proto_sub.add_parser(
         "schema", help="print the JSON Schema bundle of every message (docs/protocol.schema.json)"
     )
@@ -284,20 +266,21 @@ def _parser() -> argparse.ArgumentParser:
         "asyncapi", help="print the AsyncAPI 3 document: subjects, messages, schemas (docs/asyncapi.json)"
     )
 
-    check = sub.add_parser("bot-check", help="conformance run against a bot on the bus")
-    check.add_argument("name", help="the bot's agent name")
-    _add_nats_flags(check, replicas=False)
-    check.add_argument("--prefix", default="spielbus")
-    check.add_argument("--deadline-ms", type=int, default=5000, help="turn deadline (default 5000)")
-    check.add_argument(
+
+def _bot_check_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("name", help="the bot's agent name")
+    _add_nats_flags(p, replicas=False)
+    p.add_argument("--prefix", default="spielbus")
+    p.add_argument("--deadline-ms", type=int, default=5000, help="turn deadline (default 5000)")
+    p.add_argument(
         "--games",
         default=None,
         help="comma-separated games for the full-match checks; the first is also the game of the "
         "single-turn and concurrent checks",
     )
-    check.add_argument("--concurrency", type=int, default=10, help="concurrent matches (default 10)")
-    _add_auth_flag(check, "the bot's own bot-check user (botcheck-NAME)")
-    check.add_argument(
+    p.add_argument("--concurrency", type=int, default=10, help="concurrent matches (default 10)")
+    _add_auth_flag(p, "the bot's own bot-check user (botcheck-NAME)")
+    p.add_argument(
         "--login",
         default=None,
         metavar="FILE",
@@ -305,8 +288,9 @@ def _parser() -> argparse.ArgumentParser:
         "writes for an external bot): its bot-check login and NATS_URL",
     )
 
-    auth = sub.add_parser("auth", help="accounts and permissions")
-    auth_sub = auth.add_subparsers(dest="auth_command", required=True, metavar="SUBCOMMAND")
+
+def _auth_flags(p: argparse.ArgumentParser) -> None:
+    auth_sub = p.add_subparsers(dest="auth_command", required=True, metavar="SUBCOMMAND")
     init = auth_sub.add_parser("init", help="write a nats-server config and credentials per agent")
     init.add_argument("tournament", nargs="?", default=None, help="take the agents from this tournament file")
     init.add_argument("--agents", default=None, help="comma-separated agent names")
@@ -319,30 +303,28 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep an existing folder that has every agent (exit 0); for one-shot deploy steps",
     )
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="spielbus",
+        description="Spielbus: game-playing agents under one referee over NATS.",
+        epilog=EPILOG,
+    )
+    p.add_argument("--log-level", default="WARNING", help="log level (default WARNING)")
+    p.add_argument("--version", action="version", version=f"spielbus {_version()}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        if command.flags is None:  # parsed by the module or process it hands over to
+            sub.add_parser(name, help=command.help, add_help=False)
+        else:
+            command.flags(sub.add_parser(name, help=command.help))
     return p
 
 
-# Commands whose parser lives in their own module (`main(argv)`, run in this process):
-# name -> (module, help).
-_MODULE_COMMANDS = {
-    "collect": ("spielbus.collect", "rebuild a run folder from the match stream (spielbus collect --help)"),
-    "puzzles": ("spielbus.puzzles", "mate-in-N chess puzzles through the referee (spielbus puzzles --help)"),
-    "export": ("referee.pgn", "export a run folder: `spielbus export pgn RUN_DIR`"),
-    "standings": ("spielbus.standings", "a run folder's standings again (spielbus standings --help)"),
-    "ladder": (
-        "spielbus.ladder",
-        "the ladder: `spielbus ladder FILE.toml` runs it, `spielbus ladder standings` (docs/ladder.md)",
-    ),
-    "replay": (
-        "spielbus.replay",
-        "replay a run folder from its recorded LLM answers (spielbus replay --help)",
-    ),
-}
-
-
-def _hand_over(module_args: list[str], module: str = "agents") -> int:
-    """`spielbus agent` / `llm` run a package of agents, `cwm` / `selfplay` a research pipeline, in its
-    own process image: each keeps its own imports and logging, as when run as a service."""
+def _hand_over(module: str, module_args: list[str]) -> int:
+    """A command in its own process image (`python -m module ...`): an agent package or a research
+    pipeline keeps its own imports and logging, as when run as a service."""
     os.execv(sys.executable, [sys.executable, "-m", module, *module_args])
     return 0  # not reached
 
@@ -448,20 +430,18 @@ def _botcheck_login(args: argparse.Namespace) -> Login:
     """`bot-check --auth DIR`: the narrow `botcheck-NAME` user (never the referee's), with its inbox;
     `--login FILE` or the environment: the `SPIELBUS_BOTCHECK_*` login of a bot's one login file
     (its `NATS_URL` too, unless `--nats` names one); else the environment's NATS_USER."""
-    from bus.auth import BOTCHECK_ENV, login_for, read_login_file
+    from bus.auth import BOTCHECK_ENV, login_for
+    from referee.botcheck import login_from_file
 
     if args.auth:
         user = login_for(args.auth, "botcheck", agent=args.name, prefix=args.prefix)
         return {"user": user.user, "password": user.password, "inbox_prefix": user.inbox_prefix() or ""}
-    values = read_login_file(args.login) if args.login else dict(os.environ)
-    if args.login and not args.nats and values.get("NATS_URL"):
-        args.nats = values["NATS_URL"]
-    name, password, inbox = (values.get(k, "") for k in BOTCHECK_ENV)
-    if not name:
-        if args.login:
-            raise AuthError(f"{args.login} holds no bot-check login (SPIELBUS_BOTCHECK_USER=...)")
-        return {}
-    return {"user": name, "password": password, "inbox_prefix": inbox}
+    if args.login:
+        login, url = login_from_file(args.login)
+        args.nats = args.nats or url
+        return login
+    name, password, inbox = (os.environ.get(k, "") for k in BOTCHECK_ENV)
+    return {"user": name, "password": password, "inbox_prefix": inbox} if name else {}
 
 
 def _cmd_referee(args: argparse.Namespace) -> int:
@@ -592,38 +572,23 @@ def _cmd_protocol(args: argparse.Namespace) -> int:
 def _cmd_bot_check(args: argparse.Namespace) -> int:
     from rich.table import Table
 
-    from bus.connect import connect, nats_url
-    from bus.subjects import Subjects, check_token
-    from games.loader import load_game
-    from referee.botcheck import DEFAULT_GAMES, BotChecker, BotCheckOptions, CheckResult
+    from bus.subjects import check_token
+    from referee.botcheck import CheckResult, check_bot, options_for
 
     console = Console()
     try:
         check_token(args.name, "agent name")
-        games = [g.strip() for g in args.games.split(",") if g.strip()] if args.games else list(DEFAULT_GAMES)
-        # A bot checked on its own games: the first also serves the single-turn and concurrent checks.
-        first = games[0] if args.games else None
-        opts = BotCheckOptions(
-            deadline_ms=args.deadline_ms,
-            games=games,
-            concurrency=args.concurrency,
-            turn_game=first,
-            concurrent_game=first or "tic_tac_toe",
-        )
-        for g in games:
-            load_game(g)  # an unknown game is a usage error, not a failed check
+        games = [g.strip() for g in args.games.split(",") if g.strip()] if args.games else None
+        opts = options_for(games, args.deadline_ms, args.concurrency)
         login = _botcheck_login(args)
-    except ValueError as exc:  # AuthError included
+    except ValueError as exc:  # AuthError and unknown games included
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
 
     async def main() -> list[CheckResult]:
-        nc = await connect(nats_url(args.nats), name=f"spielbus-bot-check-{args.name}", **login)
-        try:
-            with console.status(f"checking {args.name}..."):
-                return await BotChecker(nc, args.name, subjects=Subjects(args.prefix), options=opts).run()
-        finally:
-            await nc.drain()
+        with console.status(f"checking {args.name}..."):
+            report = await check_bot(args.name, args.nats, options=opts, prefix=args.prefix, login=login)
+        return report.results
 
     try:
         results = asyncio.run(main())
@@ -682,6 +647,81 @@ def _cmd_auth(args: argparse.Namespace) -> int:
     return 0
 
 
+@dataclass(frozen=True)
+class Command:
+    """One `spielbus` command: its help line and how it runs, one of three ways.
+
+    - `flags` and `run`: parsed here (`flags` adds its arguments), `run(args)` in this process;
+    - `module`: parses its own arguments, `module.main(argv)` in this process;
+    - `exec_module`: its own process image, `python -m exec_module *exec_args *argv` (agents and
+      research pipelines: their own imports and logging); `log_level` passes a global
+      `--log-level` on after the first argument (the agent's kind).
+    """
+
+    help: str
+    flags: Callable[[argparse.ArgumentParser], None] | None = None
+    run: Callable[[argparse.Namespace], int] | None = None
+    module: str | None = None
+    exec_module: str | None = None
+    exec_args: tuple[str, ...] = ()
+    log_level: bool = False
+
+
+# Every command, in the order `spielbus --help` lists them.
+COMMANDS: dict[str, Command] = {
+    "run": Command(
+        "run a tournament (embedded nats-server unless --nats)",
+        flags=_run_flags,
+        run=lambda args: _cmd_run(args, submit_only=False),
+    ),
+    "submit": Command(
+        "submit a tournament to the referees and agents on --nats",
+        flags=_submit_flags,
+        run=lambda args: _cmd_run(args, submit_only=True),
+    ),
+    "referee": Command("run a referee worker until SIGTERM", flags=_referee_flags, run=_cmd_referee),
+    "agent": Command(
+        "run an agent service (spielbus agent KIND --help)", exec_module="agents", log_level=True
+    ),
+    "llm": Command("`spielbus llm serve`: the embedded LLM server", exec_module="agents", exec_args=("llm",)),
+    "cwm": Command(
+        "code world models: `spielbus cwm synthesize GAME ...`, `cwm eval DIR`, `cwm reject DIR...`",
+        exec_module="research.cwm",
+    ),
+    "selfplay": Command(
+        "self-play datasets, CFVFP and the LLM Coach (spielbus selfplay --help)",
+        exec_module="research.coach",
+    ),
+    "paper": Command(
+        "a paper's headline table beside ours (spielbus paper --help)", exec_module="research.papers"
+    ),
+    "collect": Command(
+        "rebuild a run folder from the match stream (spielbus collect --help)", module="spielbus.collect"
+    ),
+    "puzzles": Command(
+        "mate-in-N chess puzzles through the referee (spielbus puzzles --help)", module="spielbus.puzzles"
+    ),
+    "export": Command("export a run folder: `spielbus export pgn RUN_DIR`", module="spielbus.export"),
+    "standings": Command(
+        "a run folder's standings again (spielbus standings --help)", module="spielbus.standings"
+    ),
+    "ladder": Command(
+        "the ladder: `spielbus ladder FILE.toml` runs it, `spielbus ladder standings` (docs/ladder.md)",
+        module="spielbus.ladder",
+    ),
+    "replay": Command(
+        "replay a run folder from its recorded LLM answers (spielbus replay --help)",
+        module="spielbus.replay",
+    ),
+    "games": Command("list the games that can be played", flags=_games_flags, run=_cmd_games),
+    "protocol": Command("protocol tools", flags=_protocol_flags, run=_cmd_protocol),
+    "bot-check": Command(
+        "conformance run against a bot on the bus", flags=_bot_check_flags, run=_cmd_bot_check
+    ),
+    "auth": Command("accounts and permissions", flags=_auth_flags, run=_cmd_auth),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _main(argv)
@@ -709,43 +749,22 @@ def _main(argv: Sequence[str] | None) -> int:
             level = argv[i].split("=", 1)[1]
         i += 1
     if i < len(argv) and "-h" not in argv[:i] and "--help" not in argv[:i]:
-        command, rest = argv[i], argv[i + 1 :]
-        if command in _MODULE_COMMANDS:
+        command, rest = COMMANDS.get(argv[i]), argv[i + 1 :]
+        if command is not None and command.module is not None:
             logging.basicConfig(level=(level or "WARNING").upper())
-            return int(importlib.import_module(_MODULE_COMMANDS[command][0]).main(rest))
-        if command == "agent":
-            if level is not None and rest and not rest[0].startswith("-"):
+            return int(importlib.import_module(command.module).main(rest))
+        if command is not None and command.exec_module is not None:
+            if command.log_level and level is not None and rest and not rest[0].startswith("-"):
                 rest = [rest[0], "--log-level", level, *rest[1:]]  # after the kind; a later flag wins
-            return _hand_over(rest)
-        if command == "llm":
-            return _hand_over(["llm", *rest])  # the LLM server logs as llama.cpp does
-        if command == "cwm":
-            return _hand_over(rest, "research.cwm")
-        if command == "selfplay":
-            return _hand_over(rest, "research.coach")
-        if command == "paper":
-            return _hand_over(rest, "research.papers")
+            return _hand_over(command.exec_module, [*command.exec_args, *rest])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if getattr(args, "stream_replicas", None) is not None:
         from bus.streams import set_stream_replicas
 
         set_stream_replicas(args.stream_replicas)
-    if args.command == "run":
-        return _cmd_run(args, submit_only=False)
-    if args.command == "submit":
-        return _cmd_run(args, submit_only=True)
-    if args.command == "referee":
-        return _cmd_referee(args)
-    if args.command == "games":
-        return _cmd_games(args)
-    if args.command == "protocol":
-        return _cmd_protocol(args)
-    if args.command == "bot-check":
-        return _cmd_bot_check(args)
-    if args.command == "auth":
-        return _cmd_auth(args)
-    return 2
+    run = COMMANDS[args.command].run
+    return run(args) if run is not None else 2
 
 
 if __name__ == "__main__":

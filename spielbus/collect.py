@@ -31,7 +31,7 @@ from bus.subjects import Subjects, check_token
 from referee.acceptance import record_problem
 from referee.config import ConfigError, RatingsConfig, TournamentConfig, load_config
 from referee.ratings import Rating, Standing, ratings, standings
-from referee.tournament import RunFolder, RunFolderError, summarize
+from referee.run_folder import RunFolder, RunFolderError, summarize
 from spielbus.report import print_report
 
 QUIET_S = 2.0

@@ -2,10 +2,10 @@
 Games?": black's territory minus white's, no komi): per agent, win rate and the mean score from
 the agent's side and as black, scored two ways and labelled so:
 
-- **Tromp-Taylor area** (games/go_score.py): the final position as it stands, dead stones
+- **Tromp-Taylor area** (games/go/score.py): the final position as it stands, dead stones
   included. OpenSpiel decides the winner by this (less komi).
 - **GNU Go, dead stones removed**: GNU Go's `final_score` (Chinese rules, its own life-and-death
-  analysis; agents/gnugo_agent.py) with komi added back, so both columns are area differences
+  analysis; games/go/gnugo.py) with komi added back, so both columns are area differences
   without komi. This is the score a Go player would count, and the reading of Table 3 used here.
   Shown when GNU Go is installed (`make system-deps`); otherwise the table says it is missing.
 
@@ -23,10 +23,10 @@ from collections import defaultdict
 from rich.console import Console
 from rich.table import Table
 
-from agents.gnugo_agent import final_score, find_gnugo, gnugo_argv, go_setup
-from agents.gtp import GtpEngine, GtpEngineDied, GtpError
 from bus.protocol import MatchRecord
-from games.go_score import tromp_taylor_score
+from games.go.gnugo import final_score, find_gnugo, gnugo_argv, go_setup
+from games.go.gtp import GtpEngine, GtpEngineDied, GtpError
+from games.go.score import tromp_taylor_score
 
 log = logging.getLogger(__name__)
 

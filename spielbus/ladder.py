@@ -1,7 +1,7 @@
 """`spielbus ladder FILE.toml` (the ladder service) and `spielbus ladder standings` (its table offline).
 
 `spielbus ladder FILE.toml [--nats URL] [--auth DIR] [--web-port N] [--metrics-port N]` runs the
-ladder of the file (referee/ladder_service.py) until SIGINT/SIGTERM: it logs in as the referee
+ladder of the file (referee/ladder/service.py) until SIGINT/SIGTERM: it logs in as the referee
 (`--auth DIR`), schedules matches for the referees already on the bus (`spielbus referee`), and
 serves the live page with the leaderboard (`/api/ladder`) and the Prometheus series per entry.
 Stopping it leaves the matches in flight to the referees; a restart counts them once. Like every
@@ -9,8 +9,8 @@ service it waits for the bus to come up (and rides out its restarts). Exit 2 for
 busy port or a missing login; 1 when the streams cannot be set up.
 
 `spielbus ladder standings` reads every result of the ladder's key-value bucket
-(referee/ladder_store.py; no ladder process needed, only NATS), rates them with Bradley-Terry
-and its 95% profile-likelihood intervals (referee/ladder_board.py) and prints game, entry, games
+(referee/ladder/store.py; no ladder process needed, only NATS), rates them with Bradley-Terry
+and its 95% profile-likelihood intervals (referee/ladder/board.py) and prints game, entry, games
 played, rating and interval (and openskill's mu and sigma for games of more than two players).
 Exit 2 when NATS cannot be reached.
 """
@@ -31,8 +31,8 @@ from rich.table import Table
 from bus.auth import AuthError, load_auth
 from bus.connect import connect
 from observability.web import port_arg
-from referee.ladder_board import BoardRow, board
-from referee.ladder_store import BUCKET, LadderStore
+from referee.ladder.board import BoardRow, board
+from referee.ladder.store import BUCKET, LadderStore
 
 HOST_HELP = "address the live page and metrics listen on (default 127.0.0.1; 0.0.0.0: every interface)"
 
@@ -94,8 +94,8 @@ async def _serve(args: argparse.Namespace) -> None:
     from bus.connect import nats_url, redact
     from bus.subjects import Subjects
     from observability.web.serve import start_observability
-    from referee.ladder_config import load_ladder
-    from referee.ladder_service import Ladder, check_ladder_games
+    from referee.ladder.config import load_ladder
+    from referee.ladder.service import Ladder, check_ladder_games
 
     config = load_ladder(args.file)
     check_ladder_games(config)

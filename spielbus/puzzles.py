@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [d for d in args.depth if not any(p.depth == d for p in puzzles)]
     if missing:
         console.print(f"[yellow]note:[/yellow] no puzzles of depth {missing} in the suite", highlight=False)
-    from referee.tournament import DEFAULT_IDLE_S
+    from referee.collector import DEFAULT_IDLE_S
     from spielbus.run import RunOptions, run_tournament
 
     # One move may take the whole turn deadline: the run's no-progress limit must be longer.

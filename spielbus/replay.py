@@ -14,7 +14,7 @@ started), into `RUN_DIR/replay/<tournament id>/`, and compares:
 - requests the recording does not hold (a changed prompt, a changed game): the first one is named.
 
 Before playing, each agent's strategy version in the records (its provenance) is compared with this
-code's: a kind whose version changed (`llm_policy` 2: the prompt layout of issue 32) asks other
+code's: a kind whose version changed (`llm_policy` 2: the stable-prefix prompt layout) asks other
 requests than the recording holds, so the replay stops there and names the agent (exit 1) rather
 than diverging from the first LLM move. Kinds this code does not know are not checked.
 
@@ -58,7 +58,7 @@ from bus.protocol import LLMCall, MatchRecord, MatchSpec
 from referee.budget import by_budget_class
 from referee.config import ConfigError, TournamentConfig, load_config
 from referee.records import JsonlError, M, read_jsonl
-from referee.tournament import summarize
+from referee.run_folder import summarize
 from spielbus.report import print_report
 
 # Fields that hold wall-clock measurements: a replay cannot reproduce them and they are not compared

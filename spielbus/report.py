@@ -1,18 +1,24 @@
-"""Printing a tournament's outcome: standings (with fallbacks, LLM calls and tokens per move, and
-what LLM providers did apart from the play), ratings (Bradley-Terry with 95% profile-likelihood
-intervals, Elo, Plackett-Luce), faults."""
+"""A tournament's outcome: standings (with fallbacks, LLM calls and tokens per move, and what LLM
+providers did apart from the play), ratings (Bradley-Terry with 95% profile-likelihood intervals,
+Elo, Plackett-Luce), faults, printed; and at the end of `spielbus run` (`report_run`) the run
+folder's summary files written beside them. An interrupted run writes its summary too
+(`write_interrupted_summary`)."""
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 from rich.console import Console
 from rich.table import Table
 
-from bus.protocol import FAULT_REASONS, MatchRecord
+from bus.protocol import FAULT_REASONS, MatchRecord, MatchSpec
+from referee.config import TournamentConfig
 from referee.ratings import PL_MODEL, Rating, Standing
+from referee.run_folder import RunFolder, summarize
 from referee.sprt import SprtStatus
 from spielbus.go_report import print_go_scores
+from spielbus.sprt_run import sprt_status, sprt_summary
 
 
 def outcome_counts(records: list[MatchRecord]) -> dict[str, int]:
@@ -121,3 +127,81 @@ def print_sprt(console: Console, st: SprtStatus) -> None:
         st.decision_text(),
     )
     console.print(t)
+
+
+@dataclass(frozen=True)
+class RunNotes:
+    """What the run itself knew besides its records: matches without a record (id -> why),
+    records refused, the bus it ran on, and how many matches a resumed run found done."""
+
+    failed: dict[str, str]
+    rejected: int
+    nats: str | None
+    resumed: int | None = None
+
+
+def write_interrupted_summary(
+    folder: RunFolder, config: TournamentConfig, tid: str, specs: list[MatchSpec], signal: str | None
+) -> None:
+    """The summary files of a run stopped by a signal, from the records it has."""
+    done = folder.read_records(specs)
+    table, rates = summarize(done, config)
+    extra = {"tournament": tid, "matches": len(done), "scheduled": len(specs), "interrupted": signal}
+    folder.write_summary(table, rates, {**extra, **sprt_summary(config, done)})
+
+
+def report_run(
+    console: Console,
+    folder: RunFolder,
+    config: TournamentConfig,
+    tid: str,
+    specs: list[MatchSpec],
+    notes: RunNotes,
+) -> tuple[list[MatchRecord], list[str]]:
+    """The summary files and the console report after play; returns the records and the agents
+    more than `fallback_threshold` of whose moves were fallbacks."""
+    # Read back once, after play (in schedule order, so a resumed run's ratings equal an
+    # uninterrupted run's): nothing per record was held while matches were being played.
+    records = folder.read_records(specs)
+    table, rates = summarize(records, config)
+    failed = notes.failed  # the caller's own map: what is added here makes the run exit 1
+    # Every play of these was voided by a provider fault: recorded, but not played.
+    failed.update({r.match_id: "unplayed (provider faults)" for r in records if r.outcome == "void"})
+    fallback_agents = [s.agent for s in table if s.over_fallbacks(config.fallback_threshold)]
+    folder.write_summary(
+        table,
+        rates,
+        {
+            "tournament": tid,
+            "matches": len(records),
+            "scheduled": len(specs),
+            "failed": failed,
+            "rejected_records": notes.rejected,
+            "mostly_fallbacks": [s.agent for s in table if s.mostly_fallbacks],
+            "fallback_threshold": config.fallback_threshold,
+            "over_fallback_threshold": fallback_agents,
+            "nats": notes.nats,
+            **({"resumed": notes.resumed} if notes.resumed is not None else {}),
+            **sprt_summary(config, records),
+        },
+    )
+    threshold = config.fallback_threshold
+    print_report(console, records, table, rates, str(folder.path), fallback_threshold=threshold)
+    if (sprt := sprt_status(config, records)) is not None:
+        print_sprt(console, sprt)
+    if failed:
+        reasons = ", ".join(f"{n} {r}" for r, n in Counter(failed.values()).most_common())
+        console.print(
+            f"[red]{len(failed)} of {len(specs)} matches were not played:[/red] {reasons} "
+            f"(e.g. {', '.join(sorted(failed)[:3])}); listed in summary.json",
+            highlight=False,
+        )
+    if fallback_agents and not config.allow_fallbacks:
+        console.print(
+            f"[red]more than {config.fallback_threshold:.0%} of the moves of "
+            f"{', '.join(fallback_agents)} were fallbacks:[/red] the run fails (set "
+            "`allow_fallbacks = true`, or raise `fallback_threshold`, in the tournament file to "
+            "accept that)",
+            highlight=False,
+        )
+    return records, fallback_agents

@@ -24,7 +24,6 @@ import shlex
 import shutil
 import signal
 import tempfile
-from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -54,28 +53,20 @@ from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from observability.web.serve import Observability, start_observability
+from referee.collector import DEFAULT_IDLE_S, Collector, CollectStopped, submit_and_collect
 from referee.config import ConfigError, TournamentConfig
 from referee.presence import DEFAULT_ABSENT_LIMIT_S
 from referee.resume import check_resumable
+from referee.run_folder import RunFolder, RunFolderError, tournament_id
 from referee.schedule import build_schedule
-from referee.tournament import (
-    DEFAULT_IDLE_S,
-    Collector,
-    CollectStopped,
-    RunFolder,
-    RunFolderError,
-    submit_and_collect,
-    summarize,
-    tournament_id,
-)
 from referee.worker import DRAIN_GRACE_S, RefereeWorker
 from spielbus.bot_logins import announce_bots, default_auth_dir
 from spielbus.collect import read_records as read_stream_records
 from spielbus.launch import AgentProcess, RefereeProcess, stop_all, wait_for_agents
 from spielbus.llm_launch import LLM_KINDS, LLMServerProcess, needs_embedded_llm
-from spielbus.report import print_report, print_sprt
+from spielbus.report import RunNotes, report_run, write_interrupted_summary
 from spielbus.seats import SeatPlan, plan_seats
-from spielbus.sprt_run import SprtCollect, sprt_status, sprt_summary
+from spielbus.sprt_run import SprtCollect
 
 log = logging.getLogger(__name__)
 
@@ -303,22 +294,9 @@ class TournamentSession:
             shutil.rmtree(self.folder.path, ignore_errors=True)
 
     def _write_interrupted_summary(self) -> None:
-        if not self.folder.path.exists():
-            return
-        with contextlib.suppress(Exception):
-            done = self.folder.read_records(self.specs)
-            table, rates = summarize(done, self.config)
-            self.folder.write_summary(
-                table,
-                rates,
-                {
-                    "tournament": self.tid,
-                    "matches": len(done),
-                    "scheduled": len(self.specs),
-                    "interrupted": self.signal,
-                    **sprt_summary(self.config, done),
-                },
-            )
+        if self.folder.path.exists():
+            with contextlib.suppress(Exception):
+                write_interrupted_summary(self.folder, self.config, self.tid, self.specs, self.signal)
 
     # -- starting -----------------------------------------------------------------------------
 
@@ -590,59 +568,24 @@ class TournamentSession:
     # -- reporting ----------------------------------------------------------------------------
 
     async def _report(self) -> RunResult:
-        """The summary files and the console report, after play."""
-        config, specs, console = self.config, self.specs, self.console
-        # Read back once, after play (in schedule order, so a resumed run's ratings equal an
-        # uninterrupted run's): nothing per record was held while matches were being played.
-        records = self.folder.read_records(specs)
-        table, rates = summarize(records, config)
+        """The summary files and the console report (spielbus/report.py), after play."""
         failed = dict(self.collector.failed)
-        # Every play of these was voided by a provider fault: recorded, but not played.
-        failed.update({r.match_id: "unplayed (provider faults)" for r in records if r.outcome == "void"})
-        fallback_agents = [s.agent for s in table if s.over_fallbacks(config.fallback_threshold)]
-        self.folder.write_summary(
-            table,
-            rates,
-            {
-                "tournament": self.tid,
-                "matches": len(records),
-                "scheduled": len(specs),
-                "failed": failed,
-                "rejected_records": self.collector.rejected,
-                "mostly_fallbacks": [s.agent for s in table if s.mostly_fallbacks],
-                "fallback_threshold": config.fallback_threshold,
-                "over_fallback_threshold": fallback_agents,
-                "nats": self.url,
-                **({"resumed": len(specs) - len(self.todo)} if self.opts.resume else {}),
-                **sprt_summary(config, records),
-            },
+        resumed = len(self.specs) - len(self.todo) if self.opts.resume else None
+        records, fallback_agents = report_run(
+            self.console,
+            self.folder,
+            self.config,
+            self.tid,
+            self.specs,
+            RunNotes(failed, self.collector.rejected, self.url, resumed),
         )
-        threshold = config.fallback_threshold
-        print_report(console, records, table, rates, str(self.folder.path), fallback_threshold=threshold)
-        if (sprt := sprt_status(config, records)) is not None:
-            print_sprt(console, sprt)
-        if failed:
-            reasons = ", ".join(f"{n} {r}" for r, n in Counter(failed.values()).most_common())
-            console.print(
-                f"[red]{len(failed)} of {len(specs)} matches were not played:[/red] {reasons} "
-                f"(e.g. {', '.join(sorted(failed)[:3])}); listed in summary.json",
-                highlight=False,
-            )
-        if fallback_agents and not config.allow_fallbacks:
-            console.print(
-                f"[red]more than {config.fallback_threshold:.0%} of the moves of "
-                f"{', '.join(fallback_agents)} were fallbacks:[/red] the run fails (set "
-                "`allow_fallbacks = true`, or raise `fallback_threshold`, in the tournament file to "
-                "accept that)",
-                highlight=False,
-            )
         if self.opts.keep_serving and self.obs.where():
-            await _serve_until_signal(console, self.obs)
+            await _serve_until_signal(self.console, self.obs)
         return RunResult(
             records=records,
             path=self.folder.path,
             failed=failed,
-            fallbacks=[] if config.allow_fallbacks else fallback_agents,
+            fallbacks=[] if self.config.allow_fallbacks else fallback_agents,
         )
 
 

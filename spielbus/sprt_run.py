@@ -24,9 +24,9 @@ from nats.aio.client import Client as NATS
 
 from bus.protocol import MatchRecord, MatchSpec
 from bus.subjects import Subjects
+from referee.collector import DEFAULT_IDLE_S, Collector, submit_and_collect
 from referee.config import TournamentConfig
 from referee.sprt import SprtStatus, pair_score, status, status_of_records
-from referee.tournament import DEFAULT_IDLE_S, Collector, submit_and_collect
 
 
 @dataclass

@@ -45,8 +45,8 @@ from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from referee.acceptance import record_problem
+from referee.collector import Collector, submit_and_collect
 from referee.match import MatchRunner
-from referee.tournament import Collector, submit_and_collect
 from referee.worker import EventPublisher, RefereeWorker
 from tests.helpers import serving, spec, uid
 

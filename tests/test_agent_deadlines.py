@@ -123,3 +123,45 @@ async def test_replicas_play_with_the_rules_on_every_turn(nc) -> None:
             assert await _ask(nc, name, _turn(match, n, 5000)) == "move"
     assert first.started and second.started  # the queue group spread the turns over both
     assert first.rules + second.rules and all(r == expected for r in first.rules + second.rules)
+
+
+# Modules that may read a turn's `deadline_ms`: the runtime (it computes the deadline), the base
+# (it builds each decision's `DecisionLimit`), the command line (flags), and the human seat's page,
+# which counts down the turn's clock for the player.
+READS_THE_CLOCK = {"agents/runtime.py", "agents/base.py", "agents/cli.py", "agents/human/seat.py"}
+
+
+def test_no_strategy_reads_the_turns_deadline_itself() -> None:
+    """One limit per decision, handed by the runtime (`ctx.limit(turn)`): each strategy takes its
+    share of the clock from it, so the time rule lives in one place."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    readers = {
+        str(p.relative_to(root))
+        for p in (root / "agents").rglob("*.py")
+        if any(
+            isinstance(n, ast.Attribute) and n.attr == "deadline_ms"
+            for n in ast.walk(ast.parse(p.read_text()))
+        )
+    }
+    assert readers <= READS_THE_CLOCK, sorted(readers - READS_THE_CLOCK)
+
+
+def test_a_decision_limit_is_the_clock_and_the_runtimes_deadline() -> None:
+    turn = Turn(
+        match_id="m",
+        game=GameSpec(name="tic_tac_toe"),
+        seat=0,
+        seats=["a", "b"],
+        turn=1,
+        deadline_ms=2000,
+        observation="",
+        legal_actions=[LegalAction(id=0, text="x")],
+    )
+    free = MatchContext("m").limit(turn)
+    assert (free.clock_s, free.end, free.share(0.8), free.remaining()) == (2.0, None, 1.6, 2.0)
+    end = time.monotonic() + 0.5
+    limit = MatchContext("m", deadline=end).limit(turn)
+    assert limit.share(0.5) == 1.0 and 0 < limit.remaining() <= 0.5

@@ -43,7 +43,7 @@ from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
 from bus.subjects import REFEREE_SERVICE, Subjects
 from referee.config import ConfigError, parse_config
-from referee.ladder_config import parse_ladder
+from referee.ladder.config import parse_ladder
 from tests.helpers import serving, spec
 
 ROOT = Path(__file__).resolve().parents[1]

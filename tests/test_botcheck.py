@@ -17,7 +17,7 @@ from bus.auth import config_path, load_auth, user_env, write_auth
 from bus.connect import connect
 from bus.protocol import Move, Turn
 from bus.server import EmbeddedNats
-from referee.botcheck import BotChecker, BotCheckOptions, CheckResult
+from referee.botcheck import BotChecker, BotCheckOptions, CheckResult, check_bot, options_for, run_bot_check
 from tests.example_bots import running_bot
 from tests.helpers import raw_responder, serving, uid
 
@@ -227,3 +227,31 @@ async def test_our_own_agent_runtime_passes_every_check(nc) -> None:
     async with serving(nc, RandomStrategy.from_options({"seed": 1}), name):
         results = await BotChecker(nc, name, options=FAST).run()
     assert [r for r in results if not r.ok] == []
+
+
+async def test_bot_check_as_a_library_function_from_a_bot_authors_test(nc, nats_url: str) -> None:
+    """`run_bot_check` (what docs/protocol.md shows a bot author calling from pytest) passes a
+    conforming bot, and `assert_ok` fails a broken one naming the check and the referee's reason."""
+    good, bad = uid("lib-good"), uid("lib-bad")
+
+    async def illegal(turn: Turn, msg: Msg) -> bytes:
+        return Move(match_id=turn.match_id, turn=turn.turn, action=9999).model_dump_json().encode()
+
+    options = options_for(["tic_tac_toe"], concurrency=3)
+    assert (options.turn_game, options.concurrent_game, options.games) == (
+        "tic_tac_toe",
+        "tic_tac_toe",
+        ["tic_tac_toe"],
+    )
+    async with serving(nc, RandomStrategy.from_options({"seed": 1}), good):
+        # Synchronous, as from a plain test: its own event loop, so from a thread here.
+        report = await asyncio.to_thread(run_bot_check, good, nats_url, options=options)
+    assert report.ok and len(report.results) == 7, report.results
+    report.assert_ok()
+    async with raw_responder(nc, bad, illegal):
+        report = await check_bot(bad, nats_url, options=options)
+    assert not report.ok and {r.name for r in report.failed} >= {"discovery", "turn within deadline"}
+    with pytest.raises(AssertionError, match="illegal: id 9999 is not a legal action"):
+        report.assert_ok()
+    with pytest.raises(ValueError):
+        options_for(["no_such_game"])

@@ -37,6 +37,10 @@ def test_per_move_and_per_match_caps() -> None:
     assert meter.charge("a", _move(2, 100))[2] is None
     assert meter.charge("b", _move(50, 10_000))[2] is None  # no budget: unlimited
     assert meter.charge("a", _move(3, 10))[2] == "per-move budget exceeded: llm_calls 3 > 2"
+    assert meter.turn_budget("b") is None
+    told = meter.turn_budget("a")
+    assert told is not None and told.per_move.llm_calls == 2 and told.left.tokens == 140  # 250 less 100 + 10
+    assert told.left.llm_calls is None  # no per-match cap on calls: nothing to tell
     # 100 + 10 + 141 = 251 tokens over the match: the per-match cap of 250 falls.
     assert meter.charge("a", _move(1, 141))[2] == "per-match budget exceeded: tokens 251 > 250"
 
@@ -115,8 +119,13 @@ async def test_referee_faults_an_agent_over_its_budget(nc) -> None:
     # Per match: the honest bot's 10 tokens a move break 25 tokens on its third move; `random` plays on.
     match = spec("tic_tac_toe", [cheap, uid("free")], policy=FaultPolicy(kind="random"))
     match = match.model_copy(update={"budgets": {cheap: budget}})
-    async with raw_responder(nc, cheap, honest), raw_responder(nc, match.seats[1], honest):
+    async with raw_responder(nc, cheap, honest) as asked, raw_responder(nc, match.seats[1], honest) as free:
         rec = await play(nc, match)
+    # Each turn tells the seat its budget and what is left of the match's (the unbudgeted seat: none).
+    lefts = [t.budget.left.tokens for t in asked if t.budget is not None]
+    assert lefts[:3] == [25, 15, 5] and len(lefts) == len(asked)
+    assert all(t.budget is not None and t.budget.per_move.llm_calls == 3 for t in asked)
+    assert free and all(t.budget is None for t in free)
     assert rec.outcome != "forfeit"
     assert [f.reason for f in rec.faults][:1] == ["budget"]
     assert rec.faults[0].turn == 5 and "per-match budget exceeded: tokens 30 > 25" in rec.faults[0].detail

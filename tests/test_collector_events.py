@@ -1,4 +1,4 @@
-"""`referee.tournament.submit_and_collect` waits on events and timers, not a poll loop: a stop, a
+"""`referee.collector.submit_and_collect` waits on events and timers, not a poll loop: a stop, a
 closed connection and the stall warning each end or wake the wait by themselves. Real nats-server;
 no referee runs, so nothing else happens (other collector behaviour: test_referee_reliability.py)."""
 
@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from bus.connect import connect
-from referee.tournament import Collector, CollectStopped, submit_and_collect
+from referee.collector import Collector, CollectStopped, submit_and_collect
 from tests.helpers import uid
 from tests.reliability_helpers import make_specs, new_prefix
 

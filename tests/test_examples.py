@@ -20,8 +20,8 @@ def test_there_are_examples() -> None:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_example_loads(path: Path) -> None:
     if path.name.startswith("ladder"):
-        from referee.ladder_config import load_ladder
-        from referee.ladder_service import check_ladder_games
+        from referee.ladder.config import load_ladder
+        from referee.ladder.service import check_ladder_games
 
         ladder = load_ladder(path)
         check_ladder_games(ladder)

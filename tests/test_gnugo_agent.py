@@ -16,11 +16,12 @@ import pytest
 from rich.console import Console
 
 from agents.base import Decision, MatchContext
-from agents.gnugo_agent import GnuGoOptions, GnuGoStrategy, find_gnugo
+from agents.gnugo_agent import GnuGoOptions, GnuGoStrategy
 from agents.random_agent import RandomStrategy
 from agents.registry import strategy_class
 from bus.protocol import GameSpec, MatchRecord, MoveRecord, Turn
-from games.go_score import tromp_taylor_score
+from games.go.gnugo import find_gnugo
+from games.go.score import tromp_taylor_score
 from referee.botcheck import BotChecker, BotCheckOptions
 from spielbus.go_report import gnugo_scores, go_rows, print_go_scores
 from tests.helpers import play, serving, spec, uid

@@ -1,4 +1,4 @@
-"""Territory scoring for MiniGo (games/go_score.py, spielbus/go_report.py): Tromp-Taylor area on
+"""Territory scoring for MiniGo (games/go/score.py, spielbus/go_report.py): Tromp-Taylor area on
 hand-made boards, and on random 5x5 games its sign (less komi) agrees with OpenSpiel's own winner."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pyspiel
 from rich.console import Console
 
 from bus.protocol import GameSpec, MatchRecord, MoveRecord
-from games.go_score import area, board_rows, tromp_taylor_score
+from games.go.score import area, board_rows, tromp_taylor_score
 from spielbus.go_report import go_rows, print_go_scores
 
 

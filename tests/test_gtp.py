@@ -1,4 +1,4 @@
-"""The GTP client (agents/gtp.py): real GNU Go answers and refuses commands; vertices map to
+"""The GTP client (games/go/gtp.py): real GNU Go answers and refuses commands; vertices map to
 OpenSpiel's Go action ids exactly; an engine that breaks the protocol, exits or hangs is
 killed with a clear error. The broken engines are stand-ins (a few lines of Python), since no
 real engine misbehaves on demand."""
@@ -10,8 +10,8 @@ import sys
 import pyspiel
 import pytest
 
-from agents.gnugo_agent import find_gnugo, gnugo_argv
-from agents.gtp import GtpEngine, GtpEngineDied, GtpError, action_of, vertex
+from games.go.gnugo import find_gnugo, gnugo_argv
+from games.go.gtp import GtpEngine, GtpEngineDied, GtpError, action_of, vertex
 
 needs_gnugo = pytest.mark.skipif(find_gnugo() is None, reason="gnugo not installed: make system-deps")
 

@@ -17,7 +17,7 @@ from bus.protocol import FaultPolicy, GameSpec, MatchSpec
 from games.word import wordlists
 from games.word.wordlists import WordListError, load_words
 from referee.config import TournamentConfig
-from referee.tournament import tournament_id
+from referee.run_folder import tournament_id
 
 ROOT = Path(__file__).resolve().parents[1]
 

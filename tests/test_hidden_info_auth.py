@@ -31,7 +31,8 @@ from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from games.loader import load_game
-from games.view import CHANCE, SeatHistory, build_turn, observation_text
+from games.view import CHANCE, SeatHistory, observation_text
+from referee.turns import TurnFrame, build_turn
 from referee.worker import RefereeWorker
 from tests.helpers import spec
 
@@ -135,17 +136,13 @@ def _replay_turn(record: MatchRecord, upto: int, seat: int, received: Turn, swap
         state.apply_action(action)
     assert state.current_player() == seat
     turn = build_turn(
-        state=state,
-        spec=record.game,
-        match_id=record.match_id,
-        seat=seat,
-        seats=record.seats,
-        turn=received.turn,
-        deadline_ms=received.deadline_ms,
-        history=hist,
+        TurnFrame(record.match_id, record.game, record.seats, received.deadline_ms, match_seed=record.seed),
+        state,
+        seat,
+        received.turn,
+        hist,
         rules=received.rules,
         retry=received.retry,
-        match_seed=record.seed,  # the referee sends the schedule seed with every turn
     )
     # The send time is the referee's clock at that moment, not game information: taken as received.
     return turn.model_copy(update={"sent_at": received.sent_at})

@@ -8,7 +8,8 @@ from nats.aio.msg import Msg
 
 from bus.protocol import Move, Turn
 from games.loader import load_game, parse_spec
-from games.view import SeatHistory, build_turn
+from games.view import SeatHistory
+from referee.turns import TurnFrame, build_turn
 from tests.helpers import play, raw_responder, spec, uid
 
 IMPERFECT = [
@@ -39,14 +40,11 @@ def _turn_after(game_name: str, chance: list[int]) -> Turn | None:
         hist.record(state, state.current_player(), a)
         state.apply_action(a)
     return build_turn(
-        state=state,
-        spec=parse_spec(game_name),
-        match_id="m",
-        seat=0,
-        seats=[f"s{i}" for i in range(game.num_players())],
-        turn=1,
-        deadline_ms=1000,
-        history=hist,
+        TurnFrame("m", parse_spec(game_name), [f"s{i}" for i in range(game.num_players())], 1000),
+        state,
+        0,
+        1,
+        hist,
     )
 
 
@@ -133,14 +131,7 @@ def test_perfect_information_turns_carry_the_full_history() -> None:
         hist.record(state, -1, a)
         state.apply_action(a)
     turn = build_turn(
-        state=state,
-        spec=parse_spec("backgammon"),
-        match_id="m",
-        seat=state.current_player(),
-        seats=["a", "b"],
-        turn=1,
-        deadline_ms=1000,
-        history=hist,
+        TurnFrame("m", parse_spec("backgammon"), ["a", "b"], 1000), state, state.current_player(), 1, hist
     )
     assert turn.state == list(state.history())
     assert all(h.action is not None for h in turn.history)
@@ -150,14 +141,5 @@ def test_word_games_send_a_json_view() -> None:
     game = load_game("ghost")
     state = game.new_initial_state()
     state.apply_action(0)
-    turn = build_turn(
-        state=state,
-        spec=parse_spec("ghost"),
-        match_id="m",
-        seat=1,
-        seats=["a", "b"],
-        turn=1,
-        deadline_ms=1000,
-        history=None,
-    )
+    turn = build_turn(TurnFrame("m", parse_spec("ghost"), ["a", "b"], 1000), state, 1, 1, None)
     assert turn.observation_json == {"fragment": "a", "to_move": 1, "min_word_length": 5, "loser": None}

@@ -11,7 +11,7 @@ import pytest
 
 from games.holdem.game import ALLIN, CALL, FOLD, RAISE
 from games.loader import GameSpecError, load_game, parse_spec
-from games.view import build_turn
+from referee.turns import TurnFrame, build_turn
 
 phevaluator = pytest.importorskip("phevaluator")
 
@@ -199,16 +199,7 @@ def test_views_show_only_the_seats_own_cards() -> None:
     assert "[2c 7h]" in mine and "As" not in mine and "Kd" not in mine
     assert "Your legal actions: [Fold, Call, Raise, Allin]" in mine
     assert "Waiting for player 1" in s.information_state_string(0)
-    turn = build_turn(
-        state=s,
-        spec=parse_spec("simplified_holdem"),
-        match_id="m",
-        seat=1,
-        seats=["a", "b"],
-        turn=1,
-        deadline_ms=1000,
-        history=None,
-    )
+    turn = build_turn(TurnFrame("m", parse_spec("simplified_holdem"), ["a", "b"], 1000), s, 1, 1, None)
     view = turn.observation_json
     assert view is not None
     assert view["private_cards"] == ["2c", "7h"] and view["pot"] == 3 and view["raise_to"] == 6

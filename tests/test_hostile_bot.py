@@ -19,7 +19,7 @@ from nats.aio.msg import Msg
 from bus.connect import flush
 from bus.protocol import FaultPolicy, MatchRecord, Turn
 from bus.subjects import Subjects
-from referee.tournament import submit_and_collect
+from referee.collector import submit_and_collect
 from referee.worker import RefereeWorker
 from tests.helpers import spec, uid
 

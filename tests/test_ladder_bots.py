@@ -13,8 +13,8 @@ from bus.auth import load_auth
 from bus.connect import connect
 from bus.protocol import GameSpec
 from bus.server import EmbeddedNats
-from referee.ladder_config import LadderAgent, LadderConfig
-from referee.ladder_service import Ladder
+from referee.ladder.config import LadderAgent, LadderConfig
+from referee.ladder.service import Ladder
 from referee.worker import RefereeWorker
 from tests.example_bots import running_bot
 from tests.helpers import serving, uid, until

@@ -19,8 +19,8 @@ from agents.random_agent import RandomStrategy
 from bus.connect import connect
 from bus.process import stop_process
 from bus.protocol import MatchEvent, Turn
-from referee.ladder_board import board
-from referee.ladder_store import LadderStore, result_key
+from referee.ladder.board import board
+from referee.ladder.store import LadderStore, result_key
 from referee.worker import RefereeWorker
 from tests.helpers import serving, spielbus_process, uid, until
 

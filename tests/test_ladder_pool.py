@@ -1,4 +1,4 @@
-"""The ladder's pool (referee/ladder_pool.py) against a real nats-server: agents join and leave,
+"""The ladder's pool (referee/ladder/pool.py) against a real nats-server: agents join and leave,
 names not in the ladder file are ignored, and under accounts an impostor cannot answer for
 another agent's name while the real agent, with its own login, joins."""
 
@@ -10,7 +10,7 @@ from agents.random_agent import RandomStrategy
 from bus.auth import load_auth
 from bus.connect import connect
 from bus.server import EmbeddedNats
-from referee.ladder_pool import Pool, probe
+from referee.ladder.pool import Pool, probe
 from tests.helpers import serving
 
 AUTH_AGENTS = ["alice", "bob"]  # the logins of tests/conftest.py's auth_dir

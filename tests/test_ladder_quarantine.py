@@ -1,11 +1,11 @@
-"""The ladder's fault quarantine (referee/ladder_quarantine.py): benched after a streak, with the
+"""The ladder's fault quarantine (referee/ladder/quarantine.py): benched after a streak, with the
 reason, retried after the backoff, which doubles for a repeat offender; a clean match resets."""
 
 from __future__ import annotations
 
 import pytest
 
-from referee.ladder_quarantine import Quarantine
+from referee.ladder.quarantine import Quarantine
 
 
 def test_bench_retry_and_backoff() -> None:

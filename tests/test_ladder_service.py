@@ -1,4 +1,4 @@
-"""The ladder service (referee/ladder_service.py) against a real nats-server and a real referee
+"""The ladder service (referee/ladder/service.py) against a real nats-server and a real referee
 worker: agents join and leave mid-run, a stopped ladder's pending matches are counted by the next
 one exactly once, the rate limit and concurrency hold, and a faulting entry is benched with its
 reason on the leaderboard, and stays benched across a restart of the ladder."""
@@ -21,9 +21,9 @@ from bus.connect import connect
 from bus.process import die_with_parent, free_port, stop_process
 from bus.protocol import GameSpec
 from bus.server import find_binary
-from referee.ladder_config import LadderAgent, LadderConfig, QuarantineConfig, parse_ladder
-from referee.ladder_service import Ladder
-from referee.ladder_store import LadderStore
+from referee.ladder.config import LadderAgent, LadderConfig, QuarantineConfig, parse_ladder
+from referee.ladder.service import Ladder
+from referee.ladder.store import LadderStore
 from referee.worker import RefereeWorker
 from tests.helpers import raw_responder, serving, uid, until
 from tests.test_ladder_store import _listening
@@ -242,7 +242,7 @@ def test_ladder_file_errors_name_the_line() -> None:
 
 
 def test_rate_limit_is_a_token_bucket() -> None:
-    from referee.ladder_service import RateLimit
+    from referee.ladder.service import RateLimit
 
     rl = RateLimit(60.0, burst=2, now=0.0)
     assert rl.available(0.0) == 2

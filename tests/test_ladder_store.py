@@ -1,4 +1,4 @@
-"""The ladder's results in JetStream KV (referee/ladder_store.py), against the real nats-server:
+"""The ladder's results in JetStream KV (referee/ladder/store.py), against the real nats-server:
 a result delivered twice counts once, and a new connection (a restarted ladder) reads them all."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from bus.connect import connect
 from bus.process import die_with_parent, free_port, stop_process
 from bus.server import find_binary
-from referee.ladder_store import LadderResult, LadderStore, from_record, result_key
+from referee.ladder.store import LadderResult, LadderStore, from_record, result_key
 from tests.fixed_records import fixed_records
 
 

@@ -16,7 +16,7 @@ from agents.llm_mcts import LlmMctsOptions, LlmMctsStrategy
 from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy, parse_distribution
 from bus.protocol import GameSpec, Turn
 from games.loader import load_game, replay
-from games.view import build_turn
+from referee.turns import TurnFrame, build_turn
 from tests.llm_fixtures import llm_config, llm_server
 from tests.llm_standins import ScriptedBackend
 
@@ -28,14 +28,11 @@ __all__ = ["llm_server"]
 def game_turn(game: str, actions: list[int], deadline_ms: int = 180_000, rules: str | None = None) -> Turn:
     state = replay(load_game(game), actions)
     return build_turn(
-        state=state,
-        spec=GameSpec(name=game),
-        match_id="m-test",
-        seat=state.current_player(),
-        seats=["me", "you"],
-        turn=len(actions),
-        deadline_ms=deadline_ms,
-        history=None,
+        TurnFrame("m-test", GameSpec(name=game), ["me", "you"], deadline_ms),
+        state,
+        state.current_player(),
+        len(actions),
+        None,
         rules=rules,
     )
 

@@ -1,4 +1,4 @@
-"""Matchmaking by information (referee/matchmaking.py): the gain is the real variance fall, the
+"""Matchmaking by information (referee/ladder/matchmaking.py): the gain is the real variance fall, the
 planner places a newcomer first, respects free slots and balances seats."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections import defaultdict
 import numpy as np
 import pytest
 
-from referee.matchmaking import fit, next_pairings, pair_gain, wald_halfwidth
+from referee.ladder.matchmaking import fit, next_pairings, pair_gain, wald_halfwidth
 
 
 def _field(games: int) -> dict[tuple[str, str], float]:

@@ -13,8 +13,8 @@ import pytest
 from agents.random_agent import FirstLegalStrategy
 from bus.protocol import GameSpec, Move, Turn, Usage
 from games.chess.openings import opening_params
-from referee.pgn import main as export_main
-from referee.tournament import RunFolder
+from referee.run_folder import RunFolder
+from spielbus.export import main as export_main
 from tests.helpers import play, raw_responder, serving, spec, uid
 
 SCHOLAR = "r1bqkbnr/pppp1ppp/2n5/4p3/2B1P3/5Q2/PPPP1PPP/RNB1K1NR w KQkq - 4 4"

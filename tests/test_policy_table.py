@@ -14,7 +14,7 @@ from agents.policy_table import PolicyTableOptions, PolicyTableStrategy, load_ta
 from agents.random_agent import RandomStrategy
 from agents.registry import strategy_class
 from games.loader import load_game, parse_spec
-from games.view import build_turn
+from referee.turns import TurnFrame, build_turn
 from research.coach.cli import main as selfplay
 from tests.helpers import play, serving, spec, uid
 from tests.llm_standins import ScriptedBackend
@@ -33,10 +33,7 @@ def kuhn_turn(history: list[int]):
     for a in history:
         state.apply_action(a)
     seat = state.current_player()
-    return build_turn(
-        state=state, spec=parse_spec("kuhn_poker"), match_id="m", seat=seat, seats=["a", "b"],
-        turn=1, deadline_ms=5000, history=None,
-    )  # fmt: skip
+    return build_turn(TurnFrame("m", parse_spec("kuhn_poker"), ["a", "b"], 5000), state, seat, 1, None)
 
 
 async def test_known_information_sets_play_the_table(table: Path) -> None:
@@ -55,8 +52,7 @@ async def test_unknown_information_sets_fall_back_to_the_llm_or_uniform(table: P
     state = game.new_initial_state()
     state.apply_action(0)
     state.apply_action(1)
-    turn = build_turn(state=state, spec=parse_spec("leduc_poker"), match_id="m", seat=0, seats=["a", "b"],
-                      turn=1, deadline_ms=20000, history=None)  # fmt: skip
+    turn = build_turn(TurnFrame("m", parse_spec("leduc_poker"), ["a", "b"], 20000), state, 0, 1, None)
     k = len(turn.legal_actions)
     stand_in = ScriptedBackend(script=["<action>[" + ", ".join(["0"] * (k - 1) + ["1"]) + "]</action>"])
     llm = PolicyTableStrategy(

@@ -35,7 +35,8 @@ from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy
 from bus.protocol import GameSpec, Turn
 from games.loader import load_game
 from games.rules import rules_text
-from games.view import SeatHistory, build_turn
+from games.view import SeatHistory
+from referee.turns import TurnFrame, build_turn
 
 # -- the prompts: a stable prefix -----------------------------------------------------------------
 
@@ -80,10 +81,13 @@ async def _match_prompts(game_name: str, match_seed: int, turns: int | None = No
         seat = state.current_player()
         number += 1
         turn = build_turn(
-            state=state, spec=spec, match_id="m", seat=seat, seats=["a", "b"], turn=number,
-            deadline_ms=60_000, history=hist, match_seed=match_seed,
+            TurnFrame("m", spec, ["a", "b"], 60_000, match_seed=match_seed),
+            state,
+            seat,
+            number,
+            hist,
             rules=rules_text(game) if number <= game.num_players() else None,  # a seat's first turn
-        ).model_copy(deep=True)  # fmt: skip
+        ).model_copy(deep=True)
         # (deep: the turn's history is the referee's growing list)
         await strat.decide(turn, ctxs[seat])
         out.append((turn, _rendered(backend.requests[-1])))

@@ -24,7 +24,7 @@ from agents.llm_mcts import LlmMctsOptions, LlmMctsStrategy, pruner_prompt
 from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy
 from bus.protocol import GameSpec, Turn
 from games.loader import load_game
-from games.view import build_turn
+from referee.turns import TurnFrame, build_turn
 from tests.llm_standins import ScriptedBackend
 
 _EXAMPLE = re.compile(r'\{"action":\s*"([^"]*)"\}')
@@ -37,9 +37,8 @@ def _positions(name: str) -> list[tuple[pyspiel.State, Turn]]:
     state = game.new_initial_state()
     while not state.is_terminal():
         turn = build_turn(
-            state=state, spec=GameSpec(name=name), match_id="m", seat=state.current_player(),
-            seats=["a", "b"], turn=1, deadline_ms=1000, history=None,
-        )  # fmt: skip
+            TurnFrame("m", GameSpec(name=name), ["a", "b"], 1000), state, state.current_player(), 1, None
+        )
         out.append((state.clone(), turn))
         state.apply_action(rng.choice(state.legal_actions()))
     return out

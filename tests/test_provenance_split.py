@@ -17,7 +17,7 @@ from bus.protocol import FaultRecord, GameSpec, MatchRecord, MoveRecord, Provena
 from referee.config import parse_config
 from referee.provenance import provenance_hash, split_by_provenance
 from referee.ratings import ratings, standings
-from referee.tournament import summarize
+from referee.run_folder import summarize
 from referee.worker import RefereeWorker
 from spielbus import standings as standings_cmd
 from tests.helpers import serving, uid

@@ -17,19 +17,11 @@ from rich.console import Console
 from bus.protocol import GameSpec, MatchRecord, MoveRecord, MoveStats, Usage
 from observability.metrics import RefereeMetrics
 from observability.web.feed import MatchFeed
+from referee.bradley_terry import ELO_SCALE, fit, with_prior
 from referee.config import RatingsConfig, TournamentConfig
 from referee.outcome import ranks_from_returns
-from referee.ratings import (
-    ELO_SCALE,
-    PairTally,
-    _fit,
-    _pairs,
-    _prior_wins,
-    bradley_terry,
-    ratings,
-    standings,
-)
-from referee.tournament import summarize
+from referee.ratings import PairTally, bradley_terry, ratings, run_pairs, standings
+from referee.run_folder import summarize
 from spielbus.report import print_report
 from spielbus.standings import main as standings_main
 from tests.fixed_records import fixed_records
@@ -121,10 +113,10 @@ def test_bradley_terry_equals_choix_on_the_same_data() -> None:
     cfg = RatingsConfig()
     agents = sorted({a for r in recs for a in r.seats})
     ours = {r.agent: r.bt for r in ratings(recs, cfg)}
-    exact = bradley_terry(_pairs(recs, cfg), agents)
+    exact = bradley_terry(run_pairs(recs, cfg), agents)
     idx = {a: i for i, a in enumerate(agents)}
     data: list[tuple[int, int]] = []
-    for p in _pairs(recs, cfg):
+    for p in run_pairs(recs, cfg):
         won = round(20 * p.score)
         data += [(idx[p.a], idx[p.b])] * won + [(idx[p.b], idx[p.a])] * (20 - won)
     for i in range(len(agents)):
@@ -134,10 +126,10 @@ def test_bradley_terry_equals_choix_on_the_same_data() -> None:
     params = choix.opt_pairwise(len(agents), data, alpha=0.0, tol=1e-12)
     params = params - params.mean()
     wins = np.zeros((len(agents), len(agents)))
-    for p in _pairs(recs, cfg):
+    for p in run_pairs(recs, cfg):
         wins[idx[p.a], idx[p.b]] += p.score
         wins[idx[p.b], idx[p.a]] += 1 - p.score
-    _, theta = _fit(_prior_wins(wins, 0.1), np.zeros(len(agents)))
+    _, theta = fit(with_prior(wins, 0.1), np.zeros(len(agents)))
     for a, i in idx.items():
         assert 1500 + ELO_SCALE * theta[i] == pytest.approx(1500 + ELO_SCALE * params[i], abs=1e-6)
         assert ours[a] == pytest.approx(1500 + ELO_SCALE * params[i], abs=0.05)  # rounded to 0.1

@@ -7,7 +7,7 @@ import asyncio
 from bus.protocol import GameSpec, MatchEvent, MatchRecord, MoveRecord, trim_record
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
-from referee.tournament import RunFolder
+from referee.run_folder import RunFolder
 from referee.worker import EventPublisher
 from tests.helpers import uid
 

@@ -247,21 +247,12 @@ async def test_a_stopping_agent_answers_instead_of_going_silent(nc) -> None:
     await svc.start()
     match = make_spec("tic_tac_toe", [name, "other"])
     from games.loader import load_game
-    from games.view import build_turn
+    from referee.turns import TurnFrame, build_turn
 
     state = load_game("tic_tac_toe").new_initial_state()
 
     def turn(n: int) -> bytes:
-        t = build_turn(
-            state=state,
-            spec=match.game,
-            match_id=match.match_id,
-            seat=0,
-            seats=match.seats,
-            turn=n,
-            deadline_ms=60_000,
-            history=None,
-        )
+        t = build_turn(TurnFrame(match.match_id, match.game, match.seats, 60_000), state, 0, n, None)
         return t.model_dump_json().encode()
 
     subject = Subjects().turn(name)

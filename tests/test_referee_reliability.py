@@ -28,10 +28,11 @@ from bus.protocol import FaultPolicy, GameSpec, MatchEvent, MatchRecord, Turn
 from bus.streams import ensure_streams, publish_stored
 from bus.subjects import Subjects
 from games.loader import load_game
+from referee.collector import Collector, submit_and_collect
 from referee.config import TournamentConfig
 from referee.match import chance_rng
+from referee.run_folder import RunFolder, RunFolderError
 from referee.schedule import build_schedule
-from referee.tournament import Collector, RunFolder, RunFolderError, submit_and_collect
 from referee.worker import EventPublisher, RefereeWorker
 from tests.helpers import serving, uid, until
 from tests.reliability_helpers import (

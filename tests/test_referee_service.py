@@ -19,8 +19,8 @@ from bus.auth import config_path, load_auth, write_auth
 from bus.connect import connect
 from bus.server import EmbeddedNats
 from bus.subjects import Subjects
+from referee.collector import submit_and_collect
 from referee.service import REFEREE_SERVICE
-from referee.tournament import submit_and_collect
 from referee.worker import RefereeWorker
 from tests.helpers import uid, until
 from tests.reliability_helpers import bot, make_specs, new_prefix

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from bus.protocol import GameSpec, MatchEvent, MatchRecord, MatchSpec
+from referee.collector import Collector
 from referee.config import ConfigError, parse_config
 from referee.resume import check_resumable, cut_partial_line, read_records
-from referee.tournament import Collector, RunFolder
+from referee.run_folder import RunFolder
 from tests.test_cli import _run
 
 TOURNAMENT = """

@@ -21,7 +21,8 @@ from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy
 from agents.wordnt_agent import WordntOptions, WordntStrategy
 from bus.protocol import GameSpec, Turn
 from games.loader import load_game, replay
-from games.view import SeatHistory, build_turn
+from games.view import SeatHistory
+from referee.turns import TurnFrame, build_turn
 
 Make = Callable[[], Strategy]
 
@@ -32,14 +33,11 @@ def _turn(spec: GameSpec, actions: list[int], match_id: str) -> Turn:
     seat = state.current_player()
     hist = SeatHistory(game.num_players())
     return build_turn(
-        state=state,
-        spec=spec,
-        match_id=match_id,
-        seat=seat,
-        seats=[f"s{i}" for i in range(game.num_players())],
-        turn=len(actions) + 1,
-        deadline_ms=5000,
-        history=hist,
+        TurnFrame(match_id, spec, [f"s{i}" for i in range(game.num_players())], 5000),
+        state,
+        seat,
+        len(actions) + 1,
+        hist,
     ).model_copy(update={"state": actions})
 
 

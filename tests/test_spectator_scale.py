@@ -17,7 +17,7 @@ from observability.metrics import RefereeMetrics
 from observability.web.feed import MatchFeed
 from referee import ratings as ratings_mod
 from referee.config import RatingsConfig
-from referee.ratings import _pairs, bradley_terry, elo, ratings, standings
+from referee.ratings import bradley_terry, elo, ratings, run_pairs, standings
 from tests.fixed_records import fixed_records
 from tests.helpers import ended_event, until
 
@@ -53,7 +53,7 @@ def test_numpy_bradley_terry_equals_the_old_implementation() -> None:
     recs = fixed_records()
     cfg = RatingsConfig(elo_k="llm_coaching")
     agents = sorted(OLD_BT)
-    bt = bradley_terry(_pairs(recs, cfg), agents)
+    bt = bradley_terry(run_pairs(recs, cfg), agents)
     for a in agents:
         assert bt[a] == pytest.approx(OLD_BT[a], abs=1e-6)
     e = elo(recs, cfg, agents)

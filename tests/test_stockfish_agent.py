@@ -12,7 +12,7 @@ import chess
 import chess.engine
 import pytest
 
-from agents.base import Decision, MatchContext
+from agents.base import Decision, DecisionLimit, MatchContext
 from agents.cli import main as agent_main
 from agents.random_agent import FirstLegalStrategy
 from agents.stockfish_agent import StockfishOptions, StockfishStrategy, find_stockfish
@@ -96,10 +96,10 @@ async def test_default_limit_is_fixed_work(nc) -> None:
 
 
 def test_limits_combine_and_movetime_is_opt_in() -> None:
-    assert _sf()._limit(10_000) == chess.engine.Limit(time=0.02)
-    both = StockfishStrategy(StockfishOptions(nodes=5000, depth=7))._limit(10_000)
+    assert _sf()._limit(DecisionLimit(10.0)) == chess.engine.Limit(time=0.02)
+    both = StockfishStrategy(StockfishOptions(nodes=5000, depth=7))._limit(DecisionLimit(10.0))
     assert (both.nodes, both.depth, both.time) == (5000, 7, 5.0)
-    default = StockfishStrategy(StockfishOptions())._limit(10_000)
+    default = StockfishStrategy(StockfishOptions())._limit(DecisionLimit(10.0))
     assert (default.nodes, default.depth, default.time) == (100_000, None, 5.0)
 
 

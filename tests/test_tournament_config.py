@@ -7,11 +7,15 @@ from collections import Counter
 
 import pytest
 
-from bus.protocol import FaultRecord, GameSpec, MatchRecord
+from bus.protocol import FaultRecord, GameSpec, MatchRecord, MatchSpec
+from bus.subjects import MAX_TOKEN
 from referee.config import ConfigError, RatingsConfig, parse_config
+from referee.ladder.config import parse_ladder
 from referee.outcome import ranks_from_returns
-from referee.ratings import _brownian, _pairs, bradley_terry, elo, ratings, standings
+from referee.ratings import bradley_terry, brownian_win_probability, elo, ratings, run_pairs, standings
+from referee.run_folder import tournament_id
 from referee.schedule import build_schedule
+from referee.terms import AGENT_NAME_MAX, NAME_MAX
 
 BASE = """
 name = "t"
@@ -115,10 +119,12 @@ def test_elo_matches_seed_004_formula() -> None:
 
 
 def test_brownian_win_probability() -> None:
-    assert _brownian(0.0, 5.0, 100) == pytest.approx(0.5)
+    assert brownian_win_probability(0.0, 5.0, 100) == pytest.approx(0.5)
     # eq. 19: variance floored at 100
-    assert _brownian(0.5, 4.0, 100) == pytest.approx(1 - 1 / (1 + math.exp(2 * 100 * 0.5 / 100)))
-    assert _brownian(-0.5, 400.0, 100) < 0.5
+    assert brownian_win_probability(0.5, 4.0, 100) == pytest.approx(
+        1 - 1 / (1 + math.exp(2 * 100 * 0.5 / 100))
+    )
+    assert brownian_win_probability(-0.5, 400.0, 100) < 0.5
 
 
 def test_invalid_action_adjustment_for_chess() -> None:
@@ -130,10 +136,10 @@ def test_invalid_action_adjustment_for_chess() -> None:
         forfeited=[0],
         faults=[FaultRecord(turn=1, seat=0, agent="a", reason="illegal")],
     )
-    (pair,) = _pairs([rec], RatingsConfig())
+    (pair,) = run_pairs([rec], RatingsConfig())
     assert pair.score == pytest.approx(0.5 * (1 - 0.3))
     rec.faults[0].reason = "timeout"
-    (pair,) = _pairs([rec], RatingsConfig())
+    (pair,) = run_pairs([rec], RatingsConfig())
     assert pair.score == 0.0
 
 
@@ -145,7 +151,7 @@ def test_bradley_terry_orders_and_its_interval_brackets() -> None:
     for r in rates.values():
         assert r.bt_low <= r.bt <= r.bt_high
     assert rates["a"].bt_high > rates["a"].bt_low
-    bt = bradley_terry(_pairs(recs, RatingsConfig()), ["a", "b", "c"])
+    bt = bradley_terry(run_pairs(recs, RatingsConfig()), ["a", "b", "c"])
     assert bt["a"] == pytest.approx(rates["a"].bt, abs=0.1)
 
 
@@ -189,3 +195,47 @@ def test_which_agents_need_the_embedded_llm(monkeypatch: pytest.MonkeyPatch) -> 
     assert not needs_embedded_llm("tot", {"llm": {"backend": "ollama"}})
     monkeypatch.setenv("OPENAI_BASE_URL", "http://elsewhere/v1")
     assert not needs_embedded_llm("llm_policy", {})
+
+
+LADDER_TAIL = '\n[[games]]\nname = "tic_tac_toe"\n[agents.a]\n[agents.b]\n'
+BAD_NAMES = ["n" * (NAME_MAX + 1), "n" * 120, "has.dot", "has space", "", "a*"]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES)
+def test_a_ladder_file_and_a_tournament_file_refuse_the_same_names(name: str) -> None:
+    """One definition of a match's terms (referee/terms.py): a 120-character ladder name once
+    loaded, and then every match id built from it (137 characters) was refused at submission."""
+    with pytest.raises(ConfigError, match="name"):
+        parse_config(f"name = {name!r}\n" + BASE.split("\n", 2)[2])
+    with pytest.raises(ConfigError, match="name"):
+        parse_ladder(f"name = {name!r}" + LADDER_TAIL)
+    agent = f"[agents.{name!r}]\n" if name else '[agents.""]\n'
+    with pytest.raises(ConfigError, match="agent name"):
+        parse_config(
+            '[[games]]\nname = "tic_tac_toe"\n[agents.a]\nkind = "random"\n' + agent + 'kind = "random"\n'
+        )
+    with pytest.raises(ConfigError, match="agent name"):
+        parse_ladder('[[games]]\nname = "tic_tac_toe"\n[agents.a]\n' + agent)
+
+
+def test_the_longest_names_either_file_takes_build_valid_match_ids() -> None:
+    """Both files build their specs with `MatchTerms.spec`; ids from the longest names are tokens."""
+    name, agent = "n" * NAME_MAX, "g" * AGENT_NAME_MAX
+    cfg = parse_config(
+        f'name = "{name}"\n[[games]]\nname = "tic_tac_toe"\n[agents.a]\nkind = "random"\n'
+        f'[agents.{agent}]\nkind = "random"\n'
+    )
+    tid = tournament_id(cfg)
+    specs = build_schedule(cfg, tid)
+    assert specs and all(s.deadline_ms == 10_000 and len(s.match_id) <= MAX_TOKEN for s in specs)
+    ladder = parse_ladder(f'name = "{name}"\n[[games]]\nname = "tic_tac_toe"\n[agents.a]\n[agents.{agent}]\n')
+    spec = ladder.spec(ladder.new_match_id(), ladder.name, ladder.games[0], ["a", agent], 1)
+    assert spec.deadline_ms == 5000 and spec.secret and spec.secret != specs[0].secret
+    assert MatchSpec.model_validate_json(spec.model_dump_json()) == spec
+
+
+def test_a_ladder_file_refuses_unknown_game_keys_like_a_tournament_file() -> None:
+    with pytest.raises(ConfigError, match="unknown key 'paramz'"):
+        parse_ladder('[[games]]\nname = "tic_tac_toe"\nparamz = {}\n[agents.a]\n[agents.b]\n')
+    with pytest.raises(ConfigError, match="unknown key 'paramz'"):
+        parse_config('[[games]]\nname = "tic_tac_toe"\nparamz = {}\n[agents.a]\nkind = "random"\n')

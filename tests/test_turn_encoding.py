@@ -15,18 +15,10 @@ from typing import Any
 import pyspiel
 import pytest
 
-from bus.protocol import GameSpec, Turn
+from bus.protocol import BudgetLimits, GameSpec, Turn, TurnBudget
 from games.loader import initial_state, load_game, parse_spec
-from games.view import (
-    CHANCE,
-    GameFacts,
-    SeatHistory,
-    action_text,
-    build_turn,
-    encode_turn,
-    legal_actions,
-    turn_prefix,
-)
+from games.view import CHANCE, GameFacts, SeatHistory, action_text, legal_actions
+from referee.turns import TurnFrame, build_turn, encode_turn
 
 GAMES = [
     "tic_tac_toe",
@@ -51,25 +43,22 @@ def _bytes_of_both(
     retry: str | None,
     tensors: bool = False,
 ) -> tuple[bytes, bytes]:
+    # Odd seats' frames read the game's facts from the state, even seats' are given them.
+    frame = TurnFrame(
+        "m-ü", spec, [f"s{i}" for i in range(facts.num_players)], 1234, facts=None if seat % 2 else facts
+    )
+    # Every third turn carries an LLM budget (a cap and what is left; unset caps left out).
+    budget = TurnBudget(
+        per_move=BudgetLimits(llm_calls=8), left=BudgetLimits(tokens=turn_no * 100, llm_calls=0)
+    )
     kw: dict[str, Any] = dict(
-        state=state,
-        spec=spec,
-        match_id="m-ü",
-        seat=seat,
-        seats=[f"s{i}" for i in range(facts.num_players)],
-        turn=turn_no,
-        deadline_ms=1234,
-        history=hist,
-        rules=rules,
-        retry=retry,
-        legal=legal_actions(state, seat),
-        facts=facts,
-        tensors=tensors,
+        rules=rules, retry=retry, legal=legal_actions(state, seat), tensors=tensors,
+        budget=budget if turn_no % 3 == 0 else None,
+    )  # fmt: skip
+    encoded = encode_turn(frame, state, seat, turn_no, hist, **kw)
+    model = build_turn(frame, state, seat, turn_no, hist, **kw).model_copy(
+        update={"sent_at": encoded.sent_at}
     )
-    encoded = encode_turn(
-        **kw, prefix=turn_prefix(kw["match_id"], spec, seat, kw["seats"]) if seat % 2 else None
-    )
-    model = build_turn(**kw).model_copy(update={"sent_at": encoded.sent_at})
     expected = model.model_dump_json(exclude_none=True).encode()
     # A turn asked again carries a new `sent_at` and nothing else new.
     later = encoded.stamped(encoded.sent_at + 0.5)
@@ -143,8 +132,5 @@ def test_hidden_steps_and_null_views_are_covered() -> None:
     assert b'{"player":-1}' in hist.encoded[0]
     ghost = load_game("ghost")
     gs = initial_state(ghost)
-    encoded = encode_turn(
-        state=gs, spec=parse_spec("ghost"), match_id="m", seat=0, seats=["a", "b"], turn=1,
-        deadline_ms=1000, history=None,
-    )  # fmt: skip
+    encoded = encode_turn(TurnFrame("m", parse_spec("ghost"), ["a", "b"], 1000), gs, 0, 1, None)
     assert b'"loser":null' in encoded.data

@@ -157,8 +157,9 @@ class CwmStrategy(Strategy):
         d.setdefault("pairs", [])
         d.setdefault("failures", 0)
         rng = decision_rng(self.o.seed, turn)
-        budget = max(0.05, turn.deadline_ms / 1000 * self.o.time_fraction)
-        end = time.monotonic() + max(0.1, turn.deadline_ms / 1000 * 0.8)
+        limit = ctx.limit(turn)
+        budget = max(0.05, limit.share(self.o.time_fraction))
+        end = time.monotonic() + max(0.1, limit.share(0.8))
         legal_texts = {la.text: la.id for la in turn.legal_actions}
         imperfect = self.meta["imperfect"]
         args: dict[str, Any] = {

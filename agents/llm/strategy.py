@@ -23,7 +23,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, Field
 
-from agents.base import Decision, MatchContext, ProviderFailure, Strategy, StrategyOptions, decision_rng
+from agents.base import (
+    Decision,
+    DecisionLimit,
+    MatchContext,
+    ProviderFailure,
+    Strategy,
+    StrategyOptions,
+    decision_rng,
+)
 from agents.llm.base import LLMError, LLMTimeout, LLMUnavailable
 from agents.llm.client import LLMClient
 from agents.llm.config import LLMConfig, LLMOptions, Price
@@ -74,9 +82,9 @@ class Budget:
     script: list[bool] | None = None
 
     @classmethod
-    def for_turn(cls, turn: Turn, margin_ms: int, end: float | None = None) -> Budget:
-        """`end`: the runtime's deadline for the turn (`ctx.deadline`), if any."""
-        total = turn.deadline_ms / 1000
+    def for_turn(cls, limit: DecisionLimit, margin_ms: int) -> Budget:
+        """From the decision's limit (`ctx.limit(turn)`: the clock and the runtime's deadline)."""
+        total, end = limit.clock_s, limit.end
         now = time.monotonic()
         left = total if end is None else end - now
         usable = max(0.05, min(total - margin_ms / 1000 - 0.1 * total, left - margin_ms / 1000))
@@ -181,7 +189,7 @@ class LLMStrategy(Strategy):
             _DECISION_RNG.reset(token)
 
     async def _decide(self, turn: Turn, ctx: MatchContext) -> Decision:
-        budget = Budget.for_turn(turn, self.opts.margin_ms, ctx.deadline)
+        budget = Budget.for_turn(ctx.limit(turn), self.opts.margin_ms)
         tape = self.llm.tape
         if tape is not None and tape.replay:
             budget.script = tape.clock(turn.match_id, turn.turn)

@@ -130,10 +130,6 @@ def uci_to_action(board: chess.Board, uci: str) -> int:
     return move_to_action(board, move)
 
 
-def action_to_uci(board: chess.Board, action: int) -> str:
-    return action_to_move(board, action).uci()
-
-
 def board_from_history(start_fen: str | None, actions: list[int]) -> chess.Board:
     """The python-chess board (with its move stack, so repetitions count) after `actions`."""
     board = chess.Board(start_fen) if start_fen else chess.Board()

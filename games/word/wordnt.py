@@ -194,11 +194,6 @@ class WordntState(pyspiel.State):
     def __str__(self) -> str:
         return f"round {self.round + 1} order {self.order} string {self.string!r} losses {self.losses}"
 
-    # --- For bots ----------------------------------------------------------------------------
-    def position_of(self, seat: int) -> int:
-        """1-based position of `seat` in this round's order (0 while the order is being drawn)."""
-        return self.order.index(seat) + 1 if seat in self.order and len(self.order) == self._g.n else 0
-
     # --- Text views --------------------------------------------------------------------------
     def text_view(self, player: int) -> str:
         g = self._g

@@ -44,7 +44,7 @@ LadderBoard = Callable[[], dict[str, object]]
 
 @dataclass(frozen=True)
 class _Ladder:
-    """The ladder's leaderboard (referee/ladder_service.Ladder.leaderboard), when this process runs one."""
+    """The ladder's leaderboard (referee/ladder/service.Ladder.leaderboard), when this process runs one."""
 
     board: LadderBoard | None
 

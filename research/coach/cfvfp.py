@@ -198,10 +198,6 @@ class CFVFPSolver:
             for i, key in enumerate(t.infoset_keys)
         }
 
-    def tabular_policy(self) -> policy_lib.TabularPolicy:
-        """The average policy as OpenSpiel's TabularPolicy (for its exploitability code)."""
-        return to_tabular_policy(self.game, self.average_policy())
-
 
 def to_tabular_policy(game: pyspiel.Game, table: dict[str, dict[int, float]]) -> policy_lib.TabularPolicy:
     pol = policy_lib.TabularPolicy(game)

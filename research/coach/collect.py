@@ -45,7 +45,8 @@ import pyspiel
 import agents.policy_dataset as ds
 from bus.protocol import GameSpec, LegalAction
 from games.loader import load_game, parse_spec
-from games.view import build_turn, json_view
+from games.view import json_view
+from referee.turns import TurnFrame, build_turn
 from research.coach.policies import LLMPolicyAdapter, LocalPolicy, make_policy
 
 Dist = Callable[[pyspiel.State, int, random.Random], list[float]]
@@ -132,9 +133,12 @@ def node_prompt(state: pyspiel.State, player: int, spec: GameSpec) -> str:
 
     game = state.get_game()
     turn = build_turn(
-        state=state, spec=spec, match_id="selfplay", seat=player,
-        seats=[f"p{i}" for i in range(game.num_players())], turn=0, deadline_ms=1000, history=None,
-    )  # fmt: skip
+        TurnFrame("selfplay", spec, [f"p{i}" for i in range(game.num_players())], 1000),
+        state,
+        player,
+        0,
+        None,
+    )
     names = ", ".join(f"'{t}'" for t in legal_texts(turn))
     return (
         f"{system_prompt(turn, rules_text(game))}\n\n{state_prompt(turn)}\n\n"

@@ -33,7 +33,7 @@ import pyspiel
 from agents.base import MatchContext
 from bus.protocol import GameSpec, Usage
 from games.loader import GameSpecError, parse_spec
-from games.view import build_turn
+from referee.turns import TurnFrame, build_turn
 
 
 class PolicySpecError(ValueError):
@@ -115,14 +115,11 @@ class LLMPolicyAdapter:
     async def adistribution(self, state: pyspiel.State, player: int, rng: random.Random) -> list[float]:
         n = state.get_game().num_players()
         turn = build_turn(
-            state=state,
-            spec=self.spec,
-            match_id="selfplay",
-            seat=player,
-            seats=[f"p{i}" for i in range(n)],
-            turn=len(state.history()),
-            deadline_ms=self.deadline_ms,
-            history=None,
+            TurnFrame("selfplay", self.spec, [f"p{i}" for i in range(n)], self.deadline_ms),
+            state,
+            player,
+            len(state.history()),
+            None,
         )
         decision = await self.strategy.decide(turn, MatchContext(match_id="selfplay"))
         self.decisions += 1

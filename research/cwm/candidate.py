@@ -37,10 +37,6 @@ class Verdict:
     def accuracy(self) -> float:
         return self.passed / self.total if self.total else 0.0
 
-    def accuracy_of(self, kind: str, results: list[dict[str, Any]]) -> float:
-        rs = [r for r in results if r["kind"] == kind]
-        return sum(r["ok"] for r in rs) / len(rs) if rs else 1.0
-
     def summary(self) -> str:
         if self.reason:
             return f"{self.reason}: {self.detail[:200]}"

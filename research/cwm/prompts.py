@@ -29,7 +29,8 @@ def signature(imperfect: bool, closed_deck: bool, inference: str = "history") ->
     return sig
 
 
-def _lit(value: Any) -> str:
+def py_lit(value: Any) -> str:
+    """`value` (JSON data) as a Python literal, for the generated test code."""
     return json.dumps(value).replace("null", "None").replace("true", "True").replace("false", "False")
 
 
@@ -44,19 +45,19 @@ def render_test(t: dict[str, Any], error: str | None = None) -> str:
     body: list[str] = []
     if t["kind"] == "transition":
         e = t["expect"]
-        body.append(f"state = {_lit(t['state'])}")
+        body.append(f"state = {py_lit(t['state'])}")
         body.append(f"self.assertEqual({e['current_player']}, get_current_player(state))")
-        body.append(f"self.assertEqual({_lit(e['rewards'])}, get_rewards(state))")
+        body.append(f"self.assertEqual({py_lit(e['rewards'])}, get_rewards(state))")
         if e.get("observations") is not None:
-            body.append(f"self.assertEqual({_lit(e['observations'])}, get_observations(state))")
+            body.append(f"self.assertEqual({py_lit(e['observations'])}, get_observations(state))")
         if e["current_player"] != -4:
             body.append(
-                f"self.assertEqual(set({_lit(sorted(e['legal_actions']))}), set(get_legal_actions(state)))"
+                f"self.assertEqual(set({py_lit(sorted(e['legal_actions']))}), set(get_legal_actions(state)))"
             )
         if t.get("action") is not None:
-            body.append(f"self.assertEqual({_lit(t['next_state'])}, apply_action(state, {t['action']!r}))")
+            body.append(f"self.assertEqual({py_lit(t['next_state'])}, apply_action(state, {t['action']!r}))")
     elif t["kind"] == "inference" and t.get("inference") == "state":  # H.4's unit test
-        body.append(f"obs_action_history = {_lit(t['obs_action_history'])}")
+        body.append(f"obs_action_history = {py_lit(t['obs_action_history'])}")
         body.append(f"player_id = {t['player_id']}")
         body.append("resampled_state = resample_state(obs_action_history, player_id)")
         body.append(
@@ -64,8 +65,8 @@ def render_test(t: dict[str, Any], error: str | None = None) -> str:
         )
         body.append("self.assertEqual(player_id, get_current_player(resampled_state))")
     elif t["kind"] == "inference":
-        body.append(f"state = {_lit(t['initial_state'])}")
-        body.append(f"obs_action_history = {_lit(t['obs_action_history'])}")
+        body.append(f"state = {py_lit(t['initial_state'])}")
+        body.append(f"obs_action_history = {py_lit(t['obs_action_history'])}")
         body.append(f"player_id = {t['player_id']}")
         call = "resample_history(obs_action_history, player_id)"
         if t.get("last_is_terminal") is not None:
@@ -84,7 +85,7 @@ def render_test(t: dict[str, Any], error: str | None = None) -> str:
         ]
     else:
         body += [
-            f"state = {_lit(t['initial_state'])}",
+            f"state = {py_lit(t['initial_state'])}",
             f"rg = random.Random({t['seed']})",
             "for it in range(1000):  # upper bound on game length",
             "    current_player = get_current_player(state)",

@@ -52,13 +52,13 @@ class ValueChoice:
 
 def value_prompt(game: str, rules: str, model_code: str, states: list[dict[str, Any]]) -> str:
     player_tests = "\n".join(
-        f"assert isinstance(value_function({P._lit(s['state'])}, {p}), float)"
+        f"assert isinstance(value_function({P.py_lit(s['state'])}, {p}), float)"
         for s in states[:2]
         for p in (0, 1)
     )
     terminal = [s for s in states if s.get("terminal_rewards") is not None][:2]
     terminal_tests = "\n".join(
-        f"assert value_function({P._lit(s['state'])}, {p}) == {s['terminal_rewards'][p]}"
+        f"assert value_function({P.py_lit(s['state'])}, {p}) == {s['terminal_rewards'][p]}"
         for s in terminal
         for p in (0, 1)
     )

@@ -5,7 +5,7 @@ section 2): Tables 2, 3 and 5, each cell one tournament through the real referee
   depth and method, against Stockfish at full strength (spielbus/puzzles.py builds the tournament).
 - Table 3: MiniGo, each method as black against plain MCTS with 1,000 simulations as white; the mean
   territory score (black's area minus white's, komi left out). Scored by GNU Go with dead stones removed
-  when `gnugo` is installed, else Tromp-Taylor area (games/go_score.py); the cell says which.
+  when `gnugo` is installed, else Tromp-Taylor area (games/go/score.py); the cell says which.
 - Table 5: full chess games, each method as white against Stockfish skill levels 1 to 3 (100,000 nodes
   per move); score win 1, draw 0.5, loss 0.
 
@@ -31,7 +31,7 @@ from rich.console import Console
 
 from bus.protocol import MatchRecord
 from games.chess.puzzles import load_puzzles, select
-from games.go_score import tromp_taylor_score
+from games.go.score import tromp_taylor_score
 from referee.config import TournamentConfig
 from research.papers.cells import (
     Cell,

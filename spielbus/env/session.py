@@ -43,7 +43,7 @@ from games.loader import load_game
 from observability.web.serve import Observability, start_observability
 from referee.config import TournamentConfig, load_config
 from referee.match import MatchAborted
-from referee.tournament import RunFolder, summarize, tournament_id
+from referee.run_folder import RunFolder, summarize, tournament_id
 from referee.worker import RefereeWorker
 from spielbus.env.bridge import Abandoned, BridgeStrategy, EnvError, Episode
 from spielbus.launch import AgentProcess, stop_all, wait_for_agents

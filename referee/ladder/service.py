@@ -2,16 +2,16 @@
 
 `Ladder(nc, config).run()` loops until `stop()`:
 
-1. Asks the pool (referee/ladder_pool.py) who of the ladder file's agents is on the bus, under
+1. Asks the pool (referee/ladder/pool.py) who of the ladder file's agents is on the bus, under
    which entry (name@provenance: a changed prompt or model is a new entry). Under accounts only
    the holder of `agent-<name>`'s login can answer for `<name>`.
-2. Picks pairings by information (referee/matchmaking.py) among the present, not benched
-   (referee/ladder_quarantine.py) entries that play the game, only entries of one budget class
-   together (ladder_config.budget_class), within each agent's concurrency,
+2. Picks pairings by information (referee/ladder/matchmaking.py) among the present, not benched
+   (referee/ladder/quarantine.py) entries that play the game, only entries of one budget class
+   together (config.budget_class), within each agent's concurrency,
    the ladder's concurrency and its rate limit (a token bucket of `rate_per_minute`, burst
    `concurrency`), and publishes their specs to the referees' work queue (`SPIELBUS_SCHEDULE`,
    the match id as `Nats-Msg-Id`). Each is first stored as `pending.<match id>` in the ladder's
-   key-value bucket (referee/ladder_store.py).
+   key-value bucket (referee/ladder/store.py).
 3. Counts a match when its `ended` record arrives (a plain subscription for promptness, and a
    look at the stored `ended` event of each pending match every round, so a record published
    while the ladder was away or disconnected is not missed), checked against the spec like every
@@ -25,10 +25,10 @@ mid-match leaves its spec to be redelivered by JetStream to another referee.
 
 Games of more than two players are scheduled in groups (`_groups`: the most uncertain entry by
 openskill's sigma with the closest in mu) and rated by openskill's Plackett-Luce beside
-Bradley-Terry (referee/ladder_board.py).
+Bradley-Terry (referee/ladder/board.py).
 
 Limits: the N-player grouping is a heuristic, not the information-gain planning of two-player
-games (referee/matchmaking.py); the quarantine is kept in the bucket (`bench.<entry>`: a
+games (referee/ladder/matchmaking.py); the quarantine is kept in the bucket (`bench.<entry>`: a
 restarted ladder keeps its benches), the rate limiter in memory (a restart starts with a full
 burst); a pending match without a record after
 `pending_timeout_s` is given up uncounted; so is a spec whose publish was stored by JetStream but
@@ -42,9 +42,7 @@ import asyncio
 import contextlib
 import logging
 import random
-import secrets
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from typing import Any
@@ -60,11 +58,12 @@ from bus.subjects import Subjects
 from games.probe import check_game
 from referee.acceptance import record_problem
 from referee.config import ConfigError
-from referee.ladder_board import BoardRow, board
-from referee.ladder_config import LadderConfig
-from referee.ladder_pool import Pool
-from referee.ladder_quarantine import BenchState, Quarantine
-from referee.ladder_store import (
+from referee.ladder.board import BoardRow, board
+from referee.ladder.config import LadderConfig
+from referee.ladder.matchmaking import next_pairings
+from referee.ladder.pool import Pool
+from referee.ladder.quarantine import BenchState, Quarantine
+from referee.ladder.store import (
     LadderResult,
     LadderStore,
     Pending,
@@ -72,7 +71,6 @@ from referee.ladder_store import (
     from_record,
     win_counts,
 )
-from referee.matchmaking import next_pairings
 from referee.wake import any_set
 
 log = logging.getLogger(__name__)
@@ -284,17 +282,8 @@ class Ladder:
     async def _submit(self, label: str, seats: list[str], entries: dict[str, str]) -> None:
         assert self.store is not None
         game = next(g for g in self.config.games if g.label() == label)
-        spec = MatchSpec(
-            match_id=f"{self.config.name}-{uuid.uuid4().hex[:16]}",
-            tournament=self.config.name,
-            game=game,
-            seats=seats,
-            seed=self._rng.randrange(2**31),
-            deadline_ms=self.config.deadline_ms,
-            policy=self.config.policy,
-            max_turns=self.config.max_turns,
-            secret=secrets.token_hex(16),
-            budgets=self.config.seat_budgets(seats),
+        spec = self.config.spec(
+            self.config.new_match_id(), self.config.name, game, seats, self._rng.randrange(2**31)
         )
         pending = Pending(spec=spec, entries=entries, scheduled_at=self.clock())
         # Stored before it is sent: a ladder killed in between sends it again on restart.

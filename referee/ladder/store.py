@@ -5,7 +5,7 @@ exists: a result delivered twice (a referee redelivery, a ladder restarted mid-w
 once. The win counts the matchmaker and the ratings need are rebuilt from the bucket, so a
 restart of the ladder, a referee or NATS (file storage) loses nothing and counts nothing twice.
 
-The ladder service (referee/ladder_service.py) also keeps each match it scheduled and has not yet
+The ladder service (referee/ladder/service.py) also keeps each match it scheduled and has not yet
 counted as `pending.<match id>`: a restarted ladder waits for those records (or sends the spec
 again, deduplicated by match id) instead of forgetting them; and each entry's quarantine state as
 `bench.<entry>`, so a restarted ladder keeps a benched entry benched with its reason.
@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from bus.protocol import MatchRecord, MatchSpec
 from bus.subjects import LADDER_BUCKET
 from referee.config import RatingsConfig
-from referee.ladder_quarantine import BenchState
+from referee.ladder.quarantine import BenchState
 from referee.ratings import record_pairs
 
 BUCKET = LADDER_BUCKET  # the one bucket the referee account may use under accounts (bus/auth.py)
@@ -86,7 +86,7 @@ def from_record(
 
 def from_group_record(rec: MatchRecord, entries: dict[str, str]) -> LadderResult | None:
     """A record of more than two seats as a result with every seat's place (rated by openskill's
-    Plackett-Luce and, pair by pair, Bradley-Terry: referee/ladder_board.py); None when unrated."""
+    Plackett-Luce and, pair by pair, Bradley-Terry: referee/ladder/board.py); None when unrated."""
     if len(rec.seats) < 3 or rec.outcome in ("error", "pending") or len(rec.ranks) != len(rec.seats):
         return None
     seats = [entries.get(s, s) for s in rec.seats]
@@ -133,7 +133,7 @@ def bench_key(entry: str) -> str:
 
 
 class StoredBench(BaseModel):
-    """An entry's quarantine state (referee/ladder_quarantine.py) under `bench.<entry>`."""
+    """An entry's quarantine state (referee/ladder/quarantine.py) under `bench.<entry>`."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -217,7 +217,7 @@ class LadderStore:
 
 
 def win_counts(results: list[LadderResult], game: str | None = None) -> dict[tuple[str, str], float]:
-    """Win counts of ordered pairs (a draw is half a win each way), as referee/matchmaking takes."""
+    """Win counts of ordered pairs (a draw is half a win each way), as referee/ladder/matchmaking takes."""
     wins: dict[tuple[str, str], float] = defaultdict(float)
     for r in results:
         if game is None or r.game == game:

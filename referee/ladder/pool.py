@@ -10,8 +10,9 @@ An entry is `name@<provenance>`, a hash of the strategy version, models and opti
 announces, so a changed prompt or model is rated as a new entry. `Pool.update` reports who joined
 and who left since the last probe; the ladder schedules only present entries.
 
-Limits: part of issue 31's ladder; the long-running `spielbus ladder` service around it is not
-built yet. One request per allowed name per probe: fine for tens of names.
+The ladder service (referee/ladder/service.py) probes every `probe_s` seconds.
+
+Limits: one request per allowed name per probe: fine for tens of names.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Submitting a tournament to the referee workers and collecting its records.
+"""Submitting a tournament to the referee workers and collecting its records into its run folder
+(referee/run_folder.py).
 
 `submit_and_collect` subscribes to the `ended` events of `SPIELBUS_MATCHES` (from the
 stream's current end, by sequence number) before it publishes every match spec to the
@@ -39,12 +40,9 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
@@ -57,11 +55,8 @@ from bus import conn_events
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec
 from bus.streams import ensure_streams, publish_stored
 from bus.subjects import Subjects
-from referee import pgn, resume
 from referee.acceptance import record_problem
-from referee.config import TournamentConfig
-from referee.provenance import split_by_provenance
-from referee.ratings import Rating, Standing, ratings, standings
+from referee.run_folder import RunFolderError
 from referee.wake import any_set
 from referee.worker import DURABLE
 
@@ -70,110 +65,8 @@ log = logging.getLogger(__name__)
 DEFAULT_IDLE_S = 600.0
 
 
-class RunFolderError(RuntimeError):
-    """The run folder cannot be written (full disk, permissions)."""
-
-
 class CollectStopped(Exception):
     """`submit_and_collect`'s `stop` event was set (SIGINT/SIGTERM)."""
-
-
-def tournament_id(config: TournamentConfig, now: float | None = None) -> str:
-    """`<name>-<date>-<time to the millisecond>-<6 random hex>`: two submissions never collide,
-    not even within one millisecond (the id names the run folder and prefixes every match id)."""
-    t = now or time.time()
-    ms = int((t % 1) * 1000)
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(t))
-    return f"{config.name}-{stamp}{ms:03d}-{secrets.token_hex(3)}"
-
-
-class RunFolder:
-    """`<run_dir>/<tournament id>/`: matches.jsonl, standings.json, ratings.json, tournament.toml,
-    schedule.jsonl (the specs with their chance secrets: private, mode 0600), run.json (the
-    configuration's fingerprint, for `--resume`; referee/resume.py)."""
-
-    def __init__(self, root: str | Path, tid: str) -> None:
-        self.path = Path(root) / tid
-        self.matches = self.path / "matches.jsonl"
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            # A power loss can leave half a last line: cut it so the next record starts a line.
-            resume.cut_partial_line(self.matches)
-            self._fh = self.matches.open("a", encoding="utf-8")
-        except OSError as exc:
-            raise RunFolderError(f"cannot create the run folder {self.path}: {exc.strerror or exc}") from exc
-
-    def append(self, record: MatchRecord) -> None:
-        try:
-            self._fh.write(record.model_dump_json() + "\n")
-            self._fh.flush()
-            pgn.observe(self.path, record)  # chess matches also as pgn/<match id>.pgn
-        except OSError as exc:
-            raise RunFolderError(f"cannot write {self.matches}: {exc.strerror or exc}") from exc
-
-    def write_schedule(self, specs: list[MatchSpec]) -> None:
-        path = self.path / "schedule.jsonl"
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                for s in specs:
-                    fh.write(s.model_dump_json() + "\n")
-        except OSError as exc:
-            raise RunFolderError(f"cannot write {path}: {exc.strerror or exc}") from exc
-
-    def write_run_info(self, config: TournamentConfig) -> None:
-        """`run.json`: the tournament id and its configuration's fingerprint (for `--resume`)."""
-        path = self.path / resume.RUN_FILE
-        try:
-            path.write_text(json.dumps(resume.run_info(config, self.path.name), indent=2), encoding="utf-8")
-        except OSError as exc:
-            raise RunFolderError(f"cannot write {path}: {exc.strerror or exc}") from exc
-
-    def recorded_ids(self) -> set[str]:
-        """The match ids `matches.jsonl` holds a valid record of."""
-        return {r.match_id for r in resume.read_records(self.matches)}
-
-    def read_records(self, specs: list[MatchSpec] | None = None) -> list[MatchRecord]:
-        """The folder's records (first per match id), in the order of `specs` when given."""
-        found = {r.match_id: r for r in resume.read_records(self.matches)}
-        if specs is None:
-            return list(found.values())
-        return [found[s.match_id] for s in specs if s.match_id in found]
-
-    def read_schedule(self) -> list[MatchSpec] | None:
-        path = self.path / "schedule.jsonl"
-        if not path.exists():
-            return None
-        return [MatchSpec.model_validate_json(line) for line in path.read_text().splitlines() if line.strip()]
-
-    def rewrite(self, records: list[MatchRecord]) -> None:
-        """Replace matches.jsonl with exactly these records (atomically)."""
-        tmp = self.matches.with_suffix(".jsonl.tmp")
-        try:
-            with tmp.open("w", encoding="utf-8") as fh:
-                for r in records:
-                    fh.write(r.model_dump_json() + "\n")
-            os.replace(tmp, self.matches)
-        except OSError as exc:
-            raise RunFolderError(f"cannot write {self.matches}: {exc.strerror or exc}") from exc
-
-    def write_summary(self, table: list[Standing], rates: list[Rating], extra: dict[str, object]) -> None:
-        try:
-            (self.path / "standings.json").write_text(
-                json.dumps([s.model_dump() for s in table], indent=2), encoding="utf-8"
-            )
-            (self.path / "ratings.json").write_text(
-                json.dumps([r.model_dump() for r in rates], indent=2), encoding="utf-8"
-            )
-            (self.path / "summary.json").write_text(
-                json.dumps(extra, indent=2, default=str), encoding="utf-8"
-            )
-        except OSError as exc:
-            raise RunFolderError(f"cannot write the summary in {self.path}: {exc.strerror or exc}") from exc
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self._fh.close()
 
 
 @dataclass
@@ -301,7 +194,7 @@ class _Listening:
         self.ended: JetStreamContext.PushSubscription | None = None
         self.others: list[Subscription] = []
         # Moves are progress too, but hearing every one costs this process and the server a message
-        # per move (issue 17's pipeline): `moved` is listened to only while the run has been quiet
+        # per move: `moved` is listened to only while the run has been quiet
         # for half its idle limit, until progress is heard (`heard` is set on one of our moves).
         self.probe: Subscription | None = None
         self.probe_from = 0.0
@@ -490,9 +383,3 @@ async def submit_and_collect(
     if collector.error is not None:
         raise collector.error
     return [collector.records[s.match_id] for s in specs if s.match_id in collector.records]
-
-
-def summarize(records: list[MatchRecord], config: TournamentConfig) -> tuple[list[Standing], list[Rating]]:
-    if config.ratings.split_by == "provenance":
-        records = split_by_provenance(records)  # one row per (agent, provenance hash)
-    return standings(records, config.ratings.count_provider_faults), ratings(records, config.ratings)

@@ -7,7 +7,7 @@ eating the ladder's games. `benched(now)` is what the leaderboard shows: entry -
 
 Each entry's state is a `BenchState` (streak, benches so far, benched until, reason): `result`
 returns it when it changed, so the service stores it in the ladder's bucket
-(referee/ladder_store.py), and `restore` puts a stored one back, so a restarted ladder keeps a
+(referee/ladder/store.py), and `restore` puts a stored one back, so a restarted ladder keeps a
 benched entry benched with its reason. Limits: `until` is wall-clock time (the service's clock),
 so a clock jump moves the end of a bench.
 """

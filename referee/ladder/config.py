@@ -1,4 +1,5 @@
-"""The ladder file: TOML, validated strictly like the tournament file (referee/config.py).
+"""The ladder file: TOML, validated strictly like the tournament file (referee/config.py), with the
+same match terms (referee/terms.py: name, games, agents, deadline_ms, max_turns, policy, budget).
 
     name = "ladder"               # the ladder's id: its matches' tournament name and id prefix
     concurrency = 4               # matches in flight at once, the whole ladder
@@ -27,26 +28,25 @@ name's login under accounts) and leaves by stopping. Each agent's budget class i
 leaderboard, enforced by the referee per seat, and only entries of one class are paired.
 
 Games may have any number of players (those of more than two are grouped and rated by openskill;
-referee/ladder_service.py).
+referee/ladder/service.py).
 """
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
-from bus.protocol import Budget, FaultPolicy, GameSpec
-from bus.subjects import check_agent_name, check_token
-from referee.budget import budget_label, seat_budgets
-from referee.config import FILE, ConfigError, parse_toml
-from referee.ladder_store import BUCKET
+from referee.budget import budget_label
+from referee.config import ConfigError, parse_toml
+from referee.ladder.store import BUCKET
+from referee.terms import FILE, Entrant, MatchTerms
 
 
-class LadderAgent(BaseModel):
-    model_config = FILE
+class LadderAgent(Entrant):
     concurrency: int = Field(default=1, ge=1, le=64, description="this agent's ladder matches at once")
-    budget: Budget | None = Field(default=None, description="this agent's LLM budget (replaces [budget])")
 
 
 class QuarantineConfig(BaseModel):
@@ -56,37 +56,22 @@ class QuarantineConfig(BaseModel):
     max_backoff_s: float = Field(default=3600.0, gt=0)
 
 
-class LadderConfig(BaseModel):
-    model_config = FILE
-    name: str = "ladder"
-    games: list[GameSpec] = Field(min_length=1)
+class LadderConfig(MatchTerms):
+    """The ladder file: a match's terms (referee/terms.py) and how the ladder schedules."""
+
+    term_defaults: ClassVar[dict[str, Any]] = {"name": "ladder", "deadline_ms": 5000}
+
     agents: dict[str, LadderAgent] = Field(min_length=2)
     concurrency: int = Field(default=4, ge=1, le=1024)
     rate_per_minute: float = Field(default=60.0, gt=0)
-    deadline_ms: int = Field(default=5000, ge=1)
-    max_turns: int = Field(default=2000, ge=1)
     probe_s: float = Field(default=5.0, gt=0, le=3600)
     pending_timeout_s: float = Field(default=900.0, gt=0)
-    policy: FaultPolicy = Field(default_factory=FaultPolicy)
-    budget: Budget | None = None
     quarantine: QuarantineConfig = Field(default_factory=QuarantineConfig)
     bucket: str = BUCKET
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, v: str) -> str:
-        return check_token(v, "ladder name")
-
-    @field_validator("agents")
-    @classmethod
-    def _agent_names(cls, v: dict[str, LadderAgent]) -> dict[str, LadderAgent]:
-        for name in v:
-            check_agent_name(name)
-        return v
-
-    def seat_budgets(self, seats: list[str]) -> dict[str, Budget]:
-        """Each seat's LLM budget: its agent's own, else the ladder's `[budget]` (none: unlimited)."""
-        return seat_budgets({n: a.budget for n, a in self.agents.items()}, self.budget, seats)
+    def new_match_id(self) -> str:
+        """`<name>-<16 hex>`: unique without coordination between ladder processes."""
+        return f"{self.name}-{uuid.uuid4().hex[:16]}"
 
     def budget_class(self, name: str) -> str:
         agent = self.agents.get(name)

@@ -1,11 +1,11 @@
 """The ladder's leaderboard: per game, each entry's games, Bradley-Terry rating and 95% interval
 (and openskill's Plackett-Luce mu and sigma for games of more than two players).
 
-`board(results)` rates the stored results (referee/ladder_store.py) of each game with the
-ratings' own Bradley-Terry and profile-likelihood intervals (referee/ratings.py) and returns
-rows, best first. The same rows feed `spielbus ladder standings`, the live page's leaderboard
-and the Prometheus series, so they agree. Live status (in the pool, benched and why) is added by
-the ladder service, which knows it.
+`board(results)` rates the stored results (referee/ladder/store.py) of each game with the
+tournament's own Bradley-Terry and profile-likelihood intervals (referee/ratings.py's `PairTally`
+on referee/bradley_terry.py) and returns rows, best first. The same rows feed `spielbus ladder
+standings`, the live page's leaderboard and the Prometheus series, so they agree. Live status (in
+the pool, benched and why) is added by the ladder service, which knows it.
 
 Limits: the profile intervals cost a few hundred milliseconds for tens of entries; callers
 recompute only when a result was added, off the event loop.
@@ -18,8 +18,8 @@ from collections import Counter, defaultdict
 from pydantic import BaseModel
 
 from referee.config import RatingsConfig
-from referee.ladder_store import LadderResult
-from referee.ratings import PairTally, _Pair
+from referee.ladder.store import LadderResult
+from referee.ratings import Pair, PairTally
 
 
 class BoardRow(BaseModel):
@@ -35,18 +35,18 @@ class BoardRow(BaseModel):
     pl_sigma: float | None = None
 
 
-def _comparisons(r: LadderResult, i: int) -> tuple[list[_Pair], list[str], list[int]]:
+def _comparisons(r: LadderResult, i: int) -> tuple[list[Pair], list[str], list[int]]:
     """A result's pairwise comparisons (every pair of seats by place for N players) and places."""
     if r.seats:
         pairs = [
-            _Pair(r.seats[a], r.seats[b], 1.0 if ra < rb else 0.0 if ra > rb else 0.5, game="", match=i)
+            Pair(r.seats[a], r.seats[b], 1.0 if ra < rb else 0.0 if ra > rb else 0.5, game="", match=i)
             for a, ra in enumerate(r.ranks)
             for b, rb in enumerate(r.ranks)
             if a < b and r.seats[a] != r.seats[b]
         ]
         return pairs, list(r.seats), list(r.ranks)
     places = [1, 2] if r.score > 0.5 else [2, 1] if r.score < 0.5 else [1, 1]
-    return [_Pair(r.first, r.second, r.score, game="", match=i)], [r.first, r.second], places
+    return [Pair(r.first, r.second, r.score, game="", match=i)], [r.first, r.second], places
 
 
 def game_rows(results: list[LadderResult]) -> list[BoardRow]:

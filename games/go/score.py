@@ -9,7 +9,7 @@ Limits: dead stones are not removed (nobody marks them): a dead stone counts for
 makes the region around it nobody's, so after a game that ends with stones left in the other
 side's area this is not the territory a Go player would count. Table 3 of the LLM-MCTS paper
 ("Can Large Language Models Play Games?") reports territory; spielbus/go_report.py shows a
-dead-stone-aware score (GNU Go's `final_score`, agents/gnugo_agent.py) beside this one.
+dead-stone-aware score (GNU Go's `final_score`, games/go/gnugo.py) beside this one.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Matchmaking by information: which pairings to play next so the ladder's ratings firm up fastest.
 
-The ladder's ratings are Bradley-Terry log-strengths (referee/ratings.py), fitted with the same
+The ladder's ratings are Bradley-Terry log-strengths (referee/bradley_terry.py), fitted with the same
 0.1 pseudo-wins per ordered pair. One more game between i and j adds p q (e_i - e_j)(e_i - e_j)^T
 to the Fisher information, p the fitted chance that i beats j and q = 1 - p. With the covariance
 S of the current fit (the pseudo-inverse of the information, ratings anchored at mean 0), the
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from referee.ratings import ELO_SCALE, _fit, _grad_hess, _prior_wins
+from referee.bradley_terry import ELO_SCALE, PRIOR, grad_hess, with_prior
+from referee.bradley_terry import fit as fit_wins
 
 Z95 = 1.959963984540054
 
@@ -42,7 +43,7 @@ class Pairing:
 
 
 def fit(
-    agents: Sequence[str], wins: Mapping[tuple[str, str], float], prior: float = 0.1
+    agents: Sequence[str], wins: Mapping[tuple[str, str], float], prior: float = PRIOR
 ) -> tuple[np.ndarray, np.ndarray]:
     """Log-strengths (mean 0) and their covariance from the win counts of ordered pairs."""
     idx = {a: i for i, a in enumerate(agents)}
@@ -51,9 +52,9 @@ def fit(
     for (a, b), w in wins.items():
         if a in idx and b in idx and a != b:
             matrix[idx[a], idx[b]] += w
-    pw = _prior_wins(matrix, prior)
-    theta = _fit(pw, np.zeros(n))[1] if n > 1 else np.zeros(n)
-    _, hess = _grad_hess(theta, pw)
+    pw = with_prior(matrix, prior)
+    theta = fit_wins(pw, np.zeros(n))[1] if n > 1 else np.zeros(n)
+    _, hess = grad_hess(theta, pw)
     cov = np.linalg.pinv(-hess) if n > 1 else np.zeros((n, n))
     return theta, cov
 
@@ -77,7 +78,7 @@ def next_pairings(
     free_slots: Mapping[str, int],
     firsts: Mapping[str, int],
     limit: int,
-    prior: float = 0.1,
+    prior: float = PRIOR,
     classes: Mapping[str, str] | None = None,
 ) -> list[Pairing]:
     """Up to `limit` pairings, best gain first, never more games for an agent than its free slots.
