@@ -68,7 +68,7 @@ def metered_usage(stats: MoveStats | None) -> Usage | None:
 
 
 def _used(usage: Usage) -> dict[str, float]:
-    """`usage` under each cap's name (`tokens`: prompt plus completion; `dollars`: its cost)."""
+    """`usage` under each cap's name (`tokens`: prompt plus completion; `dollars`: the cost)."""
     return {
         "llm_calls": usage.llm_calls,
         "prompt_tokens": usage.prompt_tokens,
@@ -84,7 +84,8 @@ def _over(limits: BudgetLimits, usage: Usage) -> str | None:
     used = _used(usage)
     for name, cap in limits.model_dump(exclude_none=True).items():
         if used[name] > cap:
-            return f"{name} {used[name]} > {cap}"
+            shown = f"{used[name]:.6g}" if name == "dollars" else str(used[name])
+            return f"{name} {shown} > {cap}"
     return None
 
 

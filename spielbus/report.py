@@ -199,7 +199,7 @@ def report_run(
     # uninterrupted run's): nothing per record was held while matches were being played.
     records = folder.read_records(specs)
     table, rates = summarize(records, config)
-    failed = notes.failed
+    failed = notes.failed  # the caller's own map: what is added here makes the run exit 1
     # Every play of these was voided by a provider fault: recorded, but not played.
     failed.update({r.match_id: "unplayed (provider faults)" for r in records if r.outcome == "void"})
     fallback_agents = [s.agent for s in table if s.over_fallbacks(config.fallback_threshold)]
