@@ -62,6 +62,11 @@ def check_stream_name(value: str, what: str = "stream", *, kv: bool = False) -> 
     return value
 
 
+def _stream(base: str, prefix: str) -> str:
+    """A stream's name under `prefix`: the base name for `spielbus`, else suffixed."""
+    return base if prefix == "spielbus" else f"{base}_{prefix.upper()}"
+
+
 def prefix_arg(text: str) -> str:
     """argparse type of `--prefix`: a subject prefix whose stream names are valid."""
     import argparse
@@ -80,8 +85,8 @@ class Subjects:
     def __post_init__(self) -> None:
         # The prefix names the streams too (SPIELBUS_MATCHES_<PREFIX>): a single token.
         check_token(self.prefix, "subject prefix", max_len=32)
-        check_stream_name(self.matches_stream, "the match stream's")
-        check_stream_name(self.schedule_stream, "the schedule stream's")
+        check_stream_name(_stream(MATCHES_STREAM, self.prefix), "the match stream's")
+        check_stream_name(_stream(SCHEDULE_STREAM, self.prefix), "the schedule stream's")
 
     def turn(self, agent: str) -> str:
         return f"{self.prefix}.turn.{check_token(agent, 'agent name')}"
@@ -103,8 +108,8 @@ class Subjects:
 
     @property
     def matches_stream(self) -> str:
-        return MATCHES_STREAM if self.prefix == "spielbus" else f"{MATCHES_STREAM}_{self.prefix.upper()}"
+        return _stream(MATCHES_STREAM, self.prefix)
 
     @property
     def schedule_stream(self) -> str:
-        return SCHEDULE_STREAM if self.prefix == "spielbus" else f"{SCHEDULE_STREAM}_{self.prefix.upper()}"
+        return _stream(SCHEDULE_STREAM, self.prefix)
