@@ -30,7 +30,9 @@ def _toml(url: str) -> str:
         'name = "outage"\ngames_per_pairing = 2\nseed = 5\ndeadline_ms = 4000\nconcurrency = 2\n'
         "[policy]\nprovider_wait_s = 5.0\nprovider_retries = 8\n"
         '[[games]]\nname = "tic_tac_toe"\n'
-        f'[llm.hosted]\nbackend = "openai"\nbase_url = "{url}"\nmodel = "standin"\n'
+        # No response cache: a replay would take the voided play's answers from it, the same moves
+        # counted as cache hits instead of LLM calls (the standings' calls per move would differ).
+        f'[llm.hosted]\nbackend = "openai"\nbase_url = "{url}"\nmodel = "standin"\ncache = false\n'
         '[agents.llm]\nkind = "llm_policy"\nllm = "hosted"\noptions = { seed = 3 }\n'
         '[agents.rnd]\nkind = "random"\noptions = { seed = 4 }\n'
         '[agents.rnd2]\nkind = "random"\noptions = { seed = 6 }\n'
