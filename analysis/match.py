@@ -89,8 +89,12 @@ class Judges:
             raise NoReference(f"{name}: no reference ({exc})") from None
 
     def close(self) -> None:
+        """Stop the engine, if one runs (the next chess match starts another): a worker process
+        whose engine still ran could not exit."""
         if self._chess is not None:
             self._chess.close()
+            self._judges = {k: j for k, j in self._judges.items() if j is not self._chess}
+            self._chess = None
 
 
 def analyse_match(record: MatchRecord, judges: Judges) -> list[MoveAnalysis]:

@@ -57,6 +57,8 @@ def score_record(record_json: str) -> Scored:
         rows = analyse_match(record, _judges)
     except (NoReference, ValueError) as exc:
         return record.match_id, [], str(exc)
+    finally:
+        _judges.close()  # one engine per match: a pool's worker holding one would never exit
     return record.match_id, [r.model_dump_json() for r in rows], None
 
 

@@ -1,5 +1,5 @@
 """Chess moves of a real match (two random agents through the referee and the bus) scored by
-`spielbus analyse`, then recomputed in the test straight from python-chess and Stockfish: the board
+`spielbus analyse --jobs 2`, then recomputed in the test straight from python-chess and Stockfish: the board
 rebuilt from the record's move texts (SAN), each position searched at the same node count, the
 centipawn loss, Lichess's Win% and accuracy formulas (lichess.org/page/accuracy) written out here."""
 
@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+import subprocess
+import sys
 from pathlib import Path
 
 import chess
@@ -54,9 +56,17 @@ async def test_chess_losses_recomputed_with_python_chess_and_stockfish(nc, tmp_p
     run.mkdir()
     (run / "matches.jsonl").write_text(rec.model_dump_json() + "\n")
 
-    from spielbus.analyse import main as analyse
-
-    assert analyse([str(run), "--nodes", str(NODES)]) == 0
+    # Two worker processes, each with its own engine, in a child process: before each worker closed
+    # its engine after its match, the pool's workers could not exit and the command never returned
+    # (the timeout is a hang guard, not a speed check).
+    done = subprocess.run(
+        [sys.executable, "-m", "spielbus.cli", "analyse", str(run), "--nodes", str(NODES), "--jobs", "2"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
     rows = [MoveAnalysis.model_validate_json(x) for x in (run / "analysis.jsonl").read_text().splitlines()]
     assert [r.text for r in rows] == [m.text for m in rec.moves]
 
