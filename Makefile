@@ -78,7 +78,8 @@ $(NODE_STAMP): examples/bots/package-lock.json
 # and the chess puzzle suite), pgn-extract (an independent reader of the exported PGN, tests/test_pgn.py),
 # gnugo (the `gnugo` agent over GTP and the dead-stone-aware Go score of the report), cmake and g++ (the
 # llama.cpp build above).
-# Installed when root with apt-get; otherwise a note, and those tests skip saying why.
+# Installed when root with apt-get (waiting up to 10 minutes for another apt-get's lock: one on a fresh
+# machine made this target fail); otherwise a note, and those tests skip saying why.
 SYSTEM_DEPS := prometheus chromium docker-compose iproute2 bubblewrap python3-seccomp stockfish pgn-extract gnugo cmake g++
 system-deps:
 	@if ! command -v apt-get >/dev/null 2>&1; then \
@@ -93,7 +94,8 @@ system-deps:
 		&& command -v cmake >/dev/null && command -v g++ >/dev/null; then \
 		true; \
 	else \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(SYSTEM_DEPS); \
+		apt-get update -qq -o DPkg::Lock::Timeout=600 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			-o DPkg::Lock::Timeout=600 --no-install-recommends $(SYSTEM_DEPS); \
 	fi
 
 # llama.cpp's own `llama-server` (parallel slots, continuous batching) for `spielbus llm serve --server

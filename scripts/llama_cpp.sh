@@ -72,8 +72,17 @@ case $what in
   libs)
     [ -f "$build/bin/libllama.so" ] || echo "Compiling llama.cpp for llama-cpp-python $version (once per machine: a few minutes)..."
     compile llama mtmd
-    # --no-cache-dir: this Python-only wheel must never stand in pip's cache for the full one.
-    CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" "$venv/bin/pip" install --quiet --no-cache-dir "$src[server]"
+    # The binding's Python-only wheel, built once per machine and Python beside the build (never in
+    # pip's cache, where it would stand for the full wheel): a fresh venv installs it in seconds.
+    wheels=$cache/wheels-$("$venv/bin/python" -c 'import sys; print(sys.implementation.cache_tag)')
+    if ! ls "$wheels"/llama_cpp_python-"$version"-*.whl >/dev/null 2>&1; then
+      rm -rf "$wheels.tmp"
+      CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" "$venv/bin/pip" wheel --quiet --no-cache-dir --no-deps \
+        -w "$wheels.tmp" "$src"
+      rm -rf "$wheels" && mv "$wheels.tmp" "$wheels"
+    fi
+    wheel=$(ls "$wheels"/llama_cpp_python-"$version"-*.whl)
+    "$venv/bin/pip" install --quiet "$wheel[server]"
     site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
     # shellcheck disable=SC2086
     copy "$site/llama_cpp/lib" $libs

