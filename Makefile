@@ -77,10 +77,12 @@ $(NODE_STAMP): examples/bots/package-lock.json
 # libseccomp's binding for the system's python3: agents/cwm/sandbox.py), stockfish (the `stockfish` agent
 # and the chess puzzle suite), pgn-extract (an independent reader of the exported PGN, tests/test_pgn.py),
 # gnugo (the `gnugo` agent over GTP and the dead-stone-aware Go score of the report), cmake and g++ (the
-# llama.cpp build above).
+# llama.cpp build above), golang-go and golang-github-nats-io-go-nats-dev (the Go example bot,
+# examples/bots/go_bot: tests/test_bots.py, tests/test_playing_bots.py).
 # Installed when root with apt-get (waiting up to 10 minutes for another apt-get's lock: one on a fresh
 # machine made this target fail); otherwise a note, and those tests skip saying why.
-SYSTEM_DEPS := prometheus chromium docker-compose iproute2 bubblewrap python3-seccomp stockfish pgn-extract gnugo cmake g++
+SYSTEM_DEPS := prometheus chromium docker-compose iproute2 bubblewrap python3-seccomp stockfish pgn-extract gnugo cmake g++ \
+	golang-go golang-github-nats-io-go-nats-dev
 system-deps:
 	@if ! command -v apt-get >/dev/null 2>&1; then \
 		echo "apt-get not found: install $(SYSTEM_DEPS) yourself, or their tests will be skipped"; \
@@ -91,6 +93,7 @@ system-deps:
 		&& { command -v stockfish >/dev/null || [ -x /usr/games/stockfish ]; } \
 		&& { command -v pgn-extract >/dev/null || [ -x /usr/games/pgn-extract ]; } \
 		&& { command -v gnugo >/dev/null || [ -x /usr/games/gnugo ]; } \
+		&& command -v go >/dev/null && [ -d /usr/share/gocode/src/github.com/nats-io/nats.go ] \
 		&& command -v cmake >/dev/null && command -v g++ >/dev/null; then \
 		true; \
 	else \
