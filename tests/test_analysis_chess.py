@@ -45,7 +45,7 @@ def win_percent(cp: float) -> float:
     return 50 + 50 * (2 / (1 + math.exp(-0.00368208 * cp)) - 1)
 
 
-async def test_chess_losses_recomputed_with_python_chess_and_stockfish(nc, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_chess_losses_recomputed_with_python_chess_and_stockfish(nc, tmp_path: Path) -> None:
     names = [uid("r"), uid("r")]
     async with contextlib.AsyncExitStack() as stack:
         for i, name in enumerate(names):
@@ -70,7 +70,9 @@ async def test_chess_losses_recomputed_with_python_chess_and_stockfish(nc, tmp_p
     rows = [MoveAnalysis.model_validate_json(x) for x in (run / "analysis.jsonl").read_text().splitlines()]
     assert [r.text for r in rows] == [m.text for m in rec.moves]
 
-    engine = chess.engine.SimpleEngine.popen_uci(_stockfish())
+    path = _stockfish()
+    assert path is not None  # the test is skipped without Stockfish
+    engine = chess.engine.SimpleEngine.popen_uci(path)
     try:
         engine.configure({"Threads": 1, "Hash": 16})
         board = chess.Board()

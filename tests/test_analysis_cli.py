@@ -21,7 +21,8 @@ from spielbus.analyse import main as analyse
 def random_record(game: str, n: int, seats: list[str]) -> MatchRecord:
     """A match of uniformly random play, chance sampled, as the referee records it."""
     spec = parse_spec(game)
-    state, rng, moves = load_game(spec).new_initial_state(), random.Random(n), []
+    state, rng = load_game(spec).new_initial_state(), random.Random(n)
+    moves: list[MoveRecord] = []
     while not state.is_terminal():
         if state.is_chance_node():
             actions, probs = zip(*state.chance_outcomes(), strict=True)
@@ -60,7 +61,7 @@ def rows_of(run_dir: Path) -> list[MoveAnalysis]:
     return [MoveAnalysis.model_validate_json(line) for line in text.splitlines()]
 
 
-def test_a_run_is_scored_in_parallel_and_resumed_after_a_torn_write(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_a_run_is_scored_in_parallel_and_resumed_after_a_torn_write(tmp_path: Path, capsys) -> None:
     scored = [random_record("tic_tac_toe", n, ["a", "b"]) for n in range(4)]
     scored += [random_record("kuhn_poker", n, ["b", "a"]) for n in range(4)]
     unscored = [random_record("goofspiel(num_cards=3)", 0, ["a", "b"])]  # simultaneous moves: no reference
@@ -140,7 +141,7 @@ def test_per_agent_figures_and_their_intervals(tmp_path: Path) -> None:
     assert agent_quality(rows) == agent_quality(rows)  # seeded: the same intervals every time
 
 
-def test_standings_show_a_scored_runs_move_quality(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_standings_show_a_scored_runs_move_quality(tmp_path: Path, capsys) -> None:
     from spielbus.standings import main as standings
 
     run = tmp_path / "run"

@@ -27,7 +27,7 @@ def rows_in(path: Path) -> list[MoveAnalysis]:
     return [MoveAnalysis.model_validate_json(x) for x in path.read_text().splitlines() if x.strip()]
 
 
-async def test_the_analyst_scores_each_match_as_it_ends(nc, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+async def test_the_analyst_scores_each_match_as_it_ends(nc, tmp_path: Path) -> None:
     await ensure_streams(nc.jetstream(), S)
     publisher = EventPublisher(nc, S)
     out = tmp_path / "live"

@@ -27,7 +27,7 @@ def judge() -> EquilibriumJudge:
     return EquilibriumJudge(load_game("kuhn_poker"), iterations=5000, target=1e-5)
 
 
-def _state(cards: tuple[int, int], actions: list[int]):  # type: ignore[no-untyped-def]
+def _state(cards: tuple[int, int], actions: list[int]):
     state = load_game("kuhn_poker").new_initial_state()
     for a in [*cards, *actions]:
         state.apply_action(a)
@@ -50,7 +50,7 @@ def _state(cards: tuple[int, int], actions: list[int]):  # type: ignore[no-untyp
         ((K, Q), [BET], PASS, -1.0, 0.0),
     ],
 )
-def test_hand_checked_decisions(judge, cards, actions, played, value_played, loss) -> None:  # type: ignore[no-untyped-def]
+def test_hand_checked_decisions(judge, cards, actions, played, value_played, loss) -> None:
     game = load_game("kuhn_poker")
     v = judge.judge(game, _state(cards, actions), [], played)
     tol = 0.01
@@ -58,7 +58,7 @@ def test_hand_checked_decisions(judge, cards, actions, played, value_played, los
     assert v.value_best - v.value_played == pytest.approx(loss, abs=tol)
 
 
-def test_the_loss_ignores_the_card_the_mover_could_not_see(judge) -> None:  # type: ignore[no-untyped-def]
+def test_the_loss_ignores_the_card_the_mover_could_not_see(judge) -> None:
     game = load_game("kuhn_poker")
     # A queen calling a bet: the same verdict whether the bettor held the jack or the king.
     assert judge.judge(game, _state((J, Q), [BET]), [], BET) == judge.judge(

@@ -78,7 +78,7 @@ def test_runs_sharing_anchors_agree_on_their_common_agent() -> None:
     assert z.bt_low <= TRUE["z"] <= z.bt_high
 
 
-def test_an_anchor_must_name_an_agent(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_an_anchor_must_name_an_agent(tmp_path) -> None:
     f = tmp_path / "t.toml"
     f.write_text(
         'name = "a"\n[[games]]\nname = "tic_tac_toe"\n'
