@@ -16,6 +16,7 @@ import pytest
 from agents.llm.base import BackendReply, LLMTimeout, LLMUnavailable
 from agents.llm.recording import (
     INDEX,
+    NotRecorded,
     RecordingError,
     Tape,
     TimeSpent,
@@ -58,8 +59,10 @@ def test_tape_plays_back_each_agents_outcomes_in_order(tmp_path: Path) -> None:
     b = Tape(tmp_path, replay=True, tag="b-0")
     reply = b.play(_request("one"))
     assert isinstance(reply, BackendReply) and reply.texts == ["y"]  # b's own answer, not a's
-    with pytest.raises(LLMUnavailable, match="not in the recording"):
+    with pytest.raises(NotRecorded, match="not in the recording") as diverged:
         a.play(_request("a changed prompt"))
+    # A divergence is not the provider's failure: that would void the match and replay it, waiting.
+    assert not isinstance(diverged.value, LLMUnavailable)
     (miss,) = [json.loads(line) for line in (tmp_path / "misses.jsonl").read_text().splitlines()]
     assert miss["key"] == request_key(_request("a changed prompt"))
     assert miss["last_message"] == "a changed prompt" and miss["agent"] == "a-0"

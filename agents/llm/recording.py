@@ -136,6 +136,12 @@ class Cancelled(LLMUnavailable):
     """The attempt was cancelled by the strategy's own clock (a replay waits for that clock again)."""
 
 
+class NotRecorded(LLMError):
+    """A replay asked what the recording never asked: the run has diverged. Not the provider's
+    failure (that would void and replay the match, waiting, until it is given up): the strategy's
+    own fallback plays, so the replay's record differs and `spielbus replay` names where."""
+
+
 def _count(doc: dict[str, Any], name: str) -> int | None:
     value = doc.get(name)
     if value is None:
@@ -278,7 +284,7 @@ class Tape:
         return None
 
     def play(self, request: dict[str, Any]) -> BackendReply | LLMError:
-        """The recorded outcome of the next identical attempt; LLMUnavailable (raised) when there is none."""
+        """The recorded outcome of the next identical attempt; `NotRecorded` (raised) when there is none."""
         key = request_key(request)
         try:
             if key not in self._docs:
@@ -292,7 +298,7 @@ class Tape:
             outcome = _reply(mine[min(self._seen[key], len(mine) - 1)])
         except (OSError, ValueError) as exc:
             self._miss(key, request, exc)
-            raise LLMUnavailable(f"request {key} is not in the recording {self.folder}") from None
+            raise NotRecorded(f"request {key} is not in the recording {self.folder}") from None
         self._seen[key] += 1
         return outcome
 
