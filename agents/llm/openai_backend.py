@@ -177,7 +177,9 @@ class OpenAIBackend:
             raise LLMTimeout(f"no answer from {where} within {timeout_s:.1f}s") from exc
         except openai.APIStatusError as exc:
             text = exc.response.text
-            if "n" in kwargs and exc.status_code == 400 and names_n(text):
+            # llama-server refuses `n` > 1 with a 500 (tools/server/utils.hpp), other servers with a 400.
+            refuses_n = names_n(text) if exc.status_code == 400 else ONE_CHOICE.lower() in text.lower()
+            if "n" in kwargs and refuses_n:
                 self._one_choice = True
                 return await self.complete(request, timeout_s)
             raise http_error(exc.status_code, text, exc.response.headers, where) from exc
