@@ -16,13 +16,13 @@ from pathlib import Path
 
 from agents.base import MatchContext, Strategy, StrategyOptions
 from agents.ghost_solver import GhostSolverStrategy
-from agents.llm.server import free_port
 from agents.llm_policy import LLMPolicyOptions, LLMPolicyStrategy
 from agents.wordnt_agent import WordntOptions, WordntStrategy
 from bus.protocol import GameSpec, Turn
 from games.loader import load_game, replay
 from games.view import SeatHistory
 from referee.turns import TurnFrame, build_turn
+from tests.llm_standins import OpenAIStandIn, Scene
 
 Make = Callable[[], Strategy]
 
@@ -68,20 +68,30 @@ async def _same_either_way(make: Make, turns: list[Turn]) -> list[int | None]:
 
 
 async def test_llm_strategy_fallbacks_are_reproducible_under_concurrency() -> None:
-    # Nothing listens on this port: every decision falls back to a random legal move, drawn
-    # from the decision's RNG (the path a seeded LLM agent takes whenever its server fails).
-    url = f"http://127.0.0.1:{free_port()}/v1"
+    # The stand-in model answers prose naming no move: every decision falls back to a random legal
+    # move, drawn from the decision's RNG (the path a seeded LLM agent takes on the model's bad
+    # output; a server that is down is the provider's failure, not a fallback).
+    prose = OpenAIStandIn()
+    prose.default = Scene(content="The centre is the best square.")
+    url = await prose.start()
 
     def make() -> Strategy:
         opts = LLMPolicyOptions.model_validate(
-            {"seed": 7, "llm": {"base_url": url, "retries": 0, "timeout_s": 2}, "mode": "direct"}
+            {
+                "seed": 7,
+                "llm": {"base_url": url, "retries": 0, "timeout_s": 2, "cache": False},
+                "mode": "direct",
+            }
         )
         return LLMPolicyStrategy(opts)
 
     spec = GameSpec(name="tic_tac_toe")
     turns = [_turn(spec, list(opening), f"m{i}") for i, opening in enumerate([[], [4], [0], [4, 0], [8, 2]])]
     turns += [t.model_copy(update={"match_id": t.match_id + "b"}) for t in turns]
-    answers = await _same_either_way(make, turns)
+    try:
+        answers = await _same_either_way(make, turns)
+    finally:
+        await prose.stop()
     assert answers[:5] == answers[5:]  # the match id (it holds a start time) plays no part
     assert len(set(answers)) > 1
 
