@@ -20,21 +20,35 @@ max Q - Q(I, played): what the action gives away against an equilibrium opponent
 what p knew (not the cards the opponent actually held). An information set the other player's
 equilibrium never reaches is weighed by chance alone.
 
+The equilibrium can instead be a table the project's own solver wrote: `spielbus selfplay solve
+GAME --out FILE` (CFVFP, research/coach/cfvfp.py, one JSON line per information set), given to
+`spielbus analyse --equilibrium FILE`; its exploitability is OpenSpiel's (`pyspiel.exploitability`)
+and is named in every row the same way. This is how the simplified Hold'em is scored: it is a Python
+game, on which OpenSpiel's C++ CFR+ calls back into Python at every state (a 3-rank deck took more
+than five minutes), while the vectorised CFVFP solves it in seconds; without a table a Python
+imperfect-information game is not scored, and the reason says how to make one.
+
 The bound: two-player zero-sum sequential games whose tree has at most `MAX_HISTORIES` (200,000)
-states: Kuhn poker (58) and Leduc poker (9,457) fit; the simplified Hold'em does not and is not
-scored. Limits: CFR+ after finitely many iterations is an approximate equilibrium; a loss no larger than
+states: Kuhn poker (58), Leduc poker (9,457) and the small-deck simplified Hold'em (3 ranks, 2 suits,
+1 hole card, a 1-card flop, stack 10: 5,827) fit; the full 52-card simplified Hold'em does not and is
+not scored. Limits: CFR+ after finitely many iterations is an approximate equilibrium; a loss no larger than
 its exploitability is counted 0 (the action is "best"), since the reference cannot tell it apart.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections import defaultdict
+from pathlib import Path
 
 import pyspiel
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from analysis.exact import TooLarge
 from analysis.scale import Reference, winning_chances_range
-from analysis.verdict import Verdict, two_player_zero_sum
+from analysis.verdict import NoReference, Verdict, two_player_zero_sum
+from bus.protocol import LegalAction
 
 MAX_HISTORIES = 200_000
 DEFAULT_ITERATIONS = 2_000
@@ -59,21 +73,83 @@ def _policy(solver: pyspiel.CFRPlusSolver) -> dict[str, dict[int, float]]:
     return {key: dict(pairs) for key, pairs in table.items()}
 
 
+Table = dict[str, dict[int, float]]
+
+
+class SolvedInfoset(BaseModel):
+    """One line of a `spielbus selfplay solve` table (the fields this reference reads)."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, allow_inf_nan=False)
+    game: str
+    infoset: str
+    legal: list[LegalAction]
+    policy: list[float]
+
+    @field_validator("policy")
+    @classmethod
+    def _distribution(cls, v: list[float]) -> list[float]:
+        if any(p < 0 for p in v) or not math.isclose(sum(v), 1.0, abs_tol=1e-6):
+            raise ValueError("policy must be non-negative and sum to 1")
+        return v
+
+
+def read_table(path: Path) -> tuple[str, Table]:
+    """(the game's label, {information set: {action: probability}}) of a solved table; NoReference
+    naming the line for a file that is not one."""
+    games: set[str] = set()
+    table: Table = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise NoReference(f"equilibrium table {path}: {exc}") from None
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = SolvedInfoset.model_validate(json.loads(line))
+        except (json.JSONDecodeError, ValidationError) as exc:
+            raise NoReference(f"equilibrium table {path}, line {n}: {exc}") from None
+        if len(row.legal) != len(row.policy):
+            raise NoReference(f"equilibrium table {path}, line {n}: legal and policy differ in length")
+        games.add(row.game)
+        table[row.infoset] = {la.id: p for la, p in zip(row.legal, row.policy, strict=True)}
+    if len(games) != 1:
+        raise NoReference(f"equilibrium table {path}: one game expected, found {sorted(games) or 'none'}")
+    return games.pop(), table
+
+
 class EquilibriumJudge:
     def __init__(
-        self, game: pyspiel.Game, iterations: int = DEFAULT_ITERATIONS, target: float = TARGET_EXPLOITABILITY
+        self,
+        game: pyspiel.Game,
+        iterations: int = DEFAULT_ITERATIONS,
+        target: float = TARGET_EXPLOITABILITY,
+        table: tuple[Path, Table] | None = None,
     ) -> None:
+        name = game.get_type().short_name
         if not two_player_zero_sum(game, perfect=False):
-            raise TooLarge(f"{game.get_type().short_name} is not a two-player zero-sum sequential game")
+            raise TooLarge(f"{name} is not a two-player zero-sum sequential game")
         states = count_states(game, MAX_HISTORIES)
-        solver = pyspiel.CFRPlusSolver(game)
-        done, exploitability = 0, float("inf")
-        while done < iterations and exploitability > target:
-            for _ in range(min(100, iterations - done)):
-                solver.evaluate_and_update_policy()
-            done += min(100, iterations - done)
-            exploitability = pyspiel.exploitability(game, solver.average_policy())
-        self.sigma = _policy(solver)
+        if table is not None:
+            path, self.sigma = table
+            policy = pyspiel.TabularPolicy({k: list(v.items()) for k, v in self.sigma.items()})
+            exploitability = pyspiel.exploitability(game, policy)
+            solved = f"CFVFP table {path.name} (spielbus selfplay solve)"
+        elif type(game).__module__ != "pyspiel":
+            raise NoReference(
+                f"{name}: a Python game, too slow for OpenSpiel's CFR+: solve it with "
+                f"`spielbus selfplay solve GAME --out FILE` and pass `--equilibrium FILE`"
+            )
+        else:
+            solver = pyspiel.CFRPlusSolver(game)
+            done, exploitability = 0, float("inf")
+            while done < iterations and exploitability > target:
+                for _ in range(min(100, iterations - done)):
+                    solver.evaluate_and_update_policy()
+                done += min(100, iterations - done)
+                exploitability = pyspiel.exploitability(game, solver.average_policy())
+            self.sigma = _policy(solver)
+            solved = f"CFR+ (OpenSpiel), {done} iterations"
         self.tolerance = max(exploitability, 1e-9)
         self.lo, self.hi = game.min_utility(), game.max_utility()
         # Per information set: sums of w(h) * u_p(h a) per action and of w(h); again weighed by chance only.
@@ -84,8 +160,7 @@ class EquilibriumJudge:
         self._walk(game.new_initial_state(), [1.0, 1.0], 1.0)
         self.reference = Reference(
             name="equilibrium",
-            detail=f"CFR+ (OpenSpiel), {done} iterations, {states} states, "
-            f"exploitability {exploitability:.2g} chips per game",
+            detail=f"{solved}, {states} states, exploitability {exploitability:.2g} chips per game",
             exact=False,
             unit="chips",
             limits="loss against an approximate equilibrium opponent, given the mover's information only",
@@ -103,7 +178,7 @@ class EquilibriumJudge:
             return out
         p = state.current_player()
         key = state.information_state_string(p)
-        probs = self.sigma[key]
+        probs = self.sigma.get(key) or {a: 1 / len(state.legal_actions()) for a in state.legal_actions()}
         w = chance * reach[1 - p]
         out = [0.0, 0.0]
         for a in state.legal_actions():
@@ -129,7 +204,7 @@ class EquilibriumJudge:
 
     def judge(self, game: pyspiel.Game, state: pyspiel.State, history: list[int], action: int) -> Verdict:
         q = self.action_values(state)
-        probs = self.sigma[state.information_state_string(state.current_player())]
+        probs = self.sigma.get(state.information_state_string(state.current_player()), {})
         best_action = max(q, key=lambda a: (q[a], a == action))
         best, played = q[best_action], q[action]
         if best - played <= self.tolerance:  # within the equilibrium's own error: a best action

@@ -3,8 +3,11 @@
 The reference is chosen per game, first that applies:
 
     chess                                   Stockfish at fixed nodes (`analysis.chess_engine`)
+    ghost                                   the shipped Ghost solver, exact (`analysis.ghost`)
+    go                                      GNU Go's score estimate (`analysis.go_engine`)
     small 2-player zero-sum perfect info    exact values (`analysis.exact`, its bound)
-    small 2-player zero-sum imperfect info  the CFR+ equilibrium, in chips (`analysis.equilibrium`)
+    small 2-player zero-sum imperfect info  an equilibrium, in chips (`analysis.equilibrium`): CFR+, or
+                                            a CFVFP table (`--equilibrium`; the simplified Hold'em)
     other 2-player zero-sum perfect info    an MCTS estimate with its uncertainty (`analysis.estimate`)
 
 Anything else (simultaneous moves, more than two players, general-sum payoffs, large imperfect-
@@ -24,13 +27,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pyspiel
 
 from analysis.chess_engine import DEFAULT_NODES, StockfishJudge
-from analysis.equilibrium import DEFAULT_ITERATIONS, EquilibriumJudge
+from analysis.equilibrium import DEFAULT_ITERATIONS, EquilibriumJudge, Table, read_table
 from analysis.estimate import DEFAULT_SIMULATIONS, EstimateJudge
 from analysis.exact import ExactJudge, TooLarge
+from analysis.ghost import GhostJudge
+from analysis.go_engine import DEFAULT_LEVEL, GnuGoJudge
 from analysis.scale import MoveAnalysis, accuracy, classify
 from analysis.verdict import Judge, NoReference
 from bus.protocol import GameSpec, MatchRecord
@@ -43,6 +49,9 @@ class Settings:
     stockfish: str | None = None
     iterations: int = DEFAULT_ITERATIONS
     simulations: int = DEFAULT_SIMULATIONS
+    gnugo_level: int = DEFAULT_LEVEL
+    gnugo: str | None = None
+    equilibria: tuple[str, ...] = ()  # `spielbus selfplay solve` tables, each for the game it names
 
 
 def _key(spec: GameSpec) -> str:
@@ -55,13 +64,24 @@ class Judges:
 
     settings: Settings = field(default_factory=Settings)
     _judges: dict[str, Judge | NoReference] = field(default_factory=dict)
-    _chess: StockfishJudge | None = None
+    _engines: list[StockfishJudge | GnuGoJudge] = field(default_factory=list)  # processes to stop
+    _tables: dict[str, tuple[Path, Table]] | None = None
+
+    def tables(self) -> dict[str, tuple[Path, Table]]:
+        """The solved tables of `settings.equilibria` by game label, read once (NoReference for a bad one)."""
+        if self._tables is None:
+            tables = {}
+            for name in self.settings.equilibria:
+                label, table = read_table(Path(name))
+                tables[label] = (Path(name), table)
+            self._tables = tables
+        return self._tables
 
     def for_game(self, spec: GameSpec, game: pyspiel.Game) -> Judge:
         key = _key(spec)
         if key not in self._judges:
             try:
-                self._judges[key] = self._build(game)
+                self._judges[key] = self._build(spec, game)
             except NoReference as exc:
                 self._judges[key] = exc
         judge = self._judges[key]
@@ -69,17 +89,25 @@ class Judges:
             raise judge
         return judge
 
-    def _build(self, game: pyspiel.Game) -> Judge:
+    def _build(self, spec: GameSpec, game: pyspiel.Game) -> Judge:
         s = self.settings
         name = game.get_type().short_name
-        if name == "chess":
-            if self._chess is None:
-                self._chess = StockfishJudge(s.nodes, s.stockfish)
-            return self._chess
+        if name in ("chess", "go"):
+            engine = (
+                StockfishJudge(s.nodes, s.stockfish)
+                if name == "chess"
+                else GnuGoJudge(spec, s.gnugo_level, s.gnugo)
+            )
+            self._engines.append(engine)
+            return engine
+        if name == "ghost":
+            return GhostJudge(game)
         t = game.get_type()
         perfect = t.information == pyspiel.GameType.Information.PERFECT_INFORMATION
         try:
-            return ExactJudge(game) if perfect else EquilibriumJudge(game, s.iterations)
+            if perfect:
+                return ExactJudge(game)
+            return EquilibriumJudge(game, s.iterations, table=self.tables().get(spec.label()))
         except TooLarge as exc:
             if not perfect:
                 raise NoReference(f"{name}: no equilibrium reference ({exc})") from None
@@ -89,12 +117,12 @@ class Judges:
             raise NoReference(f"{name}: no reference ({exc})") from None
 
     def close(self) -> None:
-        """Stop the engine, if one runs (the next chess match starts another): a worker process
-        whose engine still ran could not exit."""
-        if self._chess is not None:
-            self._chess.close()
-            self._judges = {k: j for k, j in self._judges.items() if j is not self._chess}
-            self._chess = None
+        """Stop the engines, if any run (the next chess or Go match starts another): a worker
+        process whose engine still ran could not exit."""
+        for engine in self._engines:
+            engine.close()
+            self._judges = {k: j for k, j in self._judges.items() if j is not engine}
+        self._engines = []
 
 
 def analyse_match(record: MatchRecord, judges: Judges) -> list[MoveAnalysis]:

@@ -1,9 +1,10 @@
 """`spielbus analyse RUN_DIR`: every move of a finished run scored by a reference that is not a player.
 
 Reads `RUN_DIR/matches.jsonl`, scores each match's moves (`analysis.match`: Stockfish for chess,
-exact values for small perfect-information games, the CFR+ equilibrium for Kuhn and Leduc poker,
-an MCTS estimate elsewhere) and appends one line per move to `RUN_DIR/analysis.jsonl`
-(`analysis.scale.MoveAnalysis`), a match's lines in one write as soon as it is scored. Then it prints
+exact values for small perfect-information games and Ghost, GNU Go's estimate for Go, the CFR+
+equilibrium for Kuhn, Leduc and the small-deck simplified Hold'em, an MCTS estimate elsewhere) and
+appends one line per move to `RUN_DIR/analysis.jsonl` (`analysis.scale.MoveAnalysis`), a match's
+lines in one write as soon as it is scored. Then it prints
 and writes into `summary.json` (key `analysis`) each agent's accuracy, mean loss and blunders per 100
 moves with 95% intervals (`analysis.summary`), and per game the reference's time per move
 against the agents' own.
@@ -174,6 +175,20 @@ def _parser() -> argparse.ArgumentParser:
         default=Settings.simulations,
         help="estimates: MCTS simulations per search",
     )
+    p.add_argument(
+        "--gnugo-level",
+        type=_positive,
+        default=Settings.gnugo_level,
+        help="go: GNU Go's level for its own choice of move (1-10; lower is faster)",
+    )
+    p.add_argument(
+        "--equilibrium",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="poker: a `spielbus selfplay solve` table to judge its game against (repeatable; "
+        "needed for the simplified Hold'em)",
+    )
     return p
 
 
@@ -186,7 +201,14 @@ def main(argv: list[str] | None = None) -> int:
     except JsonlError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
-    settings = Settings(args.nodes, args.stockfish, args.iterations, args.simulations)
+    settings = Settings(
+        args.nodes,
+        args.stockfish,
+        args.iterations,
+        args.simulations,
+        gnugo_level=args.gnugo_level,
+        equilibria=tuple(args.equilibrium),
+    )
     out = run_dir / ANALYSIS_FILE
     rows = read_analysis(out)
     done = {r.match_id for r in rows}

@@ -13,11 +13,12 @@ import pyspiel
 import pytest
 
 from agents.base import MatchContext, StrategyOptions
-from agents.ghost_solver import GhostSolver, GhostSolverStrategy
+from agents.ghost_solver import GhostSolverStrategy
 from bus.protocol import GameSpec, LegalAction, Turn
 from games.loader import load_game
 from games.word.common import LETTERS
 from games.word.ghost import CHALLENGE
+from games.word.ghost_values import GhostSolver
 
 WORDS = ["apple", "apply", "apt", "bandit", "band", "bank", "cabin", "cab", "cable", "dog", "doge", "dodge"]
 
