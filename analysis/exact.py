@@ -76,14 +76,18 @@ class ExactJudge:
         return {a: sign * self.value(state.child(a)) for a in state.legal_actions()}
 
     def judge(self, game: pyspiel.Game, state: pyspiel.State, history: list[int], action: int) -> Verdict:
-        values = self.action_values(state)
-        best_action = max(values, key=lambda a: (values[a], a == action))
-        best, played = values[best_action], values[action]
-        return Verdict(
-            value_before=best,
-            value_played=played,
-            value_best=best,
-            best_action=best_action,
-            wc_played=winning_chances_range(played, self.lo, self.hi),
-            wc_best=winning_chances_range(best, self.lo, self.hi),
-        )
+        return exact_verdict(self.action_values(state), action, self.lo, self.hi)
+
+
+def exact_verdict(values: dict[int, float], action: int, lo: float, hi: float) -> Verdict:
+    """The verdict from every legal action's exact value (returns in [lo, hi]); ties go to the move played."""
+    best_action = max(values, key=lambda a: (values[a], a == action))
+    best, played = values[best_action], values[action]
+    return Verdict(
+        value_before=best,
+        value_played=played,
+        value_best=best,
+        best_action=best_action,
+        wc_played=winning_chances_range(played, lo, hi),
+        wc_best=winning_chances_range(best, lo, hi),
+    )

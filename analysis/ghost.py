@@ -17,7 +17,8 @@ import sys
 
 import pyspiel
 
-from analysis.scale import Reference, winning_chances_range
+from analysis.exact import exact_verdict
+from analysis.scale import Reference
 from analysis.verdict import NoReference, Verdict
 from games.word.ghost import GhostGame
 from games.word.ghost_values import action_value, get_solver, solver_lock
@@ -43,13 +44,4 @@ class GhostJudge:
         fragment: str = state.fragment
         with solver_lock:
             values = {a: action_value(self.solver, fragment, a) for a in state.legal_actions()}
-        best_action = max(values, key=lambda a: (values[a], a == action))
-        best, played = values[best_action], values[action]
-        return Verdict(
-            value_before=best,
-            value_played=played,
-            value_best=best,
-            best_action=best_action,
-            wc_played=winning_chances_range(played, self.lo, self.hi),
-            wc_best=winning_chances_range(best, self.lo, self.hi),
-        )
+        return exact_verdict(values, action, self.lo, self.hi)
