@@ -9,6 +9,12 @@ match's rows in one write, in the order matches end. A restart reads the stream 
 and skips the matches already in the file (so it also scores what ended while it was down, as long as
 the stream keeps it: seven days).
 
+With `--metrics-port N` it serves Prometheus gauges of each agent's figures (per game and
+reference, over every match in the file, 95% bootstrap intervals as `spielbus analyse` computes
+them), refreshed after each scored match: `spielbus_move_accuracy_percent`,
+`spielbus_move_mean_loss` (winning chances), `spielbus_move_blunders_per_100`, each with `_low` and
+`_high`, and `spielbus_move_scored` (moves counted). Labels: `game`, `agent`, `reference`.
+
 Limits: a match is scored when it ends, not move by move (the live page shows no evaluation bar
 yet); one scoring process, so a burst of long chess matches queues; matches whose game has no
 reference are logged and skipped.
@@ -27,22 +33,61 @@ from pathlib import Path
 
 from nats.aio.client import Client as NATS
 from nats.js.api import RawStreamMsg
+from prometheus_client import CollectorRegistry, Gauge
 from pydantic import ValidationError
 
 from analysis.match import Settings
+from analysis.scale import MoveAnalysis
+from analysis.summary import AgentQuality, agent_quality
 from bus.connect import connect, nats_url
 from bus.follow import follow_stream
 from bus.protocol import MatchEvent, MatchRecord
 from bus.subjects import Subjects
+from observability.metrics import serve_metrics
+from observability.web import port_arg
 from spielbus.analyse import ANALYSIS_FILE, init_worker, read_analysis, score_record
 
 log = logging.getLogger(__name__)
+_FIGURES = (
+    ("accuracy", "spielbus_move_accuracy_percent", "Move accuracy (Lichess's formula), percent"),
+    ("mean_wc_loss", "spielbus_move_mean_loss", "Mean loss per move, winning chances"),
+    ("blunders_per_100", "spielbus_move_blunders_per_100", "Blunders per 100 moves"),
+)
 
 
-def _prepare(out_dir: Path) -> tuple[Path, set[str]]:
+class QualityMetrics:
+    """Per agent, game and reference: the analysis figures as Prometheus gauges."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        labels = ["game", "agent", "reference"]
+        self.gauges: dict[str, tuple[Gauge, Gauge, Gauge]] = {
+            key: (
+                Gauge(name, f"{text} (spielbus analyst).", labels, registry=self.registry),
+                Gauge(f"{name}_low", "Lower end of its 95% interval.", labels, registry=self.registry),
+                Gauge(f"{name}_high", "Upper end of its 95% interval.", labels, registry=self.registry),
+            )
+            for key, name, text in _FIGURES
+        }
+        self.moves = Gauge(
+            "spielbus_move_scored", "Moves scored and counted.", labels, registry=self.registry
+        )
+
+    def set(self, table: list[AgentQuality]) -> None:
+        for q in table:
+            labels = (q.game, q.agent, q.reference)
+            for key, (value, low, high) in self.gauges.items():
+                figure = getattr(q, key)
+                value.labels(*labels).set(figure.value)
+                low.labels(*labels).set(figure.lo)
+                high.labels(*labels).set(figure.hi)
+            self.moves.labels(*labels).set(q.moves)
+
+
+def _prepare(out_dir: Path) -> tuple[Path, list[MoveAnalysis]]:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / ANALYSIS_FILE
-    return path, {r.match_id for r in read_analysis(path)}
+    return path, read_analysis(path)
 
 
 def _append(path: Path, lines: list[str]) -> None:
@@ -58,9 +103,14 @@ async def serve(
     stop: asyncio.Event,
     *,
     api_prefix: str | None = None,
+    metrics: QualityMetrics | None = None,
 ) -> None:
-    """Score every ended match of the stream into `out_dir/analysis.jsonl` until `stop` is set."""
-    path, done = await asyncio.to_thread(_prepare, out_dir)
+    """Score every ended match of the stream into `out_dir/analysis.jsonl` until `stop` is set,
+    keeping `metrics` (if given) at the figures of every row in the file."""
+    path, rows = await asyncio.to_thread(_prepare, out_dir)
+    done = {r.match_id for r in rows}
+    if metrics is not None:
+        metrics.set(await asyncio.to_thread(agent_quality, rows))
     queue: asyncio.Queue[MatchRecord] = asyncio.Queue()
 
     async def on_stored(msg: RawStreamMsg) -> None:
@@ -99,6 +149,9 @@ async def serve(
                     fh.write("".join(line + "\n" for line in lines))
                     fh.flush()
                     log.info("scored %s: %d moves", match_id, len(lines))
+                    if metrics is not None:
+                        rows.extend(MoveAnalysis.model_validate_json(line) for line in lines)
+                        metrics.set(await asyncio.to_thread(agent_quality, rows))
     finally:
         await follower.unsubscribe()
         pool.shutdown(wait=False, cancel_futures=True)
@@ -110,6 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", default="analysis", help="folder of analysis.jsonl (default ./analysis)")
     p.add_argument("--prefix", default="spielbus")
     p.add_argument("--nodes", type=int, default=Settings.nodes, help="chess: Stockfish nodes per search")
+    p.add_argument("--metrics-port", type=port_arg, default=None, help="Prometheus metrics (off)")
+    p.add_argument("--host", default="127.0.0.1", help="address of the metrics endpoint")
     args = p.parse_args(argv)
     if args.nodes < 1:
         p.error("--nodes must be at least 1")
@@ -119,9 +174,18 @@ def main(argv: list[str] | None = None) -> int:
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
+        metrics = server = None
+        if args.metrics_port is not None:
+            metrics = QualityMetrics()
+            server = serve_metrics(metrics.registry, args.metrics_port, host=args.host)
+            log.info("metrics on %s", server.url)
         try:
-            await serve(nc, Subjects(args.prefix), Path(args.out), Settings(nodes=args.nodes), stop)
+            await serve(
+                nc, Subjects(args.prefix), Path(args.out), Settings(nodes=args.nodes), stop, metrics=metrics
+            )
         finally:
+            if server is not None:
+                server.stop()
             with contextlib.suppress(Exception):
                 await nc.drain()
 
