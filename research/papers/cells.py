@@ -20,11 +20,13 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 
+from analysis.summary import AgentQuality, agent_quality
 from bus.protocol import MatchRecord
 from referee.config import ConfigError, TournamentConfig
 from referee.ratings import standings
 from research.papers.decided import SeatShare, seat_shares
 from research.papers.numbers import Unit
+from spielbus.analyse import ANALYSIS_FILE, read_analysis
 from spielbus.run import RunOptions, run_tournament
 
 
@@ -56,6 +58,9 @@ class Cell(BaseModel):
     # test cases, a mean count of LLM `calls` over `games` syntheses, a mean `payoff`, an `elo` rating.
     unit: Unit = "share"
     note: str = ""  # where the number comes from beyond `run` (e.g. the model folders)
+    # The agent's and the opponent's move quality (docs/analysis.md), from the run folder's
+    # analysis.jsonl when `spielbus analyse` has scored it; `--resume` picks it up afterwards.
+    quality: list[AgentQuality] = Field(default_factory=list)
 
 
 def wilson(successes: float, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -215,16 +220,29 @@ class CellPlan:
     model: str
 
 
+def with_quality(out: Path, cell: Cell) -> Cell:
+    """`cell` with its two agents' move-quality figures, if its run folder has been analysed."""
+    path = out / cell.run / ANALYSIS_FILE
+    if not cell.run or not path.is_file():
+        return cell
+    table = agent_quality(read_analysis(path, repair=False))
+    return cell.model_copy(update={"quality": [q for q in table if q.agent in (cell.agent, cell.opponent)]})
+
+
 async def measure_cells(out: Path, plans: list[CellPlan], resume: bool, console: Console) -> list[Cell]:
-    """Measure each planned cell in order, skipping finished ones on `resume`; cells.json after each."""
+    """Measure each planned cell in order, skipping finished ones on `resume` (their move quality
+    refreshed from an analysis done since); cells.json after each."""
     done = read_cells(out) if resume else {}
     for plan in plans:
         if plan.name in done and done[plan.name].score is not None:
+            done[plan.name] = with_quality(out, done[plan.name])
             continue
-        done[plan.name] = await measure(
+        cell = await measure(
             out, plan.name, plan.title, plan.config, plan.agent, plan.opponent, plan.model, resume, console
         )
+        done[plan.name] = with_quality(out, cell)
         write_cells(out, done)  # after every cell, so that --resume keeps it
+    write_cells(out, done)
     return [done[p.name] for p in plans]
 
 

@@ -52,7 +52,18 @@ def ours_text(c: Cell) -> str:
         "points": "games",
         "rounds": "rounds",
     }[c.unit]
-    return f"{fmt(c.score, c.unit)}{interval} of {c.games} {of}"
+    return f"{fmt(c.score, c.unit)}{interval} of {c.games} {of}" + quality_text(c)
+
+
+def quality_text(c: Cell) -> str:
+    """The agent's move quality (docs/analysis.md), when its run was analysed."""
+    mine = [q for q in c.quality if q.agent == c.agent]
+    return "".join(
+        f"; {q.game} ({q.reference}): accuracy {q.accuracy.value:.1f}% [{q.accuracy.lo:.1f}, "
+        f"{q.accuracy.hi:.1f}], blunders/100 {q.blunders_per_100.value:.1f} "
+        f"[{q.blunders_per_100.lo:.1f}, {q.blunders_per_100.hi:.1f}] over {q.moves} moves"
+        for q in mine
+    )
 
 
 COLUMNS = ("cell", "paper", "ours", "run folder", "turns not decided by each seat's own method")
