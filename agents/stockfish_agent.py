@@ -8,7 +8,9 @@ are applied each turn: rebuilding it from the start every turn costs O(n^2) per
 game. A turn whose history does not extend the kept one rebuilds it. Its best move
 is mapped back to OpenSpiel's action id exactly (games/chess/uci.py).
 
-Options: `skill_level` (0..20, Stockfish's "Skill Level"; 20 is full strength),
+Options: `skill_level` (0..20, Stockfish's "Skill Level"; 20 is full strength), `elo` (Stockfish's
+`UCI_LimitStrength` with that `UCI_Elo`, which Stockfish calibrates against a public engine rating
+list: docs/analysis.md "Calibrated ladders"; an Elo outside the engine's range fails the first move),
 `nodes`, `depth` and `movetime_ms` (the search stops at the first limit reached; none
 set: 100,000 nodes), `threads`, `hash_mb`, `path`. A node or depth limit is fixed work:
 with one thread the same level plays the same on a fast or a loaded machine (a time
@@ -72,6 +74,13 @@ def find_stockfish(path: str | None = None) -> str | None:
 
 class StockfishOptions(StrategyOptions):
     skill_level: int = Field(default=20, ge=0, le=20, description="Stockfish Skill Level, 20 = full strength")
+    elo: int | None = Field(
+        default=None,
+        ge=1,
+        le=4000,
+        description="play at this UCI_Elo (UCI_LimitStrength on; overrides skill_level); the engine's "
+        "range applies (Stockfish 15.1: 1350-2850)",
+    )
     nodes: int | None = Field(
         default=None,
         ge=1,
@@ -176,6 +185,9 @@ class StockfishStrategy(Strategy):
         try:
             config: dict[str, Any] = {"Threads": self.opts.threads, "Hash": self.opts.hash_mb}
             config["Skill Level"] = self.opts.skill_level
+            if self.opts.elo is not None:
+                config["UCI_LimitStrength"] = True
+                config["UCI_Elo"] = self.opts.elo
             await engine.configure({k: v for k, v in config.items() if k in engine.options})
         except Exception:
             await self._drop_engine(slot)

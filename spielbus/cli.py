@@ -16,6 +16,7 @@
     spielbus standings RUN_DIR      a run folder's standings and ratings again (--by-provenance)
     spielbus analyse RUN_DIR        every move of a run scored by a reference (analysis.jsonl)
     spielbus analyst                every match scored as it ends, from the match stream
+    spielbus calibrate GAME         a reference ladder rated once: a calibration file for [ratings] anchors
     spielbus ladder FILE.toml       a ladder: agents join any time, matchmaking by information
     spielbus ladder standings       the ladder's table from its results in JetStream
     spielbus export pgn RUN_DIR     a run folder's chess matches as one PGN file
@@ -750,6 +751,10 @@ COMMANDS: dict[str, Command] = {
     ),
     "analyst": Command(
         "score every match as it ends, from the match stream (docs/analysis.md)", module="spielbus.analyst"
+    ),
+    "calibrate": Command(
+        "rate a reference ladder (random, MCTS, Stockfish levels) once (spielbus calibrate --help)",
+        module="spielbus.calibrate",
     ),
     "ladder": Command(
         "the ladder: `spielbus ladder FILE.toml` runs it, `spielbus ladder standings` (docs/ladder.md)",

@@ -178,3 +178,18 @@ async def test_concurrent_matches_play_as_they_would_alone(nc) -> None:
     finally:
         await a.close()
         await b.close()
+
+
+async def test_elo_option_limits_strength_in_the_engine() -> None:
+    """`elo` turns on UCI_LimitStrength with that UCI_Elo in the engine itself (the levels
+    `spielbus calibrate chess` holds at their Elo); without it the engine plays unlimited."""
+    for elo, limited in ((1500, True), (None, False)):
+        sf = StockfishStrategy(StockfishOptions(nodes=500, elo=elo))
+        slot = _Engine()
+        engine = await sf._ensure_engine(slot)
+        try:
+            assert engine.config.get("UCI_LimitStrength", False) is limited
+            if limited:
+                assert engine.config["UCI_Elo"] == 1500
+        finally:
+            await sf._drop_engine(slot)
