@@ -125,9 +125,10 @@ class Judges:
         self._engines = []
 
 
-def analyse_match(record: MatchRecord, judges: Judges) -> list[MoveAnalysis]:
-    """Every scored move of `record`. Raises NoReference for a game without a reference and
-    ValueError (naming the step) for a record whose steps do not replay."""
+def analyse_match(record: MatchRecord, judges: Judges, start: int = 0) -> list[MoveAnalysis]:
+    """Every scored move of `record` from step `start` on (the steps before it are replayed, not
+    judged: the live analyst judges each new step once). Raises NoReference for a game without a
+    reference and ValueError (naming the step) for a record whose steps do not replay."""
     game = load_game(record.game)
     judge = judges.for_game(record.game, game)
     state = initial_state(game)
@@ -138,7 +139,7 @@ def analyse_match(record: MatchRecord, judges: Judges) -> list[MoveAnalysis]:
             raise ValueError(f"{record.match_id}: step {index} comes after the end of the game")
         if step.action not in state.legal_actions():
             raise ValueError(f"{record.match_id}: step {index} (action {step.action}) is not legal there")
-        if not state.is_chance_node():
+        if not state.is_chance_node() and index >= start:
             seat = state.current_player()
             started = time.perf_counter()
             v = judge.judge(game, state, history, step.action)
@@ -163,6 +164,7 @@ def analyse_match(record: MatchRecord, judges: Judges) -> list[MoveAnalysis]:
                     best_text=state.action_to_string(seat, v.best_action),
                     loss=max(0.0, v.value_best - v.value_played),
                     wc_loss=wc_loss,
+                    wc_played=max(-1.0, min(1.0, v.wc_played)),
                     accuracy=accuracy(wc_loss),
                     cls=classify(wc_loss, v.best_action == step.action),
                     uncertainty=v.uncertainty,

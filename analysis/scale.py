@@ -84,6 +84,9 @@ class MoveAnalysis(BaseModel):
     best_text: str
     loss: float = Field(ge=0, description="value_best - value_played, in the reference's unit")
     wc_loss: float = Field(ge=0, description="the loss on the winning-chances scale ([-1, 1] values)")
+    wc_played: float | None = Field(
+        default=None, ge=-1, le=1, description="the mover's winning chances after the move ([-1, 1])"
+    )
     accuracy: float = Field(ge=0, le=100, description="Lichess's per-move accuracy, percent")
     cls: MoveClass
     uncertainty: float | None = Field(

@@ -93,6 +93,15 @@ ROUTES: tuple[Route, ...] = (
     ),
     *(_event_route(event) for event in MATCH_EVENTS),
     Route(
+        channel="analysis",
+        subject=lambda s: s.analysis(param("match_id")),
+        messages=("move_verdict",),
+        action="send",
+        summary="A move's verdict while its match is played, `spielbus analyst` to spectators (the live "
+        "page's evaluation bar); a plain publish, not stored, advisory: the referee does not read it.",
+        params=(_MATCH,),
+    ),
+    Route(
         channel="schedule",
         subject=lambda s: s.schedule,
         messages=("match_spec",),

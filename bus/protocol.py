@@ -640,6 +640,30 @@ class MatchSpec(Message):
         return [check_token(s, "seat name") for s in v]
 
 
+class MoveVerdict(Message):
+    """Analyst to spectators, on `spielbus.analysis.<match_id>`: one move judged while its match is
+    played (`spielbus analyst`, docs/analysis.md). Perfect-information games only; advisory (the
+    referee does not read it)."""
+
+    type: Literal["move_verdict"] = "move_verdict"
+    match_id: str
+    turn: int = Field(description="the judged step's `turn`, as in the `moved` event")
+    seat: int
+    agent: str
+    text: str
+    cls: Literal["best", "good", "inaccuracy", "mistake", "blunder"] = Field(
+        description="the move's class on Lichess's winning-chances thresholds (docs/analysis.md)"
+    )
+    wc_loss: float = Field(ge=0, description="the loss in winning chances ([-1, 1] scale)")
+    accuracy: float = Field(ge=0, le=100, description="Lichess's move accuracy, percent")
+    eval: float = Field(
+        ge=-1, le=1, description="seat 0's winning chances after the move, by the reference ([-1, 1])"
+    )
+    best_text: str = Field(description="the reference's best move")
+    reference: str = Field(description="the reference's name: `stockfish`, `exact`, `gnugo`, `mcts`...")
+    exact: bool = Field(description="true only for a proven value")
+
+
 MESSAGES: dict[str, type[BaseModel]] = {
     "turn": Turn,
     "move": Move,
@@ -648,4 +672,5 @@ MESSAGES: dict[str, type[BaseModel]] = {
     "match_event": MatchEvent,
     "match_spec": MatchSpec,
     "match_record": MatchRecord,
+    "move_verdict": MoveVerdict,
 }

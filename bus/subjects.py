@@ -102,6 +102,13 @@ class Subjects:
     def match_all(self, event: str = "*") -> str:
         return f"{self.prefix}.match.*.{event}"
 
+    def analysis(self, match_id: str) -> str:
+        """Where `spielbus analyst` publishes its live verdicts on a match's moves (`move_verdict`)."""
+        return f"{self.prefix}.analysis.{check_token(match_id, 'match id')}"
+
+    def analysis_all(self) -> str:
+        return f"{self.prefix}.analysis.*"
+
     @property
     def schedule(self) -> str:
         return f"{self.prefix}.schedule"

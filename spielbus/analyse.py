@@ -63,6 +63,18 @@ def score_record(record_json: str) -> Scored:
     return record.match_id, [r.model_dump_json() for r in rows], None
 
 
+def score_last(record_json: str) -> Scored:
+    """In a worker: the last step of a match in progress judged (the live analyst), its engine kept
+    for the match's next move (the match's end closes it, in `score_record`)."""
+    assert _judges is not None
+    record = MatchRecord.model_validate_json(record_json)
+    try:
+        rows = analyse_match(record, _judges, start=len(record.moves) - 1)
+    except (NoReference, ValueError) as exc:
+        return record.match_id, [], str(exc)
+    return record.match_id, [r.model_dump_json() for r in rows], None
+
+
 def read_analysis(path: Path, *, repair: bool = True) -> list[MoveAnalysis]:
     """The rows already written, whole matches only: a torn or bad line drops the rest of its match
     (its rows are contiguous), and with `repair` the file is rewritten without them."""

@@ -15,9 +15,17 @@ them), refreshed after each scored match: `spielbus_move_accuracy_percent`,
 `spielbus_move_mean_loss` (winning chances), `spielbus_move_blunders_per_100`, each with `_low` and
 `_high`, and `spielbus_move_scored` (moves counted). Labels: `game`, `agent`, `reference`.
 
-Limits: a match is scored when it ends, not move by move (the live page shows no evaluation bar
-yet); one scoring process, so a burst of long chess matches queues; matches whose game has no
-reference are logged and skipped.
+Live: each move of a two-player perfect-information match is also judged as its `moved` event
+arrives (a plain subscription, read only) and the verdict published as a `move_verdict` on
+`spielbus.analysis.<match_id>` (class, winning-chances loss, seat 0's winning chances after the
+move, the reference's best move): the live page draws its evaluation bar and each move's class from
+them. `--no-live` turns this off.
+
+Limits: one scoring process, so a burst of long chess matches queues (and live verdicts with them);
+a match whose game has no reference, or whose steps are hidden (imperfect information), gets no live
+verdicts and is scored when it ends; moves played before the analyst started are not judged live.
+Under `spielbus auth init` accounts the spectator login may not publish: live verdicts need a login
+that may publish on `spielbus.analysis.>` (not set up by `auth init` yet).
 """
 
 from __future__ import annotations
@@ -27,11 +35,14 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections import OrderedDict
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
 
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.js.api import RawStreamMsg
 from prometheus_client import CollectorRegistry, Gauge
 from pydantic import ValidationError
@@ -41,11 +52,11 @@ from analysis.scale import MoveAnalysis
 from analysis.summary import AgentQuality, agent_quality
 from bus.connect import connect, nats_url
 from bus.follow import follow_stream
-from bus.protocol import MatchEvent, MatchRecord
+from bus.protocol import MatchEvent, MatchRecord, MoveRecord, MoveVerdict
 from bus.subjects import Subjects
 from observability.metrics import serve_metrics
 from observability.web import port_arg
-from spielbus.analyse import ANALYSIS_FILE, init_worker, read_analysis, score_record
+from spielbus.analyse import ANALYSIS_FILE, init_worker, read_analysis, score_last, score_record
 
 log = logging.getLogger(__name__)
 _FIGURES = (
@@ -95,6 +106,36 @@ def _append(path: Path, lines: list[str]) -> None:
         fh.write("".join(line + "\n" for line in lines))  # one match, one write
 
 
+MAX_LIVE = 1000  # matches followed move by move at once (the oldest is dropped past it)
+
+
+@dataclass
+class _Live:
+    """A match in progress as the `moved` events show it (perfect information only)."""
+
+    event: MatchEvent
+    moves: list[MoveRecord] = field(default_factory=list)
+    off: bool = False  # a hidden step, or no reference: not judged live
+
+
+def verdict(row: MoveAnalysis) -> MoveVerdict:
+    mover = row.wc_played if row.wc_played is not None else 0.0
+    return MoveVerdict(
+        match_id=row.match_id,
+        turn=row.turn,
+        seat=row.seat,
+        agent=row.agent,
+        text=row.text,
+        cls=row.cls,
+        wc_loss=row.wc_loss,
+        accuracy=row.accuracy,
+        eval=mover if row.seat == 0 else -mover,  # two players, zero-sum: seat 0's chances
+        best_text=row.best_text,
+        reference=row.reference.name,
+        exact=row.reference.exact,
+    )
+
+
 async def serve(
     nc: NATS,
     subjects: Subjects,
@@ -104,14 +145,19 @@ async def serve(
     *,
     api_prefix: str | None = None,
     metrics: QualityMetrics | None = None,
+    live: bool = True,
 ) -> None:
     """Score every ended match of the stream into `out_dir/analysis.jsonl` until `stop` is set,
-    keeping `metrics` (if given) at the figures of every row in the file."""
+    keeping `metrics` (if given) at the figures of every row in the file; with `live`, also judge
+    each move of a perfect-information match as its `moved` event arrives and publish the verdict
+    (`move_verdict` on `subjects.analysis(match_id)`)."""
     path, rows = await asyncio.to_thread(_prepare, out_dir)
     done = {r.match_id for r in rows}
     if metrics is not None:
         metrics.set(await asyncio.to_thread(agent_quality, rows))
-    queue: asyncio.Queue[MatchRecord] = asyncio.Queue()
+    # One queue, in arrival order: ("end", record) or ("live", the match's moves so far).
+    queue: asyncio.Queue[tuple[str, MatchRecord]] = asyncio.Queue()
+    following: OrderedDict[str, _Live] = OrderedDict()
 
     async def on_stored(msg: RawStreamMsg) -> None:
         try:
@@ -120,7 +166,34 @@ async def serve(
             return  # not ours to judge: the stream's other readers report it
         if event.type == "ended" and event.record is not None and event.match_id not in done:
             done.add(event.match_id)
-            await queue.put(event.record)
+            following.pop(event.match_id, None)
+            await queue.put(("end", event.record))
+
+    async def on_moved(msg: Msg) -> None:
+        try:
+            event = MatchEvent.model_validate_json(msg.data)
+        except ValidationError:
+            return
+        if event.type != "moved" or event.move is None or event.match_id in done:
+            return
+        m = following.get(event.match_id)
+        if m is None:
+            if len(event.seats) != 2:
+                return
+            m = following[event.match_id] = _Live(event)
+            while len(following) > MAX_LIVE:
+                following.popitem(last=False)
+        if m.off or event.hidden or (m.moves and event.move.turn <= m.moves[-1].turn):
+            m.off = m.off or event.hidden
+            return
+        m.moves.append(event.move)
+        if event.move.player >= 0:
+            e = m.event
+            record = MatchRecord(
+                match_id=e.match_id, tournament=e.tournament, game=e.game, seats=list(e.seats), seed=0,
+                moves=list(m.moves),
+            )  # fmt: skip
+            await queue.put(("live", record))
 
     loop = asyncio.get_running_loop()
     pool = ProcessPoolExecutor(
@@ -129,6 +202,7 @@ async def serve(
     follower = await follow_stream(
         nc, subjects.matches_stream, subjects.match_all("ended"), on_stored, api_prefix=api_prefix
     )
+    moved = await nc.subscribe(subjects.match_all("moved"), cb=on_moved) if live else None
     try:
         with path.open("a", encoding="utf-8") as fh:
             while not stop.is_set():
@@ -139,7 +213,10 @@ async def serve(
                 if not getter.done():
                     getter.cancel()
                     break
-                record = getter.result()
+                kind, record = getter.result()
+                if kind == "live":
+                    await _judge_live(nc, subjects, pool, record, following)
+                    continue
                 match_id, lines, why = await loop.run_in_executor(
                     pool, score_record, record.model_dump_json()
                 )
@@ -153,8 +230,30 @@ async def serve(
                         rows.extend(MoveAnalysis.model_validate_json(line) for line in lines)
                         metrics.set(await asyncio.to_thread(agent_quality, rows))
     finally:
+        if moved is not None:
+            with contextlib.suppress(Exception):
+                await moved.unsubscribe()
         await follower.unsubscribe()
         pool.shutdown(wait=False, cancel_futures=True)
+
+
+async def _judge_live(
+    nc: NATS, subjects: Subjects, pool: ProcessPoolExecutor, record: MatchRecord, following: dict[str, _Live]
+) -> None:
+    """Judge the last step of a match in progress and publish the verdict; a match whose game has
+    no reference (or whose steps do not replay) is not followed further."""
+    m = following.get(record.match_id)
+    if m is None or m.off:
+        return  # it ended (scored whole now) or was given up
+    loop = asyncio.get_running_loop()
+    match_id, lines, why = await loop.run_in_executor(pool, score_last, record.model_dump_json())
+    if why is not None:
+        m.off = True
+        log.info("not judged live: %s: %s", match_id, why)
+        return
+    for line in lines:
+        v = verdict(MoveAnalysis.model_validate_json(line))
+        await nc.publish(subjects.analysis(match_id), v.model_dump_json().encode())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--nodes", type=int, default=Settings.nodes, help="chess: Stockfish nodes per search")
     p.add_argument("--metrics-port", type=port_arg, default=None, help="Prometheus metrics (off)")
     p.add_argument("--host", default="127.0.0.1", help="address of the metrics endpoint")
+    p.add_argument("--no-live", action="store_true", help="score matches when they end only")
     args = p.parse_args(argv)
     if args.nodes < 1:
         p.error("--nodes must be at least 1")
@@ -181,7 +281,13 @@ def main(argv: list[str] | None = None) -> int:
             log.info("metrics on %s", server.url)
         try:
             await serve(
-                nc, Subjects(args.prefix), Path(args.out), Settings(nodes=args.nodes), stop, metrics=metrics
+                nc,
+                Subjects(args.prefix),
+                Path(args.out),
+                Settings(nodes=args.nodes),
+                stop,
+                metrics=metrics,
+                live=not args.no_live,
             )
         finally:
             if server is not None:

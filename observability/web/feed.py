@@ -12,7 +12,9 @@ matches in flight and the recent ones, while a bus holding a week of events cost
 referee nothing at start. Only
 public information is kept while a match is in progress: `moved` events of
 private steps arrive as `hidden` with no action; the `ended` event carries the
-full record, and only then are its steps revealed.
+full record, and only then are its steps revealed. An analyst's verdicts (`move_verdict` on
+`spielbus.analysis.<match_id>`, `spielbus analyst`) are followed on a plain subscription too and
+kept with their match by turn, for the page's evaluation bar.
 
 Standings are folded per tournament, one `ended` record at a time (constant work
 per event, whatever the tournament's length); only the pairwise comparisons the
@@ -45,7 +47,7 @@ from nats.aio.msg import Msg
 from nats.js.api import ConsumerConfig, DeliverPolicy
 from pydantic import BaseModel, Field, ValidationError
 
-from bus.protocol import FaultRecord, LLMCall, MatchEvent, MatchRecord, MoveRecord
+from bus.protocol import FaultRecord, LLMCall, MatchEvent, MatchRecord, MoveRecord, MoveVerdict
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from referee.config import RatingsConfig
@@ -103,6 +105,9 @@ class MatchView(BaseModel):
     error: str | None = None
     training: bool = False  # played through a training environment (docs/env.md), from the record
     voided: int = 0  # plays voided by a provider fault and started again (referee/worker.py)
+    # The analyst's verdicts (`move_verdict`, `spielbus analyst`) by the step's turn: the page's
+    # evaluation bar and move classes. Kept across the `ended` record's rebuild of the steps.
+    verdicts: dict[int, MoveVerdict] = Field(default_factory=dict)
 
     def summary(self) -> dict[str, Any]:
         last = self.steps[-1] if self.steps else None
@@ -208,6 +213,7 @@ class MatchFeed:
         self.events_seen = 0
         self._sub: Any = None
         self._moves_sub: Any = None
+        self._verdicts_sub: Any = None
         self._pending: set[asyncio.Task[Any]] = set()
 
     # -- following the bus --------------------------------------------------------------------
@@ -224,6 +230,7 @@ class MatchFeed:
                 config = ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE, opt_start_seq=start)
         # Moves first: a move must not be missed between the replay's end and the live follow.
         self._moves_sub = await nc.subscribe(self.subjects.match_all("moved"), cb=self._on_msg)
+        self._verdicts_sub = await nc.subscribe(self.subjects.analysis_all(), cb=self._on_verdict)
         self._sub = await js.subscribe(
             f"{self.subjects.prefix}.match.>",
             cb=self._on_msg,
@@ -237,11 +244,11 @@ class MatchFeed:
             task.cancel()
         if self._pending:
             await asyncio.gather(*self._pending, return_exceptions=True)
-        for sub in (self._sub, self._moves_sub):
+        for sub in (self._sub, self._moves_sub, self._verdicts_sub):
             if sub is not None:
                 with contextlib.suppress(Exception):
                     await sub.unsubscribe()
-        self._sub = self._moves_sub = None
+        self._sub = self._moves_sub = self._verdicts_sub = None
 
     async def _on_msg(self, msg: Msg) -> None:
         try:
@@ -250,7 +257,21 @@ class MatchFeed:
             return
         self.apply(event)
 
+    async def _on_verdict(self, msg: Msg) -> None:
+        try:
+            verdict = MoveVerdict.model_validate_json(msg.data)
+        except ValidationError:
+            return
+        self.apply_verdict(verdict)
+
     # -- state --------------------------------------------------------------------------------
+
+    def apply_verdict(self, verdict: MoveVerdict) -> None:
+        """Keep an analyst's verdict with its match (only for a match this page shows)."""
+        view = self.matches.get(verdict.match_id)
+        if view is not None and len(view.verdicts) < 10_000:
+            view.verdicts[verdict.turn] = verdict
+            view.updated = time.time()
 
     def apply(self, event: MatchEvent) -> None:
         """Fold one event into the view (also usable as an `EventPublisher` listener)."""

@@ -12,6 +12,8 @@ same numbers as the standings and the run report).
 A ladder process (`spielbus ladder FILE.toml`) adds its leaderboard (`/api/ladder`): game,
 entry, games, rating with its interval, budget class, status (benched with the reason) and, for
 games of more than two players, openskill's mu and sigma.
+While `spielbus analyst` runs on the bus, the match view shows its live verdicts (`move_verdict`):
+an evaluation bar (seat 0's winning chances after the last judged move) and each move's class.
 The selected match is kept in the URL fragment (`#match=<id>`), so a link to a
 match can be shared. The board pictures are `games.pictures`, shared with the
 human seat's page.
@@ -63,6 +65,13 @@ _HEAD = r"""<!doctype html>
   #h2h td.self { background: #eef0f2; }
   #rating-chart svg { width: 100%; height: auto; }
   #rating-chart .legend { font-size: 12px; overflow-wrap: anywhere; }
+  #eval { margin: 4px 0 8px; }
+  #evalbar { height: 14px; background: #2b2f33; border-radius: 3px; overflow: hidden; }
+  #evalfill { height: 100%; background: #eceff1; transition: width 0.3s; }
+  .q-best, .q-good { color: #0b7a36; }
+  .q-inaccuracy { color: #9a7400; }
+  .q-mistake { color: #c25e00; }
+  .q-blunder { color: #b3261e; font-weight: 600; }
 </style>
 </head>
 <body>
@@ -124,6 +133,8 @@ _HEAD = r"""<!doctype html>
     </div>
     <details id="text-view" open><summary class="muted">text view</summary><pre id="board"></pre></details>
     <div>Last move: <strong id="last-move">–</strong></div>
+    <div id="eval" hidden title="seat 0's winning chances after the last judged move (spielbus analyst)">
+      <span id="eval-label" class="muted"></span><div id="evalbar"><div id="evalfill"></div></div></div>
     <h2>Clocks</h2>
     <table id="clocks"><thead><tr><th>seat</th><th>agent</th><th class="num">moves</th>
       <th class="num">last (ms)</th><th class="num">total (s)</th></tr></thead><tbody></tbody></table>
@@ -131,7 +142,7 @@ _HEAD = r"""<!doctype html>
     <ul id="faults"></ul>
     <h2>Moves</h2>
     <div id="moves-box"><table id="moves"><thead><tr><th class="num">turn</th><th>seat</th><th>move</th>
-      <th class="num">ms</th><th class="num">tokens</th><th>LLM calls</th></tr></thead>
+      <th>quality</th><th class="num">ms</th><th class="num">tokens</th><th>LLM calls</th></tr></thead>
       <tbody></tbody></table></div>
   </section>
 </main>
@@ -408,6 +419,21 @@ async function refreshMatch() {
   document.getElementById("faults").replaceChildren(...m.faults.map(f =>
     el("li", "turn " + f.turn + ", " + f.agent + ": " + f.reason +
        (f.detail ? " (" + f.detail + ")" : ""), "fault")));
+  // The analyst's verdicts (move_verdict, by turn): the bar shows the latest one up to the last shown step.
+  const verdicts = m.verdicts || {};
+  const lastTurn = m.last ? m.last.turn : -Infinity;
+  let ev = null;
+  for (const v of Object.values(verdicts)) {
+    if (v.turn <= lastTurn && (ev === null || v.turn > ev.turn)) ev = v;
+  }
+  document.getElementById("eval").hidden = ev === null;
+  if (ev !== null) {
+    const pct = (ev.eval + 1) * 50;
+    document.getElementById("evalfill").style.width = pct.toFixed(1) + "%";
+    document.getElementById("eval-label").textContent = m.seats[0] + ": " + pct.toFixed(0) +
+      "% winning chances after turn " + ev.turn + " (" + ev.reference +
+      (ev.exact ? ", exact" : ", estimate") + ")";
+  }
   const box = document.getElementById("moves-box");
   const atBottom = box.scrollTop + box.clientHeight >= box.scrollHeight - 4;
   const rows = (m.allSteps || m.steps).map((s, i) => {
@@ -415,6 +441,7 @@ async function refreshMatch() {
       [s.turn, "num"],
       [s.player >= 0 ? s.player + " " + (s.agent || m.seats[s.player]) : "chance"],
       [s.text + (s.forced ? " (forced)" : ""), s.hidden ? "hidden" : (s.forced ? "forced" : "")],
+      verdicts[s.turn] ? [verdicts[s.turn].cls, "quality q-" + verdicts[s.turn].cls] : ["", "quality"],
       [s.latency_ms !== null ? s.latency_ms.toFixed(1) : "", "num"],
       [s.tokens !== null ? s.tokens : "", "num"],
     ], "move" + (s.hidden ? " hidden" : "") + (stepping && i === k - 1 ? " current" : ""));
