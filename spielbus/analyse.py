@@ -75,6 +75,12 @@ def score_last(record_json: str) -> Scored:
     return record.match_id, [r.model_dump_json() for r in rows], None
 
 
+def close_worker() -> None:
+    """In a worker: stop the engines the live analyst kept for matches in progress."""
+    if _judges is not None:
+        _judges.close()
+
+
 def read_analysis(path: Path, *, repair: bool = True) -> list[MoveAnalysis]:
     """The rows already written, whole matches only: a torn or bad line drops the rest of its match
     (its rows are contiguous), and with `repair` the file is rewritten without them."""

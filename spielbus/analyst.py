@@ -56,7 +56,14 @@ from bus.protocol import MatchEvent, MatchRecord, MoveRecord, MoveVerdict
 from bus.subjects import Subjects
 from observability.metrics import serve_metrics
 from observability.web import port_arg
-from spielbus.analyse import ANALYSIS_FILE, init_worker, read_analysis, score_last, score_record
+from spielbus.analyse import (
+    ANALYSIS_FILE,
+    close_worker,
+    init_worker,
+    read_analysis,
+    score_last,
+    score_record,
+)
 
 log = logging.getLogger(__name__)
 _FIGURES = (
@@ -234,6 +241,9 @@ async def serve(
             with contextlib.suppress(Exception):
                 await moved.unsubscribe()
         await follower.unsubscribe()
+        # Engines kept for live matches would keep the worker from exiting: stop them first.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(loop.run_in_executor(pool, close_worker), 30)
         pool.shutdown(wait=False, cancel_futures=True)
 
 
