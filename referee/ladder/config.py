@@ -12,7 +12,7 @@ same match terms (referee/terms.py: name, games, agents, deadline_ms, max_turns,
     kind = "forfeit"
     [budget]                      # LLM budget of every seat unless its agent has its own
     per_move = { llm_calls = 8 }
-    [quarantine]                  # bench an entry after `limit` faulted matches in a row
+    [quarantine]                  # bench an account after `limit` faulted matches in a row
     limit = 3
     backoff_s = 300
     max_backoff_s = 3600
@@ -24,7 +24,9 @@ same match terms (referee/terms.py: name, games, agents, deadline_ms, max_turns,
     budget = { per_move = { llm_calls = 4 }, label = "4 calls" }
 
 Agents are not started by the ladder: each joins by serving on the bus under its name (with that
-name's login under accounts) and leaves by stopping. Each agent's budget class is shown on the
+name's login under accounts) and leaves by stopping. Quarantine follows the account (the login a
+bot's messages come from), not the `name@hash` entry: a bot that changes its options keeps its
+bench. Each agent's budget class is shown on the
 leaderboard, enforced by the referee per seat, and only entries of one class are paired.
 
 Games may have any number of players (those of more than two are grouped and rated by openskill;

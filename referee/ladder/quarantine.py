@@ -1,4 +1,7 @@
-"""The ladder's fault quarantine: an entry that keeps faulting is benched for a while, with a reason.
+"""The ladder's fault quarantine: an account that keeps faulting is benched for a while, with a reason.
+
+The key is whatever the service passes: the account (the login a bot's messages come from), not
+the `name@hash` entry, so a bot that changes its options keeps its bench and its streak.
 
 `Quarantine.result(entry, fault, now)` counts consecutive faulted matches of an entry (a clean
 match resets the count); at `limit` in a row the entry is benched until `now + backoff`, the

@@ -61,7 +61,7 @@ from referee.config import ConfigError
 from referee.ladder.board import BoardRow, board
 from referee.ladder.config import LadderConfig
 from referee.ladder.matchmaking import next_pairings
-from referee.ladder.pool import Pool
+from referee.ladder.pool import Pool, entry_name, same_name
 from referee.ladder.quarantine import BenchState, Quarantine
 from referee.ladder.store import (
     LadderResult,
@@ -113,12 +113,14 @@ class Ladder:
         *,
         subjects: Subjects | None = None,
         clock: Callable[[], float] = time.time,
+        account_of: Callable[[str], str] = same_name,
     ) -> None:
         self.nc = nc
         self.config = config
         self.subjects = subjects or Subjects()
         self.clock = clock
-        self.pool = Pool(list(config.agents))
+        self.account_of = account_of
+        self.pool = Pool(list(config.agents), account_of)
         q = config.quarantine
         self.quarantine = Quarantine(q.limit, q.backoff_s, max(q.max_backoff_s, q.backoff_s))
         self.limiter = RateLimit(config.rate_per_minute, config.concurrency, clock())
@@ -146,8 +148,9 @@ class Ladder:
         self.store = await LadderStore.open(js, self.config.bucket)
         self.results = await self.store.results()
         self.pending = {p.spec.match_id: p for p in await self.store.pending()}
-        for entry, state in (await self.store.benches()).items():
-            self.quarantine.restore(entry, state)
+        for key, (state, is_account) in (await self.store.benches()).items():
+            # A bench stored before benches followed accounts is under its entry: its account's now.
+            self.quarantine.restore(key if is_account else self.account(key), state)
         log.info(
             "ladder %s: %d results and %d pending matches in %s",
             self.config.name,
@@ -194,6 +197,10 @@ class Ladder:
 
     # -- scheduling ---------------------------------------------------------------------------
 
+    def account(self, entry: str) -> str:
+        """The account (login) an entry's messages come from: what the ladder benches and paces."""
+        return self.account_of(entry_name(entry))
+
     def _busy(self) -> Counter[str]:
         return Counter(s for p in self.pending.values() for s in p.spec.seats)
 
@@ -208,7 +215,9 @@ class Ladder:
         if room <= 0:
             return
         busy = self._busy()
-        members = {m.name: m for m in self.pool.members.values() if self.quarantine.schedulable(m.entry, now)}
+        members = {
+            m.name: m for m in self.pool.members.values() if self.quarantine.schedulable(m.account, now)
+        }
         slots = {m.entry: self.config.agents[n].concurrency - busy[n] for n, m in members.items()}
         games = list(self.config.games)
         # Rotate which game goes first so one game cannot take every free slot for ever.
@@ -340,10 +349,15 @@ class Ladder:
             self.results.append(result)
             self.counted += 1
             now = self.clock()
-            for entry in dict.fromkeys(result.seats or [result.first, result.second]):
-                state = self.quarantine.result(entry, result.faults.get(entry), now)
+            # One step of the account's streak per match: a fault of any of its seats counts.
+            faults: dict[str, str | None] = {}
+            for entry in result.seats or [result.first, result.second]:
+                acct = self.account(entry)
+                faults[acct] = faults.get(acct) or result.faults.get(entry)
+            for acct, fault in faults.items():
+                state = self.quarantine.result(acct, fault, now)
                 if state is not None:
-                    await self._put_bench(entry, state)
+                    await self._put_bench(acct, state)
             self._refresh_rows()
         elif result is None:
             log.warning("ladder: match %s ended %s: not rated", mid, record.outcome)
@@ -351,12 +365,12 @@ class Ladder:
         await self.store.drop_pending(mid)
         self._wake.set()
 
-    async def _put_bench(self, entry: str, state: BenchState) -> None:
+    async def _put_bench(self, account: str, state: BenchState) -> None:
         assert self.store is not None
         try:
-            await self.store.put_bench(entry, state)
+            await self.store.put_bench(account, state)
         except Exception:  # the bus away: the bench holds in memory; a restart may forget this one
-            log.warning("ladder: storing the quarantine state of %s failed", entry, exc_info=True)
+            log.warning("ladder: storing the quarantine state of %s failed", account, exc_info=True)
 
     async def _stored_ended(self, spec: MatchSpec) -> MatchEvent | None:
         try:
@@ -427,7 +441,8 @@ class Ladder:
                 "present": r.entry in present,
                 "playing": busy[r.name] if r.entry in present else 0,
                 "budget": self.config.budget_class(r.name),
-                "benched": benched.get(r.entry, ""),
+                "account": self.account(r.entry),
+                "benched": benched.get(self.account(r.entry), ""),
             }
             for r in self.rows
         ]
@@ -437,7 +452,8 @@ class Ladder:
                 "entry": m.entry,
                 "name": m.name,
                 "budget": self.config.budget_class(m.name),
-                "benched": benched.get(m.entry, ""),
+                "account": m.account,
+                "benched": benched.get(m.account, ""),
             }
             for m in self.pool.members.values()
             if m.entry not in rated
