@@ -149,8 +149,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["standings"]:
         return _standings(argv[1:])
     args = _run_parser().parse_args(argv)
-    # `spielbus` set up logging already (at its --log-level); this service logs at its own.
-    logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # `spielbus` set up logging already (at its --log-level, without times); this service logs at
+    # its own, each line with its time (a summary per `[limits] log_interval_s`, not one per match).
+    logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s %(message)s", force=True)
     logging.getLogger().setLevel(args.log_level.upper())
     from bus.streams import StreamError
     from referee.config import ConfigError

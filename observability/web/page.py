@@ -89,6 +89,7 @@ _HEAD = r"""<!doctype html>
         <th>budget</th><th>status</th>
         <th class="num" title="openskill Plackett-Luce, games of more than two players">μ ± σ</th>
         </tr></thead><tbody></tbody></table>
+      <ul id="ladder-paced" class="muted"></ul>
     </section>
     <section id="seats-box" hidden>
       <h2>Seats for a person</h2>
@@ -446,6 +447,13 @@ async function refreshLadder() {
     [r.benched ? "benched: " + r.benched : "in the pool, no result yet", r.benched ? "fault" : ""], [""],
   ], "ladder-entry"));
   fill(document.querySelector("#ladder tbody"), [...rated, ...waiting]);
+  // Pairings at the ladder file's pace ([pace]): not scheduled until the time shown.
+  const cap = [l.pace.per_pairing_per_hour ? l.pace.per_pairing_per_hour + " per hour" : null,
+    l.pace.per_pairing ? l.pace.per_pairing + " in all" : null].filter(x => x).join(", ");
+  fill(document.getElementById("ladder-paced"), l.paced.map(p => el("li",
+    "paced (" + cap + "): " + p.accounts.join(" vs ") + " in " + p.game + ", " + p.last_hour +
+    " in the last hour, " + p.total + " in all; " + (p.until === null ? "no more games"
+      : "next game after " + new Date(p.until * 1000).toLocaleTimeString()), "paced")));
   document.getElementById("ladder-note").textContent =
     "(" + l.ladder + ": " + l.results + " results, " + l.pending + " in flight)";
 }

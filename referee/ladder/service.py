@@ -61,6 +61,7 @@ from referee.config import ConfigError
 from referee.ladder.board import BoardRow, board
 from referee.ladder.config import LadderConfig
 from referee.ladder.matchmaking import next_pairings
+from referee.ladder.pace import AccountRate, Paced, PairKey, paced, pair_key
 from referee.ladder.pool import Pool, entry_name, same_name
 from referee.ladder.quarantine import BenchState, Quarantine
 from referee.ladder.store import (
@@ -124,6 +125,10 @@ class Ladder:
         q = config.quarantine
         self.quarantine = Quarantine(q.limit, q.backoff_s, max(q.max_backoff_s, q.backoff_s))
         self.limiter = RateLimit(config.rate_per_minute, config.concurrency, clock())
+        self.account_rate = AccountRate(config.pace.per_account_per_minute)
+        self.paced: dict[PairKey, Paced] = {}  # pairings at their cap, as of the last round
+        self._since = Counter[str]()  # what happened since the last summary line
+        self._summary_at = clock()
         self.store: LadderStore | None = None
         self.results: list[LadderResult] = []
         self.pending: dict[str, Pending] = {}
@@ -165,6 +170,7 @@ class Ladder:
             self.ready.set()
             while not self._stop.is_set():
                 await self._round()
+                self._summarise()
                 self._wake.clear()
                 await any_set([self._stop, self._wake], self.config.probe_s)
         finally:
@@ -197,6 +203,49 @@ class Ladder:
 
     # -- scheduling ---------------------------------------------------------------------------
 
+    def _summarise(self, force: bool = False) -> None:
+        """One log line per `limits.log_interval_s`: what the interval did and where things stand."""
+        now = self.clock()
+        if not force and now - self._summary_at < self.config.limits.log_interval_s:
+            return
+        c, self._since = self._since, Counter()
+        log.info(
+            "ladder %s, last %.0f s: %d scheduled, %d counted (%d with faults), %d given up; "
+            "%d in the pool, %d in flight, %d benched, %d pairings paced",
+            self.config.name,
+            now - self._summary_at,
+            c["scheduled"],
+            c["counted"],
+            c["faulted"],
+            c["given_up"],
+            len(self.pool.members),
+            len(self.pending),
+            len(self.quarantine.benched(now)),
+            len(self.paced),
+        )
+        self._summary_at = now
+
+    def _pace_matches(self) -> list[tuple[str, list[str], float]]:
+        """Every match scheduled or counted as (game, its seats' accounts, scheduled at)."""
+        out = [
+            (r.game, [self.account(e) for e in (r.seats or [r.first, r.second])], r.scheduled_at)
+            for r in self.results
+        ]
+        out += [
+            (p.spec.game.label(), [self.account(e) for e in p.entries.values()], p.scheduled_at)
+            for p in self.pending.values()
+        ]
+        return out
+
+    def _blocked(self, label: str) -> Callable[[str, str], bool]:
+        """Pairs not to schedule now: two seats of one account, or a pairing at its pace."""
+
+        def blocked(a: str, b: str) -> bool:
+            x, y = self.account(a), self.account(b)
+            return x == y or pair_key(label, x, y) in self.paced
+
+        return blocked
+
     def account(self, entry: str) -> str:
         """The account (login) an entry's messages come from: what the ladder benches and paces."""
         return self.account_of(entry_name(entry))
@@ -215,10 +264,16 @@ class Ladder:
         if room <= 0:
             return
         busy = self._busy()
+        self.paced = paced(self._pace_matches(), self.config.pace, now)
         members = {
             m.name: m for m in self.pool.members.values() if self.quarantine.schedulable(m.account, now)
         }
-        slots = {m.entry: self.config.agents[n].concurrency - busy[n] for n, m in members.items()}
+        slots = {
+            m.entry: min(
+                self.config.agents[n].concurrency - busy[n], self.account_rate.available(m.account, now)
+            )
+            for n, m in members.items()
+        }
         games = list(self.config.games)
         # Rotate which game goes first so one game cannot take every free slot for ever.
         start = self.scheduled % len(games)
@@ -239,6 +294,7 @@ class Ladder:
                     self._firsts(label),
                     limit,
                     classes=classes,
+                    blocked=self._blocked(label),
                 )
                 groups = [[p.first, p.second] for p in pairings]
             else:
@@ -247,6 +303,7 @@ class Ladder:
                 await self._submit(label, [entries[e] for e in group], {entries[e]: e for e in group})
                 for e in group:
                     slots[e] -= 1
+                    self.account_rate.take(self.account(e), now)
                 room -= 1
                 self.limiter.take()
 
@@ -268,6 +325,7 @@ class Ladder:
             if r.game == label and r.entry in mu and r.pl_mu is not None and r.pl_sigma is not None:
                 mu[r.entry], sigma[r.entry] = r.pl_mu, r.pl_sigma
         free = dict(slots)
+        blocked = self._blocked(label)
         out: list[list[str]] = []
         while len(out) < limit:
             ready = sorted((e for e in entries if free.get(e, 0) > 0), key=lambda e: -sigma[e])
@@ -281,7 +339,13 @@ class Ladder:
             if found is None:
                 break
             anchor, peers = found
-            group = [anchor, *sorted(peers, key=lambda e: abs(mu[e] - mu[anchor]))[: n - 1]]
+            group = [anchor]
+            for e in sorted(peers, key=lambda e: abs(mu[e] - mu[anchor])):
+                if len(group) < n and not any(blocked(e, g) for g in group):
+                    group.append(e)
+            if len(group) < n:  # no full group without a paced pairing: this anchor waits
+                free[anchor] = 0
+                continue
             self._rng.shuffle(group)
             for e in group:
                 free[e] -= 1
@@ -308,7 +372,8 @@ class Ladder:
                 await self.store.drop_pending(spec.match_id)
             raise
         self.scheduled += 1
-        log.info("ladder: scheduled %s: %s (%s)", spec.match_id, " vs ".join(seats), label)
+        self._since["scheduled"] += 1
+        log.debug("ladder: scheduled %s: %s (%s)", spec.match_id, " vs ".join(seats), label)
 
     async def _publish(self, spec: MatchSpec) -> None:
         await publish_stored(
@@ -345,9 +410,13 @@ class Ladder:
             result = from_group_record(record, pending.entries)
         else:
             result = from_record(record, entries=pending.entries)
+        if result is not None:
+            result = result.model_copy(update={"scheduled_at": pending.scheduled_at})
         if result is not None and await self.store.record(result):
             self.results.append(result)
             self.counted += 1
+            self._since["counted"] += 1
+            self._since["faulted"] += bool(result.faults)
             now = self.clock()
             # One step of the account's streak per match: a fault of any of its seats counts.
             faults: dict[str, str | None] = {}
@@ -404,6 +473,7 @@ class Ladder:
                     "ladder: match %s has no record after %.0f s: given up", mid, now - pending.scheduled_at
                 )
                 self.pending.pop(mid, None)
+                self._since["given_up"] += 1
                 if self.store is not None:
                     await self.store.drop_pending(mid)
 
@@ -458,10 +528,22 @@ class Ladder:
             for m in self.pool.members.values()
             if m.entry not in rated
         ]
+        pace = self.config.pace
         return {
             "ladder": self.config.name,
             "rows": rows,
             "unrated": waiting,
+            "pace": {"per_pairing_per_hour": pace.per_pairing_per_hour, "per_pairing": pace.per_pairing},
+            "paced": [
+                {
+                    "game": p.game,
+                    "accounts": list(p.accounts),
+                    "last_hour": p.last_hour,
+                    "total": p.total,
+                    "until": p.until,
+                }
+                for p in self.paced.values()
+            ],
             "pending": len(self.pending),
             "results": len(self.results),
         }

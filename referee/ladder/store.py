@@ -53,12 +53,13 @@ class LadderResult(BaseModel):
     faults: dict[str, str] = Field(default_factory=dict, description="entry -> fault reason, if any")
     seats: list[str] = Field(default_factory=list, description="N-player: entries in seat order")
     ranks: list[int] = Field(default_factory=list, description="N-player: finishing place per seat")
+    scheduled_at: float = Field(default=0.0, description="when the ladder scheduled it (0: not kept)")
 
-    @field_validator("score")
+    @field_validator("score", "scheduled_at")
     @classmethod
     def _finite(cls, v: float) -> float:
         if not math.isfinite(v):
-            raise ValueError("score must be finite")
+            raise ValueError("must be finite")
         return v
 
 
