@@ -455,7 +455,8 @@ async function refreshLadder() {
     " in the last hour, " + p.total + " in all; " + (p.until === null ? "no more games"
       : "next game after " + new Date(p.until * 1000).toLocaleTimeString()), "paced")));
   document.getElementById("ladder-note").textContent =
-    "(" + l.ladder + ": " + l.results + " results, " + l.pending + " in flight)";
+    "(" + l.ladder + ": " + l.results + " results, " + l.pending + " in flight" +
+    (l.hidden ? "; " + l.hidden + " idle or older entries not shown: spielbus ladder standings" : "") + ")";
 }
 
 async function refreshSeats() {

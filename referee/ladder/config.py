@@ -20,7 +20,10 @@ same match terms (referee/terms.py: name, games, agents, deadline_ms, max_turns,
     per_pairing_per_hour = 60     # matches scheduled in any hour
     per_pairing = 0               # matches in all
     per_account_per_minute = 0    # matches an account starts per minute
-    [limits]
+    [limits]                      # what bots cannot grow (referee/ladder/bounds.py)
+    entries_per_account = 4       # an account's most recent entries on the page and in metrics
+    idle_s = 86400                # an entry not seen this long leaves the page and metrics
+    rows = 200                    # leaderboard rows on the page at most
     log_interval_s = 60           # one summary log line per interval, not one per match
     [[games]]
     name = "tic_tac_toe"
@@ -87,9 +90,12 @@ class PaceConfig(BaseModel):
 
 
 class LimitsConfig(BaseModel):
-    """What the operator bounds so that bots cannot grow it."""
+    """What the operator bounds so that bots cannot grow it: shown entries, series, rows."""
 
     model_config = FILE
+    entries_per_account: int = Field(default=4, ge=1, le=1000)
+    idle_s: float = Field(default=86_400.0, ge=1, le=4 * WEEK_S)
+    rows: int = Field(default=200, ge=1, le=100_000)
     log_interval_s: float = Field(default=60.0, ge=0.1, le=86_400)
 
 

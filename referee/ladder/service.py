@@ -59,6 +59,7 @@ from games.probe import check_game
 from referee.acceptance import record_problem
 from referee.config import ConfigError
 from referee.ladder.board import BoardRow, board
+from referee.ladder.bounds import visible_rows
 from referee.ladder.config import LadderConfig
 from referee.ladder.matchmaking import next_pairings
 from referee.ladder.pace import AccountRate, Paced, PairKey, paced, pair_key
@@ -127,6 +128,8 @@ class Ladder:
         self.limiter = RateLimit(config.rate_per_minute, config.concurrency, clock())
         self.account_rate = AccountRate(config.pace.per_account_per_minute)
         self.paced: dict[PairKey, Paced] = {}  # pairings at their cap, as of the last round
+        self.seen: dict[str, float] = {}  # entry -> when last in the pool or scheduled
+        self._published: set[tuple[str, str]] = set()  # (game, entry) of the rows last exported
         self._since = Counter[str]()  # what happened since the last summary line
         self._summary_at = clock()
         self.store: LadderStore | None = None
@@ -153,6 +156,9 @@ class Ladder:
         self.store = await LadderStore.open(js, self.config.bucket)
         self.results = await self.store.results()
         self.pending = {p.spec.match_id: p for p in await self.store.pending()}
+        for r in self.results:
+            for e in r.seats or [r.first, r.second]:
+                self.seen[e] = max(self.seen.get(e, 0.0), r.scheduled_at)
         for key, (state, is_account) in (await self.store.benches()).items():
             # A bench stored before benches followed accounts is under its entry: its account's now.
             self.quarantine.restore(key if is_account else self.account(key), state)
@@ -189,6 +195,13 @@ class Ladder:
         except Exception:  # the bus away: keep the last pool, try again next round
             log.warning("ladder: probing the pool failed", exc_info=True)
             joined, left = [], []
+        now = self.clock()
+        for m in self.pool.members.values():
+            self.seen[m.entry] = now
+        # Entries unseen past `idle_s` are shown nowhere: forget them (a rotating bot's many).
+        self.seen = {e: t for e, t in self.seen.items() if t >= now - self.config.limits.idle_s}
+        if {(r.game, r.entry) for r in self.visible()} != self._published:
+            self._publish_board()
         for m in joined:
             log.info("ladder: %s joined as %s", m.name, m.entry)
         for m in left:
@@ -359,6 +372,8 @@ class Ladder:
             self.config.new_match_id(), self.config.name, game, seats, self._rng.randrange(2**31)
         )
         pending = Pending(spec=spec, entries=entries, scheduled_at=self.clock())
+        for e in entries.values():
+            self.seen[e] = pending.scheduled_at
         # Stored before it is sent: a ladder killed in between sends it again on restart.
         await self.store.add_pending(pending)
         self.pending[spec.match_id] = pending
@@ -493,11 +508,21 @@ class Ladder:
             except Exception:
                 log.warning("ladder: rating failed", exc_info=True)
                 return
-            for cb in self.on_board:
-                try:
-                    cb(self.rows)
-                except Exception:
-                    log.warning("ladder: a leaderboard listener failed", exc_info=True)
+            self._publish_board()
+
+    def visible(self) -> list[BoardRow]:
+        """The rows shown and exported: recent entries, a few per account, a bounded number
+        (referee/ladder/bounds.py)."""
+        return visible_rows(self.rows, self.seen, self.account, self.config.limits, self.clock())
+
+    def _publish_board(self) -> None:
+        rows = self.visible()
+        self._published = {(r.game, r.entry) for r in rows}
+        for cb in self.on_board:
+            try:
+                cb(rows)
+            except Exception:
+                log.warning("ladder: a leaderboard listener failed", exc_info=True)
 
     def leaderboard(self) -> dict[str, Any]:
         """What the live page shows: the rows with live status (in the pool, benched and why)."""
@@ -505,6 +530,7 @@ class Ladder:
         benched = self.quarantine.benched(now)
         present = {m.entry for m in self.pool.members.values()}
         busy = self._busy()
+        shown = self.visible()
         rows = [
             {
                 **r.model_dump(),
@@ -514,7 +540,7 @@ class Ladder:
                 "account": self.account(r.entry),
                 "benched": benched.get(self.account(r.entry), ""),
             }
-            for r in self.rows
+            for r in shown
         ]
         rated = {r.entry for r in self.rows}
         waiting = [
@@ -533,6 +559,7 @@ class Ladder:
             "ladder": self.config.name,
             "rows": rows,
             "unrated": waiting,
+            "hidden": len(self.rows) - len(shown),
             "pace": {"per_pairing_per_hour": pace.per_pairing_per_hour, "per_pairing": pace.per_pairing},
             "paced": [
                 {
