@@ -10,11 +10,11 @@ from typing import cast
 from nats.aio.client import Client as NATS
 from prometheus_client import generate_latest
 
+from bus.identity import entry_name
 from observability.metrics import RefereeMetrics
 from referee.ladder.board import BoardRow
 from referee.ladder.bounds import visible_rows
 from referee.ladder.config import LimitsConfig
-from referee.ladder.pool import entry_name
 from referee.ladder.service import Ladder
 from tests.test_ladder_service import _config
 

@@ -72,7 +72,8 @@ async def test_pairing_stops_at_its_pace_and_options_do_not_reset_it(
                     assert ladder.scheduled == 3
                     board = ladder.leaderboard()
                     [p] = board["paced"]
-                    assert p["accounts"] == sorted([a, b]) and p["last_hour"] == 3 and p["until"] > clock()
+                    assert p["accounts"] == sorted([f"agent-{a}", f"agent-{b}"])
+                    assert p["last_hour"] == 3 and p["until"] > clock()
                     entry = ladder.pool.members[b].entry
             # b back with other options: a new entry of the same account, still at its pace (a
             # new ladder on the same bucket: the pace is rebuilt from the stored results).

@@ -157,8 +157,8 @@ async def test_faulting_entry_is_benched_with_its_reason(nats_url: str) -> None:
                             assert all(bad not in p.spec.seats for p in ladder.pending.values())
                         # A restarted ladder reads the bench from its bucket: still benched, same reason.
                         async with running(nc, Ladder(nc, cfg)) as again:
-                            # Kept under the account (here the name), not the name@hash entry.
-                            assert again.quarantine.benched(again.clock()) == {bad: reason}
+                            # Kept under the account (bus/identity.py: agent-<name>), not the name@hash entry.
+                            assert again.quarantine.benched(again.clock()) == {f"agent-{bad}": reason}
                             n = again.scheduled
                             await until(lambda: again.scheduled >= n + 2, "more matches", 60)
                             assert all(bad not in p.spec.seats for p in again.pending.values())
@@ -208,9 +208,9 @@ async def test_changing_options_keeps_the_bench(nats_url: str) -> None:
                             n = ladder.scheduled
                             await until(lambda n=n: ladder.scheduled >= n + 3, "more matches", 60)
                             assert all(bad not in p.spec.seats for p in ladder.pending.values())
-                        assert ladder.quarantine.benched(ladder.clock()).keys() == {bad}
+                        assert ladder.quarantine.benched(ladder.clock()).keys() == {f"agent-{bad}"}
                         unrated = {u["entry"]: u for u in ladder.leaderboard()["unrated"]}
-                        assert unrated[first]["benched"] and unrated[first]["account"] == bad
+                        assert unrated[first]["benched"] and unrated[first]["account"] == f"agent-{bad}"
                 finally:
                     await svc.stop()
     finally:

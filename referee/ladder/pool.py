@@ -8,10 +8,10 @@ bus (no accounts) anyone could answer; the ladder should run with accounts.
 
 An entry is `name@<provenance>`, a hash of the strategy version, models and options hash the agent
 announces, so a changed prompt or model is rated as a new entry. Each member also carries its
-`account`: the login its messages come from, an opaque string the ladder punishes and paces by
-(`account_of(name)`; without accounts, or under `spielbus auth init`'s one login per name, the
-name itself). Changing options changes the entry, never the account. `Pool.update` reports who joined
-and who left since the last probe; the ladder schedules only present entries.
+`account`: the login its messages come from, the ladder's key for benches, pace and audit
+(`account_of`, by default bus/identity.py's: `agent-<name>`, the one account that can answer for
+that name under accounts). Changing options changes the entry, never the account. `Pool.update`
+reports who joined and who left since the last probe; the ladder schedules only present entries.
 
 The ladder service (referee/ladder/service.py) probes every `probe_s` seconds.
 
@@ -29,6 +29,8 @@ import nats.errors
 from nats.aio.client import Client as NATS
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from bus import identity
+
 
 class _Info(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -45,16 +47,6 @@ class PoolMember(BaseModel):
     kind: str
     games: tuple[str, ...]
     account: str = ""
-
-
-def same_name(name: str) -> str:
-    """The account of a name when each name has its own login (or none): the name."""
-    return name
-
-
-def entry_name(entry: str) -> str:
-    """The agent name of an entry `name@hash` (names hold no `@`)."""
-    return entry.split("@", 1)[0]
 
 
 def entry_id(name: str, metadata: dict[str, str]) -> str:
@@ -82,7 +74,7 @@ async def probe(nc: NATS, names: list[str], wait_s: float = 2.0) -> dict[str, Po
 
 
 class Pool:
-    def __init__(self, allowed: list[str], account_of: Callable[[str], str] = same_name) -> None:
+    def __init__(self, allowed: list[str], account_of: Callable[[str], str] = identity.account_of) -> None:
         self.allowed = list(allowed)
         self.account_of = account_of
         self.members: dict[str, PoolMember] = {}

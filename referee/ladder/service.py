@@ -52,6 +52,7 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from pydantic import ValidationError
 
+from bus import identity
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec
 from bus.streams import ensure_streams, publish_stored
 from bus.subjects import Subjects
@@ -63,7 +64,7 @@ from referee.ladder.bounds import visible_rows
 from referee.ladder.config import LadderConfig
 from referee.ladder.matchmaking import next_pairings
 from referee.ladder.pace import AccountRate, Paced, PairKey, paced, pair_key
-from referee.ladder.pool import Pool, entry_name, same_name
+from referee.ladder.pool import Pool
 from referee.ladder.quarantine import BenchState, Quarantine
 from referee.ladder.store import (
     LadderResult,
@@ -115,7 +116,7 @@ class Ladder:
         *,
         subjects: Subjects | None = None,
         clock: Callable[[], float] = time.time,
-        account_of: Callable[[str], str] = same_name,
+        account_of: Callable[[str], str] = identity.account_of,
     ) -> None:
         self.nc = nc
         self.config = config
@@ -261,7 +262,7 @@ class Ladder:
 
     def account(self, entry: str) -> str:
         """The account (login) an entry's messages come from: what the ladder benches and paces."""
-        return self.account_of(entry_name(entry))
+        return self.account_of(entry)
 
     def _busy(self) -> Counter[str]:
         return Counter(s for p in self.pending.values() for s in p.spec.seats)
