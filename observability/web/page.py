@@ -90,6 +90,14 @@ _HEAD = r"""<!doctype html>
         <th class="num" title="openskill Plackett-Luce, games of more than two players">μ ± σ</th>
         </tr></thead><tbody></tbody></table>
       <ul id="ladder-paced" class="muted"></ul>
+      <div id="ladder-audit-box" hidden>
+        <h2>Collusion audit <span id="ladder-audit-note" class="muted"></span></h2>
+        <table id="ladder-audit"><thead><tr><th>game</th><th>pairing</th><th class="num">games</th>
+          <th class="num" title="first's mutual score">score</th>
+          <th class="num" title="what their results against everyone else predict">expected</th>
+          <th class="num" title="exact two-sided binomial test">p</th></tr></thead><tbody></tbody></table>
+        <ul id="ladder-forfeits" class="fault"></ul>
+      </div>
     </section>
     <section id="seats-box" hidden>
       <h2>Seats for a person</h2>
@@ -447,6 +455,19 @@ async function refreshLadder() {
     [r.benched ? "benched: " + r.benched : "in the pool, no result yet", r.benched ? "fault" : ""], [""],
   ], "ladder-entry"));
   fill(document.querySelector("#ladder tbody"), [...rated, ...waiting]);
+  // The collusion report (referee/ladder/audit.py), recomputed once per log interval.
+  const audit = l.audit;
+  document.getElementById("ladder-audit-box").hidden = !audit;
+  if (audit) {
+    document.getElementById("ladder-audit-note").textContent = "(" + audit.tested +
+      " pairings tested; flagged under " + audit.alpha + " / " + Math.max(1, audit.tested) + ")";
+    fill(document.querySelector("#ladder-audit tbody"), audit.pairs.map(p => row([
+      [p.game], [p.first + " vs " + p.second], [p.games, "num"], [p.score, "num"],
+      [p.expected.toFixed(1), "num"], [p.p_value.toExponential(1), "num"]], "audit-pair")));
+    fill(document.getElementById("ladder-forfeits"), audit.forfeits.map(f => el("li",
+      f.account + " forfeited " + f.forfeits + " matches, all to " + f.opponent + " (" +
+      f.other_matches + " matches against others)")));
+  }
   // Pairings at the ladder file's pace ([pace]): not scheduled until the time shown.
   const cap = [l.pace.per_pairing_per_hour ? l.pace.per_pairing_per_hour + " per hour" : null,
     l.pace.per_pairing ? l.pace.per_pairing + " in all" : null].filter(x => x).join(", ");

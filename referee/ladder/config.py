@@ -25,6 +25,10 @@ same match terms (referee/terms.py: name, games, agents, deadline_ms, max_turns,
     idle_s = 86400                # an entry not seen this long leaves the page and metrics
     rows = 200                    # leaderboard rows on the page at most
     log_interval_s = 60           # one summary log line per interval, not one per match
+    [audit]                       # collusion report (referee/ladder/audit.py)
+    alpha = 0.01                  # flag pairings under alpha / pairings tested (Bonferroni)
+    min_games = 10                # mutual games before a pairing is tested
+    min_forfeits = 3              # faulted matches, all against one opponent, to be listed
     [[games]]
     name = "tic_tac_toe"
     [agents.random]               # every name that may join; nothing is started by the ladder
@@ -99,6 +103,15 @@ class LimitsConfig(BaseModel):
     log_interval_s: float = Field(default=60.0, ge=0.1, le=86_400)
 
 
+class AuditConfig(BaseModel):
+    """The collusion report's thresholds (referee/ladder/audit.py)."""
+
+    model_config = FILE
+    alpha: float = Field(default=0.01, gt=0, lt=1)
+    min_games: int = Field(default=10, ge=1, le=100_000)
+    min_forfeits: int = Field(default=3, ge=1, le=100_000)
+
+
 class LadderConfig(MatchTerms):
     """The ladder file: a match's terms (referee/terms.py) and how the ladder schedules."""
 
@@ -112,6 +125,7 @@ class LadderConfig(MatchTerms):
     quarantine: QuarantineConfig = Field(default_factory=QuarantineConfig)
     pace: PaceConfig = Field(default_factory=PaceConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
     bucket: str = Field(default=BUCKET, description="the NATS key-value bucket of results and state")
 
     @field_validator("bucket")

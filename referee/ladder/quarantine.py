@@ -67,6 +67,10 @@ class Quarantine:
         """Put back a stored state (a restarted ladder)."""
         self._s[entry] = state.model_copy()
 
+    def state(self, key: str) -> BenchState | None:
+        st = self._s.get(key)
+        return st.model_copy() if st is not None else None
+
     def schedulable(self, entry: str, now: float) -> bool:
         st = self._s.get(entry)
         return st is None or now >= st.until

@@ -59,6 +59,7 @@ from bus.subjects import Subjects
 from games.probe import check_game
 from referee.acceptance import record_problem
 from referee.config import ConfigError
+from referee.ladder.audit import Audit, audit
 from referee.ladder.board import BoardRow, board
 from referee.ladder.bounds import visible_rows
 from referee.ladder.config import LadderConfig
@@ -130,6 +131,8 @@ class Ladder:
         self.account_rate = AccountRate(config.pace.per_account_per_minute)
         self.paced: dict[PairKey, Paced] = {}  # pairings at their cap, as of the last round
         self.seen: dict[str, float] = {}  # entry -> when last in the pool or scheduled
+        self.audit: Audit | None = None  # the last collusion report (every `log_interval_s`)
+        self._audit_task: asyncio.Task[None] | None = None
         self._published: set[tuple[str, str]] = set()  # (game, entry) of the rows last exported
         self._since = Counter[str]()  # what happened since the last summary line
         self._summary_at = clock()
@@ -177,15 +180,17 @@ class Ladder:
             self.ready.set()
             while not self._stop.is_set():
                 await self._round()
-                self._summarise()
+                if self._summarise():
+                    self._start_audit()
                 self._wake.clear()
                 await any_set([self._stop, self._wake], self.config.probe_s)
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
-            if self._rows_task is not None:
-                with contextlib.suppress(Exception):
-                    await self._rows_task
+            for task in (self._rows_task, self._audit_task):
+                if task is not None:
+                    with contextlib.suppress(Exception):
+                        await task
 
     def stop(self) -> None:
         self._stop.set()
@@ -208,6 +213,7 @@ class Ladder:
         for m in left:
             log.info("ladder: %s (%s) left", m.name, m.entry)
         try:
+            await self._sync_benches()
             await self._sweep()
             await self._schedule()
         except Exception:
@@ -217,11 +223,12 @@ class Ladder:
 
     # -- scheduling ---------------------------------------------------------------------------
 
-    def _summarise(self, force: bool = False) -> None:
-        """One log line per `limits.log_interval_s`: what the interval did and where things stand."""
+    def _summarise(self, force: bool = False) -> bool:
+        """One log line per `limits.log_interval_s`: what the interval did and where things stand.
+        True when it wrote one."""
         now = self.clock()
         if not force and now - self._summary_at < self.config.limits.log_interval_s:
-            return
+            return False
         c, self._since = self._since, Counter()
         log.info(
             "ladder %s, last %.0f s: %d scheduled, %d counted (%d with faults), %d given up; "
@@ -238,6 +245,44 @@ class Ladder:
             len(self.paced),
         )
         self._summary_at = now
+        return True
+
+    def _start_audit(self) -> None:
+        """The collusion report, off the loop, one at a time (referee/ladder/audit.py)."""
+        if self._audit_task is not None and not self._audit_task.done():
+            return
+        self._audit_task = asyncio.create_task(self._run_audit())
+
+    async def _run_audit(self) -> None:
+        a = self.config.audit
+        try:
+            self.audit = await asyncio.to_thread(
+                audit, list(self.results), self.account, a.alpha, a.min_games, a.min_forfeits
+            )
+        except Exception:
+            log.warning("ladder: the collusion audit failed", exc_info=True)
+            return
+        for p in self.audit.pairs:
+            if p.flagged:
+                log.warning(
+                    "ladder audit: %s vs %s in %s: score %.1f of %d, expected %.1f (p = %.2g)",
+                    p.first,
+                    p.second,
+                    p.game,
+                    p.score,
+                    p.games,
+                    p.expected,
+                    p.p_value,
+                )
+
+    async def _sync_benches(self) -> None:
+        """Benches an operator set or lifted (`spielbus ladder bench`) for the accounts in the pool."""
+        if self.store is None:
+            return
+        for acct in {m.account for m in self.pool.members.values()}:
+            stored = await self.store.get_bench(acct)
+            if stored is not None and stored != self.quarantine.state(acct):
+                self.quarantine.restore(acct, stored)
 
     def _pace_matches(self) -> list[tuple[str, list[str], float]]:
         """Every match scheduled or counted as (game, its seats' accounts, scheduled at)."""
@@ -453,6 +498,11 @@ class Ladder:
     async def _put_bench(self, account: str, state: BenchState) -> None:
         assert self.store is not None
         try:
+            stored = await self.store.get_bench(account)
+            if stored is not None and stored.until > state.until:
+                # An operator's longer bench (`spielbus ladder bench`) stands.
+                state = state.model_copy(update={"until": stored.until, "reason": stored.reason})
+                self.quarantine.restore(account, state)
             await self.store.put_bench(account, state)
         except Exception:  # the bus away: the bench holds in memory; a restart may forget this one
             log.warning("ladder: storing the quarantine state of %s failed", account, exc_info=True)
@@ -525,6 +575,17 @@ class Ladder:
             except Exception:
                 log.warning("ladder: a leaderboard listener failed", exc_info=True)
 
+    def _audit_view(self) -> dict[str, Any] | None:
+        """The page's audit panel: flagged pairings and one-sided forfeits, 20 of each at most."""
+        if self.audit is None:
+            return None
+        return {
+            "alpha": self.audit.alpha,
+            "tested": self.audit.pairs_tested,
+            "pairs": [p.model_dump() for p in self.audit.pairs if p.flagged][:20],
+            "forfeits": [f.model_dump() for f in self.audit.forfeits][:20],
+        }
+
     def leaderboard(self) -> dict[str, Any]:
         """What the live page shows: the rows with live status (in the pool, benched and why)."""
         now = self.clock()
@@ -561,6 +622,7 @@ class Ladder:
             "rows": rows,
             "unrated": waiting,
             "hidden": len(self.rows) - len(shown),
+            "audit": self._audit_view(),
             "pace": {"per_pairing_per_hour": pace.per_pairing_per_hour, "per_pairing": pace.per_pairing},
             "paced": [
                 {

@@ -207,6 +207,14 @@ class LadderStore:
         bench = StoredBench(entry=account, state=state, account=True)
         await self.kv.put(bench_key(account), bench.model_dump_json().encode())
 
+    async def get_bench(self, account: str) -> BenchState | None:
+        """One account's stored quarantine state, None when there is none."""
+        try:
+            entry = await self.kv.get(bench_key(account))
+        except KeyNotFoundError:
+            return None
+        return StoredBench.model_validate_json(entry.value or b"").state if entry.value else None
+
     async def benches(self) -> dict[str, tuple[BenchState, bool]]:
         """Every stored quarantine state: account (or, stored by an older ladder, entry) ->
         (state, whether the key is an account)."""
