@@ -619,6 +619,7 @@ class Ladder:
         pace = self.config.pace
         return {
             "ladder": self.config.name,
+            "games": [g.label() for g in self.config.games],
             "rows": rows,
             "unrated": waiting,
             "hidden": len(self.rows) - len(shown),
