@@ -68,6 +68,11 @@ async def referee(nc: NATS) -> AsyncIterator[RefereeWorker]:
         await asyncio.wait_for(task, 60)
 
 
+async def _garbage(turn: object, msg: object) -> bytes:
+    """A hand-written bot's answer to every turn: not even JSON (a `malformed` fault)."""
+    return b"{not json"
+
+
 def _rows(ladder: Ladder) -> list[dict[str, Any]]:
     return list(ladder.leaderboard()["rows"])
 
@@ -130,9 +135,6 @@ async def test_faulting_entry_is_benched_with_its_reason(nats_url: str) -> None:
     )
     nc = await connect(nats_url, name="ladder-faults")
 
-    async def garbage(turn: object, msg: object) -> bytes:
-        return b"{not json"
-
     try:
         async with referee(nc), serving(nc, RandomStrategy.from_options({"seed": 1}), good):
             async with serving(nc, RandomStrategy.from_options({"seed": 2}), other):
@@ -142,7 +144,7 @@ async def test_faulting_entry_is_benched_with_its_reason(nats_url: str) -> None:
                     nc, ServiceConfig(name=bad, version="1.0.0", metadata={"kind": "bad"})
                 )
                 try:
-                    async with raw_responder(nc, bad, garbage):
+                    async with raw_responder(nc, bad, _garbage):
                         async with running(nc, Ladder(nc, cfg)) as ladder:
 
                             def benched() -> bool:
@@ -179,9 +181,6 @@ async def test_changing_options_keeps_the_bench(nats_url: str) -> None:
     )
     nc = await connect(nats_url, name="ladder-rotate")
 
-    async def garbage(turn: object, msg: object) -> bytes:
-        return b"{not json"
-
     async def announce(i: int) -> Any:
         return await add_service(
             nc, ServiceConfig(name=bad, version="1.0.0", metadata={"kind": "bad", "options_hash": str(i)})
@@ -192,7 +191,7 @@ async def test_changing_options_keeps_the_bench(nats_url: str) -> None:
             async with serving(nc, RandomStrategy.from_options({"seed": 2}), other):
                 svc = await announce(0)
                 try:
-                    async with raw_responder(nc, bad, garbage), running(nc, Ladder(nc, cfg)) as ladder:
+                    async with raw_responder(nc, bad, _garbage), running(nc, Ladder(nc, cfg)) as ladder:
                         await until(lambda: bool(ladder.quarantine.benched(ladder.clock())), "benched", 120)
                         first = ladder.pool.members[bad].entry
                         for i in range(1, 3):  # new options, a new entry: still benched
