@@ -7,7 +7,11 @@ pseudo-wins as matchmaking, referee/ladder/matchmaking.py), i.e. on their result
 else, which gives p, the chance that A beats B (leaving out the games of pairings flagged already:
 see `suspect_pairs`). A's mutual score k of n (a draw half a win, rounded
 to whole games) is tested against Binomial(n, p) with the exact two-sided binomial test (the
-p-value sums the probabilities of every count no more likely than k). A pairing is flagged when
+p-value sums the probabilities of every count no more likely than k). Since p is an estimate, the
+p-value reported is the larger of that test's and of a normal test whose variance adds the
+uncertainty of p (the delta method: n^2 (p q)^2 Var(theta_A - theta_B) from the fit's covariance),
+so a long honest series between two accounts with little evidence against the field is not
+flagged for a p that was never known precisely. A pairing is flagged when
 its p-value is below `alpha` divided by the number of pairings tested (Bonferroni), so a large
 ladder does not flag honest pairs by chance. Sybils that throw games to each other score far from
 what their results against the field predict: their pair's p-value is tiny.
@@ -79,6 +83,17 @@ def binomial_two_sided(k: int, n: int, p: float) -> float:
     return min(1.0, total)
 
 
+def uncertain_p_test(score: float, n: int, p: float, var_d: float) -> float:
+    """Two-sided normal test of a score of n games at a predicted chance p that is itself
+    uncertain: the variance n p q of the games plus n^2 (p q)^2 var_d, the delta method's variance
+    of n p from the variance var_d of the rating difference."""
+    pq = p * (1.0 - p)
+    var = n * pq + (n * pq) ** 2 * var_d
+    if var <= 0:
+        return 1.0
+    return math.erfc(abs(score - n * p) / math.sqrt(2 * var))
+
+
 def _two_player(results: list[LadderResult], account: Callable[[str], str]) -> list[LadderResult]:
     """Two-player results with entries replaced by accounts (a match of one account against itself
     is left out)."""
@@ -109,11 +124,14 @@ def _test_pairs(
             continue
         skip = excluded | {(a, b)}
         others = [r for r in rs if tuple(sorted((r.first, r.second))) not in skip]
-        theta, _ = fit(accounts, win_counts(others))
-        p = 1.0 / (1.0 + math.exp(theta[idx[b]] - theta[idx[a]]))
+        theta, cov = fit(accounts, win_counts(others))
+        i, j = idx[a], idx[b]
+        p = 1.0 / (1.0 + math.exp(theta[j] - theta[i]))
         score = sum(r.score if r.first == a else 1.0 - r.score for r in games)
         n = len(games)
-        out.append((a, b, n, score, p * n, binomial_two_sided(round(score), n, p)))
+        var_d = max(0.0, float(cov[i, i] + cov[j, j] - 2 * cov[i, j]))
+        pv = max(binomial_two_sided(round(score), n, p), uncertain_p_test(score, n, p, var_d))
+        out.append((a, b, n, score, p * n, pv))
     return out
 
 
