@@ -23,6 +23,14 @@ record is stored is counted; one without is sent again (deduplicated by match id
 stream's window; a referee skips a spec whose record is already stored). A referee killed
 mid-match leaves its spec to be redelivered by JetStream to another referee.
 
+Identity: each entry's account (`account_of`, bus/identity.py's by default) is what the ladder
+benches (referee/ladder/quarantine.py), paces (referee/ladder/pace.py: per pairing of accounts
+per hour or in all, per account per minute; never two seats of one account) and audits
+(referee/ladder/audit.py, once per `[limits] log_interval_s`, off the loop); a bot that changes
+options keeps all three. Each round it also reads the stored bench of every account in the pool,
+so an operator's `spielbus ladder bench` holds within a round. What it shows and exports is
+bounded by `[limits]` (referee/ladder/bounds.py), and it logs one summary per interval.
+
 Games of more than two players are scheduled in groups (`_groups`: the most uncertain entry by
 openskill's sigma with the closest in mu) and rated by openskill's Plackett-Luce beside
 Bradley-Terry (referee/ladder/board.py).
@@ -33,7 +41,9 @@ restarted ladder keeps its benches), the rate limiter in memory (a restart start
 burst); a pending match without a record after
 `pending_timeout_s` is given up uncounted; so is a spec whose publish was stored by JetStream but
 whose ack never came back through an outage (it is played, not counted). Scheduling is one round
-per `probe_s` or per counted result, whichever is first.
+per `probe_s` or per counted result, whichever is first. Reading the benches is one key-value
+read per account in the pool per round (fine for tens of accounts); a bench whose write failed
+while the bus was away can be replaced by the older stored one at the next round.
 """
 
 from __future__ import annotations
