@@ -112,3 +112,25 @@ def test_logs_are_timestamped_summaries(nats_url: str, tmp_path: Path) -> None:
             raise AssertionError("no summary line:\n" + "".join(seen[-20:]))
     finally:
         stop_process(proc)
+
+
+async def test_per_account_rate(nats_url: str) -> None:
+    """`per_account_per_minute = 6`: an account starts one match per 10 s of the ladder's clock,
+    however many free slots and tokens the ladder has (the clock stands still, then moves 10 s)."""
+    a, b = uid("ra"), uid("rb")
+    cfg = _config([a, b], pace=PaceConfig(per_pairing_per_hour=0, per_account_per_minute=6))
+    now = [1e9]
+    nc = await connect(nats_url, name="ladder-account-rate")
+    try:
+        async with referee(nc), serving(nc, RandomStrategy.from_options({"seed": 1}), a):
+            async with serving(nc, RandomStrategy.from_options({"seed": 2}), b):
+                async with running(nc, Ladder(nc, cfg, clock=lambda: now[0])) as ladder:
+                    await until(lambda: len(ladder.results) >= 1, "one result", 120)
+                    await asyncio.sleep(2)  # rounds of the ladder, its clock standing still
+                    assert ladder.scheduled == 1
+                    now[0] += 10.0
+                    await until(lambda: ladder.scheduled >= 2, "scheduled again", 60)
+                    await asyncio.sleep(2)
+                    assert ladder.scheduled == 2
+    finally:
+        await nc.drain()

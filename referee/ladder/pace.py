@@ -84,7 +84,7 @@ class AccountRate:
         if self.rate <= 0:
             return 1 << 30
         tokens, at = self._tokens.get(account, (1.0, now))
-        tokens = min(1.0, tokens + (now - at) * self.rate)
+        tokens = min(1.0, tokens + max(0.0, now - at) * self.rate)  # a clock stepping back adds none
         self._tokens[account] = (tokens, now)
         return int(tokens)
 
