@@ -26,7 +26,9 @@ enums; never a match id):
   `spielbus run`, or the live feed of `spielbus referee`).
 - `spielbus_ladder_rating_bt{game,entry}` with `_low` / `_high` (its 95% interval) and
   `spielbus_ladder_games{game,entry}`: the ladder's leaderboard (`spielbus ladder FILE.toml`),
-  one series per entry (name@provenance), set as results are counted.
+  one series per entry (name@provenance), set as results are counted; an entry idle or departed
+  for the ladder file's `[limits] idle_s`, or past its account's `entries_per_account`, has its
+  series removed (referee/ladder/bounds.py), so bots cannot grow the label sets.
 
 Limits: hidden steps of imperfect-information matches carry no latency in their
 public `moved` event, so their latency and move counts are observed when the
@@ -180,6 +182,7 @@ class RefereeMetrics:
             "spielbus_ladder_rating_bt_high", "Upper end of its 95% interval.", ladder, registry=r
         )
         self.ladder_games = Gauge("spielbus_ladder_games", "Ladder games counted.", ladder, registry=r)
+        self._ladder_series: set[tuple[str, str]] = set()
         self._live: dict[str, _Live] = {}
         self._lock = threading.Lock()
 
@@ -274,11 +277,19 @@ class RefereeMetrics:
             self.bt.labels(r.agent).set(r.bt)
 
     def set_ladder(self, rows: Iterable[BoardRow]) -> None:
+        """The ladder's leaderboard as it is now: series of entries no longer in `rows` (idle,
+        departed, or past their account's cap: referee/ladder/bounds.py) are removed."""
+        gauges = (self.ladder_bt, self.ladder_low, self.ladder_high, self.ladder_games)
+        now = set()
         for row in rows:
-            self.ladder_bt.labels(row.game, row.entry).set(row.bt)
-            self.ladder_low.labels(row.game, row.entry).set(row.bt_low)
-            self.ladder_high.labels(row.game, row.entry).set(row.bt_high)
-            self.ladder_games.labels(row.game, row.entry).set(row.games)
+            now.add((row.game, row.entry))
+            for gauge, value in zip(gauges, (row.bt, row.bt_low, row.bt_high, row.games), strict=True):
+                gauge.labels(row.game, row.entry).set(value)
+        for labels in self._ladder_series - now:
+            for gauge in gauges:
+                with contextlib.suppress(KeyError):
+                    gauge.remove(*labels)
+        self._ladder_series = now
 
 
 # -- serving ----------------------------------------------------------------------------------

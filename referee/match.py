@@ -75,6 +75,7 @@ from games.view import (
     public_observation,
 )
 from referee.budget import BudgetMeter
+from referee.caps import cap_note
 from referee.faults import decide, retry_note
 from referee.outcome import ranks_from_returns
 from referee.presence import Presence
@@ -330,7 +331,7 @@ class MatchRunner:
                     reply.latency_ms,
                     usage=usage,
                     stats=stats,
-                    note=move.note,
+                    note=cap_note(move.note),
                     policy=move.policy,
                     calls=move.calls,
                 )

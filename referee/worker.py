@@ -47,6 +47,7 @@ from bus.protocol import MatchEvent, MatchRecord, MatchSpec, Provenance, VoidedA
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from referee.acceptance import record_problem
+from referee.caps import cap_provenance
 from referee.match import MatchAborted, MatchRunner, MatchVoided
 from referee.presence import DEFAULT_ABSENT_LIMIT_S, Presence
 from referee.service import RefereeService
@@ -125,14 +126,16 @@ class ProvenanceCache:
             msg = await self.nc.request(f"$SRV.INFO.{agent}", b"", timeout=1.0)
             info = json.loads(msg.data)
             meta = info.get("metadata") or {}
-            prov = Provenance(
-                agent=agent,
-                kind=meta.get("kind"),
-                version=meta.get("strategy_version") or info.get("version"),
-                models=[m for m in (meta.get("models") or "").split(",") if m],
-                config_hash=hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:12],
-                # The agent's options without where its LLM runs (referee/provenance.py).
-                options_hash=meta.get("options_hash"),
+            prov = cap_provenance(
+                Provenance(
+                    agent=agent,
+                    kind=meta.get("kind"),
+                    version=meta.get("strategy_version") or info.get("version"),
+                    models=[m for m in (meta.get("models") or "").split(",") if m],
+                    config_hash=hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:12],
+                    # The agent's options without where its LLM runs (referee/provenance.py).
+                    options_hash=meta.get("options_hash"),
+                )
             )
         except (nats.errors.Error, TimeoutError, ValueError, TypeError, AttributeError):
             # No answer: the last one of that name, or none (a hand-written bot plays without).

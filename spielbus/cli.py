@@ -19,6 +19,7 @@
     spielbus calibrate GAME         a reference ladder rated once: a calibration file for [ratings] anchors
     spielbus ladder FILE.toml       a ladder: agents join any time, matchmaking by information
     spielbus ladder standings       the ladder's table from its results in JetStream
+    spielbus ladder audit, bench    its collusion report; bench an account (docs/ladder.md)
     spielbus export pgn RUN_DIR     a run folder's chess matches as one PGN file
     spielbus puzzles, replay, cwm   mate-in-N puzzles; a run replayed from its recorded LLM answers;
                                     code world models
@@ -757,7 +758,7 @@ COMMANDS: dict[str, Command] = {
         module="spielbus.calibrate",
     ),
     "ladder": Command(
-        "the ladder: `spielbus ladder FILE.toml` runs it, `spielbus ladder standings` (docs/ladder.md)",
+        "the ladder: `spielbus ladder FILE.toml` runs it; `standings`, `audit`, `bench` (docs/ladder.md)",
         module="spielbus.ladder",
     ),
     "replay": Command(

@@ -1,7 +1,9 @@
 """The ladder's leaderboard on the live page, in a real headless Chromium: `spielbus ladder FILE.toml
 --web-port 0` as a process, two agents and a bot that answers garbage (benched after one faulted
 match), a referee worker; the page shows each entry's games, rating, interval and the bench reason,
-and its Prometheus endpoint the series per entry."""
+and its Prometheus endpoint the series per entry. The leaderboard is the page's focus: at 1024, 1280
+and 1920 px every column's right edge is inside the viewport (measured, beside screenshots), the
+live matches are beside it, it sorts by a column's heading and has a tab per game."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import signal
 import subprocess
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from nats.micro import add_service
@@ -45,7 +48,28 @@ def _scrape(url: str) -> str:
         return str(resp.read().decode())
 
 
-def _browse(url: str, bad: str, tmp: Path) -> list[list[str]]:
+# Every leaderboard cell's right edge, the viewport's width, and whether the table or its section
+# clip it: what a person at that width sees, not just that a screenshot was taken.
+_MEASURE = """() => {
+  const vw = document.documentElement.clientWidth;
+  const box = document.getElementById("ladder-box").getBoundingClientRect();
+  const cells = [...document.querySelectorAll("#ladder th, #ladder tr.ladder-entry td")]
+    .filter(c => getComputedStyle(c).display !== "none");
+  return { vw, box: box.right, scroll: document.documentElement.scrollWidth,
+           right: Math.max(...cells.map(c => c.getBoundingClientRect().right)),
+           heads: [...document.querySelectorAll("#ladder th")]
+             .filter(c => getComputedStyle(c).display !== "none").map(c => c.innerText.trim()),
+           live: document.getElementById("ladder-live-box").getBoundingClientRect().toJSON(),
+           top: document.getElementById("ladder-top").getBoundingClientRect().top };
+}"""
+
+_ROWS = (
+    "() => [...document.querySelectorAll('#ladder tr.ladder-entry')]"
+    ".map(r => [...r.cells].filter(c => getComputedStyle(c).display !== 'none').map(c => c.innerText))"
+)
+
+
+def _browse(url: str, bad: str, tmp: Path) -> tuple[list[list[str]], dict[int, Any], list[str]]:
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -53,7 +77,7 @@ def _browse(url: str, bad: str, tmp: Path) -> list[list[str]]:
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.goto(url)
-            page.wait_for_selector("#ladder-box:not([hidden]) tr.ladder-entry", timeout=120_000)
+            page.wait_for_selector("#ladder-top:not([hidden]) tr.ladder-entry", timeout=120_000)
             # Both good entries rated with games, and the garbage bot benched with its reason.
             page.wait_for_function(
                 "() => [...document.querySelectorAll('#ladder tr.ladder-entry')]"
@@ -63,12 +87,32 @@ def _browse(url: str, bad: str, tmp: Path) -> list[list[str]]:
                 ".length >= 2",
                 timeout=120_000,
             )
-            page.screenshot(path=str(tmp / "ladder-page.png"), full_page=True)
-            rows: list[list[str]] = page.evaluate(
-                "() => [...document.querySelectorAll('#ladder tr.ladder-entry')]"
-                ".map(r => [...r.cells].map(c => c.innerText))"
+            rows: list[list[str]] = page.evaluate(_ROWS)
+            measured = {}
+            for width in (1280, 1920, 1024):
+                page.set_viewport_size({"width": width, "height": 900})
+                page.wait_for_timeout(300)  # a refresh at the new width
+                page.screenshot(path=str(tmp / f"ladder-{width}.png"), full_page=True)
+                measured[width] = page.evaluate(_MEASURE)
+            page.set_viewport_size({"width": 1280, "height": 900})
+            # Sortable: games, most first; a second click reverses; entry, alphabetically.
+            page.click("#ladder th[data-key=games]")
+            games = [int(r[2]) for r in page.evaluate(_ROWS)]
+            assert games == sorted(games, reverse=True), games
+            page.click("#ladder th[data-key=games]")
+            games = [int(r[2]) for r in page.evaluate(_ROWS)]
+            assert games == sorted(games), games
+            page.click("#ladder th[data-key=entry]")
+            entries = [r[1] for r in page.evaluate(_ROWS)]
+            assert entries == sorted(entries), entries
+            # Per game: a tab per game of the ladder file, each its own table.
+            tabs = page.eval_on_selector_all("#ladder-games button", "bs => bs.map(b => b.innerText)")
+            page.click("#ladder-games button >> nth=1")
+            page.wait_for_function(
+                "() => document.querySelector('#ladder-games button[aria-selected=true]').innerText"
+                f" === {tabs[1]!r}"
             )
-            return rows
+            return rows, measured, tabs
         finally:
             browser.close()
 
@@ -81,7 +125,8 @@ async def test_leaderboard_in_headless_chromium(nats_url: str, tmp_path: Path) -
     cfg.write_text(
         f'name = "{uid("lp")}"\nbucket = "{uid("LPAGE").replace("-", "_")}"\nprobe_s = 0.5\n'
         "concurrency = 2\ndeadline_ms = 500\n[quarantine]\nlimit = 1\nbackoff_s = 600\n"
-        f'[[games]]\nname = "tic_tac_toe"\n[agents.{a}]\n[agents.{b}]\n[agents.{bad}]\n'
+        f'[[games]]\nname = "tic_tac_toe"\n[[games]]\nname = "connect_four"\n'
+        f"[agents.{a}]\n[agents.{b}]\n[agents.{bad}]\n"
     )
     nc = await connect(nats_url, name="ladder-page")
     proc = spielbus_process("ladder", str(cfg), "--nats", nats_url, "--web-port", "0", "--metrics-port", "0")
@@ -99,14 +144,25 @@ async def test_leaderboard_in_headless_chromium(nats_url: str, tmp_path: Path) -
             raw_responder(nc, bad, garbage),
         ):
             page, metrics = await asyncio.to_thread(_read_urls, proc)
-            rows = await asyncio.to_thread(_browse, page, bad, tmp_path)
+            rows, measured, tabs = await asyncio.to_thread(_browse, page, bad, tmp_path)
             text = await asyncio.to_thread(_scrape, metrics)
         by_name = {r[1].split("@")[0]: r for r in rows}
         assert set(by_name) == {a, b, bad}
         assert "faulted matches in a row" in by_name[bad][6]
+        assert tabs == ["connect_four", "tic_tac_toe"] or tabs == ["tic_tac_toe", "connect_four"]
         for name in (a, b):
             assert re.fullmatch(r"-?\d+ \.\. -?\d+", by_name[name][4])
             assert f'spielbus_ladder_games{{entry="{by_name[name][1]}",game="tic_tac_toe"}}' in text
+        heads = ["#", "entry", "games", "BT", "95% interval", "budget", "status"]
+        for width, m in measured.items():
+            # Every column, the interval and the status included, within the viewport and the
+            # section (issue 41: the table clipped its own status, budget and mu columns at 1400 px).
+            assert [h.rstrip(" \u25b2\u25bc") for h in m["heads"]] == heads, (width, m)
+            assert m["right"] <= m["box"] <= m["vw"] == width and m["scroll"] <= width, (width, m)
+            assert m["top"] < 100, m  # the leaderboard first, under the header
+            if width >= 1280:  # the live matches beside it, not under it
+                assert m["live"]["left"] >= m["right"] and m["live"]["right"] <= width, (width, m)
+        assert all((tmp_path / f"ladder-{w}.png").stat().st_size > 10_000 for w in measured)
         assert "spielbus_ladder_rating_bt_low{" in text
         proc.send_signal(signal.SIGINT)
         out, _ = await asyncio.to_thread(proc.communicate, None, 60)

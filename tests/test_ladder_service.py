@@ -68,6 +68,11 @@ async def referee(nc: NATS) -> AsyncIterator[RefereeWorker]:
         await asyncio.wait_for(task, 60)
 
 
+async def _garbage(turn: object, msg: object) -> bytes:
+    """A hand-written bot's answer to every turn: not even JSON (a `malformed` fault)."""
+    return b"{not json"
+
+
 def _rows(ladder: Ladder) -> list[dict[str, Any]]:
     return list(ladder.leaderboard()["rows"])
 
@@ -130,9 +135,6 @@ async def test_faulting_entry_is_benched_with_its_reason(nats_url: str) -> None:
     )
     nc = await connect(nats_url, name="ladder-faults")
 
-    async def garbage(turn: object, msg: object) -> bytes:
-        return b"{not json"
-
     try:
         async with referee(nc), serving(nc, RandomStrategy.from_options({"seed": 1}), good):
             async with serving(nc, RandomStrategy.from_options({"seed": 2}), other):
@@ -142,7 +144,7 @@ async def test_faulting_entry_is_benched_with_its_reason(nats_url: str) -> None:
                     nc, ServiceConfig(name=bad, version="1.0.0", metadata={"kind": "bad"})
                 )
                 try:
-                    async with raw_responder(nc, bad, garbage):
+                    async with raw_responder(nc, bad, _garbage):
                         async with running(nc, Ladder(nc, cfg)) as ladder:
 
                             def benched() -> bool:
@@ -157,11 +159,57 @@ async def test_faulting_entry_is_benched_with_its_reason(nats_url: str) -> None:
                             assert all(bad not in p.spec.seats for p in ladder.pending.values())
                         # A restarted ladder reads the bench from its bucket: still benched, same reason.
                         async with running(nc, Ladder(nc, cfg)) as again:
-                            kept = {e: r for e, r in again.quarantine.benched(again.clock()).items()}
-                            assert [r for e, r in kept.items() if e.startswith(bad + "@")] == [reason]
+                            # Kept under the account (bus/identity.py: agent-<name>), not the name@hash entry.
+                            assert again.quarantine.benched(again.clock()) == {f"agent-{bad}": reason}
                             n = again.scheduled
                             await until(lambda: again.scheduled >= n + 2, "more matches", 60)
                             assert all(bad not in p.spec.seats for p in again.pending.values())
+                finally:
+                    await svc.stop()
+    finally:
+        await nc.drain()
+
+
+async def test_changing_options_keeps_the_bench(nats_url: str) -> None:
+    """Issue 41: a bot that always faults and changes its options after each bench (a new
+    `name@hash` entry each time) stays benched: the bench follows its account, not the entry."""
+    good, other, bad = uid("kg"), uid("ko"), uid("kx")
+    cfg = _config(
+        [good, other, bad],
+        deadline_ms=300,
+        quarantine=QuarantineConfig(limit=2, backoff_s=600, max_backoff_s=600),
+    )
+    nc = await connect(nats_url, name="ladder-rotate")
+
+    async def announce(i: int) -> Any:
+        return await add_service(
+            nc, ServiceConfig(name=bad, version="1.0.0", metadata={"kind": "bad", "options_hash": str(i)})
+        )
+
+    try:
+        async with referee(nc), serving(nc, RandomStrategy.from_options({"seed": 1}), good):
+            async with serving(nc, RandomStrategy.from_options({"seed": 2}), other):
+                svc = await announce(0)
+                try:
+                    async with raw_responder(nc, bad, _garbage), running(nc, Ladder(nc, cfg)) as ladder:
+                        await until(lambda: bool(ladder.quarantine.benched(ladder.clock())), "benched", 120)
+                        first = ladder.pool.members[bad].entry
+                        for i in range(1, 3):  # new options, a new entry: still benched
+                            await svc.stop()
+                            svc = await announce(i)
+
+                            def rotated(old: str = first) -> bool:
+                                m = ladder.pool.members.get(bad)
+                                return m is not None and m.entry != old
+
+                            await until(rotated, "the pool saw the new entry", 60)
+                            first = ladder.pool.members[bad].entry
+                            n = ladder.scheduled
+                            await until(lambda n=n: ladder.scheduled >= n + 3, "more matches", 60)
+                            assert all(bad not in p.spec.seats for p in ladder.pending.values())
+                        assert ladder.quarantine.benched(ladder.clock()).keys() == {f"agent-{bad}"}
+                        unrated = {u["entry"]: u for u in ladder.leaderboard()["unrated"]}
+                        assert unrated[first]["benched"] and unrated[first]["account"] == f"agent-{bad}"
                 finally:
                     await svc.stop()
     finally:

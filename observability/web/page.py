@@ -9,9 +9,12 @@ shows only the text view (which stays under a picture, collapsible). The head-to
 matrix is computed in the page from the finished two-seat matches of the list; the
 rating chart draws the tournament's own Elo as the feed computed it over time (the
 same numbers as the standings and the run report).
-A ladder process (`spielbus ladder FILE.toml`) adds its leaderboard (`/api/ladder`): game,
-entry, games, rating with its interval, budget class, status (benched with the reason) and, for
-games of more than two players, openskill's mu and sigma.
+A ladder process (`spielbus ladder FILE.toml`) puts its leaderboard (`/api/ladder`) at the top,
+full width, as the page's focus: one game at a time (tabs), rank, entry, games, rating with its
+interval, budget class, status (benched with the reason) and, for games of more than two
+players, openskill's mu and sigma, sortable by any column, with the ladder's live matches beside
+it, the paced pairings and the collusion audit under it. Every column fits at 1280 px
+(tests/test_ladder_page.py measures it in headless Chromium).
 While `spielbus analyst` runs on the bus, the match view shows its live verdicts (`move_verdict`):
 an evaluation bar (seat 0's winning chances after the last judged move) and each move's class.
 The selected match is kept in the URL fragment (`#match=<id>`), so a link to a
@@ -72,6 +75,24 @@ _HEAD = r"""<!doctype html>
   .q-inaccuracy { color: #9a7400; }
   .q-mistake { color: #c25e00; }
   .q-blunder { color: #b3261e; font-weight: 600; }
+  /* The ladder's leaderboard is the page's focus when a ladder runs: full width, live matches beside. */
+  #ladder-top { display: grid; grid-template-columns: minmax(0, 1fr) minmax(200px, 280px); gap: 12px;
+                padding: 12px 12px 0; }
+  #ladder-top[hidden] { display: none; }
+  #ladder td.entry { overflow-wrap: anywhere; min-width: 8em; }
+  #ladder td.num { white-space: nowrap; }
+  #ladder th[data-key] { cursor: pointer; user-select: none; white-space: nowrap; }
+  #ladder th[aria-sort="ascending"]::after { content: " \25B2"; }
+  #ladder th[aria-sort="descending"]::after { content: " \25BC"; }
+  #ladder.no-pl .pl { display: none; }
+  #ladder-games { display: flex; flex-wrap: wrap; gap: 4px; margin-bottom: 6px; }
+  #ladder-games button { border: 1px solid #c9d0d7; background: #f3f5f7; border-radius: 4px;
+                         padding: 2px 8px; }
+  #ladder-games button[aria-selected="true"] { background: #22303c; color: #fff; }
+  #ladder-live { list-style: none; padding: 0; margin: 0; }
+  #ladder-live li { padding: 3px 0; border-bottom: 1px solid #eef0f2; cursor: pointer;
+                    overflow-wrap: anywhere; }
+  #ladder-live li:hover { background: #eef4fb; }
 </style>
 </head>
 <body>
@@ -80,6 +101,32 @@ _HEAD = r"""<!doctype html>
   <span id="status" class="muted">connecting…</span>
   <select id="tournament" title="tournament"></select>
 </header>
+<div id="ladder-top" hidden>
+  <section id="ladder-box">
+    <h2>Ladder <span id="ladder-note" class="muted"></span></h2>
+    <div id="ladder-games" role="tablist" aria-label="games"></div>
+    <table id="ladder"><thead><tr><th class="num" data-key="rank">#</th><th data-key="entry">entry</th>
+      <th class="num" data-key="games">games</th><th class="num" data-key="bt">BT</th>
+      <th class="num" data-key="bt_low" title="95% profile-likelihood interval">95% interval</th>
+      <th data-key="budget">budget</th><th data-key="status">status</th>
+      <th class="num pl" data-key="pl_mu"
+        title="openskill Plackett-Luce, games of more than two players">μ ± σ</th>
+      </tr></thead><tbody></tbody></table>
+    <ul id="ladder-paced" class="muted"></ul>
+    <div id="ladder-audit-box" hidden>
+      <h2>Collusion audit <span id="ladder-audit-note" class="muted"></span></h2>
+      <table id="ladder-audit"><thead><tr><th>game</th><th>pairing</th><th class="num">games</th>
+        <th class="num" title="first's mutual score">score</th>
+        <th class="num" title="what their results against everyone else predict">expected</th>
+        <th class="num" title="exact two-sided binomial test">p</th></tr></thead><tbody></tbody></table>
+      <ul id="ladder-forfeits" class="fault"></ul>
+    </div>
+  </section>
+  <section id="ladder-live-box">
+    <h2>Live matches <span id="ladder-live-note" class="muted"></span></h2>
+    <ul id="ladder-live"></ul>
+  </section>
+</div>
 <main>
   <div id="left">
     <section>
@@ -90,14 +137,6 @@ _HEAD = r"""<!doctype html>
         <th class="num">calls/move</th><th class="num">tokens/move</th><th class="num">BT</th>
         <th class="num">Elo</th></tr></thead><tbody></tbody></table>
       <div id="fallback-warning" class="fault"></div>
-    </section>
-    <section id="ladder-box" hidden>
-      <h2>Ladder <span id="ladder-note" class="muted"></span></h2>
-      <table id="ladder"><thead><tr><th>game</th><th>entry</th><th class="num">games</th>
-        <th class="num">BT</th><th class="num" title="95% profile-likelihood interval">interval</th>
-        <th>budget</th><th>status</th>
-        <th class="num" title="openskill Plackett-Luce, games of more than two players">μ ± σ</th>
-        </tr></thead><tbody></tbody></table>
     </section>
     <section id="seats-box" hidden>
       <h2>Seats for a person</h2>
@@ -455,26 +494,99 @@ async function refreshMatch() {
   else if (atBottom && !stepping) box.scrollTop = box.scrollHeight;
 }
 
-// The ladder's leaderboard (`spielbus ladder FILE.toml` only; other processes answer {ladder: null}).
+// The ladder's leaderboard (`spielbus ladder FILE.toml` only; other processes answer {ladder: null}):
+// one game at a time (tabs), sortable by any column (click a heading; again to reverse), with the
+// ladder's matches being played beside it.
+let ladder = null, ladderGame = null, ladderSort = { key: "rank", dir: 1 };
+const ladderStatus = r => r.benched ? "benched: " + r.benched : r.playing ? "playing"
+  : r.rated === false ? "in the pool, no result yet" : r.present ? "in the pool" : "away";
+document.querySelectorAll("#ladder th[data-key]").forEach(th => th.addEventListener("click", () => {
+  const key = th.dataset.key, text = ["entry", "budget", "status"].includes(key);
+  ladderSort = ladderSort.key === key ? { key, dir: -ladderSort.dir }
+    : { key, dir: text || key === "rank" ? 1 : -1 };
+  drawLadder();
+}));
+function drawLadder() {
+  const l = ladder;
+  const games = [...new Set([...(l.games || []), ...l.rows.map(r => r.game)])];
+  if (!games.includes(ladderGame)) ladderGame = games[0] || null;
+  const tabs = document.getElementById("ladder-games");
+  if ([...tabs.children].map(b => b.textContent).join("\u0000") !== games.join("\u0000")) {
+    tabs.replaceChildren(...games.map(g => {
+      const b = el("button", g); b.type = "button"; b.setAttribute("role", "tab");
+      b.addEventListener("click", () => { ladderGame = g; drawLadder(); });
+      return b;
+    }));
+  }
+  [...tabs.children].forEach(b => b.setAttribute("aria-selected", String(b.textContent === ladderGame)));
+  const rated = l.rows.filter(r => r.game === ladderGame)
+    .map((r, i) => Object.assign({}, r, { rank: i + 1 }));
+  const waiting = l.unrated.map(r => Object.assign({}, r, { rank: null, games: 0, bt: null, bt_low: null,
+    pl_mu: null, rated: false, present: true }));
+  const all = [...rated, ...waiting].map(r => Object.assign(r, { status: ladderStatus(r) }));
+  const { key, dir } = ladderSort;
+  all.sort((a, b) => {
+    const x = a[key], y = b[key];
+    if (x === null || x === undefined) return (y === null || y === undefined) ? 0 : 1;  // blanks last
+    if (y === null || y === undefined) return -1;
+    return (typeof x === "string" ? x.localeCompare(y) : x - y) * dir;
+  });
+  document.querySelectorAll("#ladder th[data-key]").forEach(th => {
+    if (th.dataset.key === key) th.setAttribute("aria-sort", dir > 0 ? "ascending" : "descending");
+    else th.removeAttribute("aria-sort");
+  });
+  const table = document.getElementById("ladder");
+  table.classList.toggle("no-pl", !rated.some(r => r.players > 2));
+  fill(table.querySelector("tbody"), all.map(r => {
+    const tr = row([
+      [r.rank === null ? "" : r.rank, "num"], [r.entry, "entry"], [r.games, "num"],
+      [r.bt === null ? "" : r.bt.toFixed(0), "num"],
+      [r.bt_low === null ? "" : r.bt_low.toFixed(0) + " .. " + r.bt_high.toFixed(0), "num"], [r.budget],
+      [r.status, r.benched ? "fault" : r.playing ? "playing" : ""],
+      [r.pl_mu === null ? "" : r.pl_mu.toFixed(1) + " ± " + r.pl_sigma.toFixed(1), "num pl"],
+    ], "ladder-entry");
+    tr.title = r.account ? "account " + r.account : "";
+    return tr;
+  }));
+}
 async function refreshLadder() {
   const l = await getJSON("/api/ladder");
-  document.getElementById("ladder-box").hidden = !l.ladder;
+  document.getElementById("ladder-top").hidden = !l.ladder;
   if (!l.ladder) return;
-  const status = r => r.benched ? "benched: " + r.benched
-    : r.playing ? "playing" : r.present ? "in the pool" : "away";
-  const rated = l.rows.map(r => row([
-    [r.game], [r.entry], [r.games, "num"], [r.bt.toFixed(0), "num"],
-    [r.bt_low.toFixed(0) + " .. " + r.bt_high.toFixed(0), "num"], [r.budget],
-    [status(r), r.benched ? "fault" : ""],
-    [r.pl_mu === null ? "" : r.pl_mu.toFixed(1) + " ± " + r.pl_sigma.toFixed(1), "num"],
-  ], "ladder-entry"));
-  const waiting = l.unrated.map(r => row([
-    [""], [r.entry], [0, "num"], [""], [""], [r.budget],
-    [r.benched ? "benched: " + r.benched : "in the pool, no result yet", r.benched ? "fault" : ""], [""],
-  ], "ladder-entry"));
-  fill(document.querySelector("#ladder tbody"), [...rated, ...waiting]);
+  ladder = l;
+  drawLadder();
   document.getElementById("ladder-note").textContent =
-    "(" + l.ladder + ": " + l.results + " results, " + l.pending + " in flight)";
+    "(" + l.ladder + ": " + l.results + " results, " + l.pending + " in flight" +
+    (l.hidden ? "; " + l.hidden + " idle or older entries not shown: spielbus ladder standings" : "") + ")";
+  // The collusion report (referee/ladder/audit.py), recomputed once per log interval.
+  const audit = l.audit;
+  document.getElementById("ladder-audit-box").hidden = !audit;
+  if (audit) {
+    document.getElementById("ladder-audit-note").textContent = "(" + audit.tested +
+      " pairings tested; flagged under " + audit.alpha + " / " + Math.max(1, audit.tested) + ")";
+    fill(document.querySelector("#ladder-audit tbody"), audit.pairs.map(p => row([
+      [p.game], [p.first + " vs " + p.second], [p.games, "num"], [p.score, "num"],
+      [p.expected.toFixed(1), "num"], [p.p_value.toExponential(1), "num"]], "audit-pair")));
+    fill(document.getElementById("ladder-forfeits"), audit.forfeits.map(f => el("li",
+      f.account + " forfeited " + f.forfeits + " matches, all to " + f.opponent + " (" +
+      f.other_matches + " matches against others)")));
+  }
+  // Pairings at the ladder file's pace ([pace]): not scheduled until the time shown.
+  const cap = [l.pace.per_pairing_per_hour ? l.pace.per_pairing_per_hour + " per hour" : null,
+    l.pace.per_pairing ? l.pace.per_pairing + " in all" : null].filter(x => x).join(", ");
+  fill(document.getElementById("ladder-paced"), l.paced.map(p => el("li",
+    "paced (" + cap + "): " + p.accounts.join(" vs ") + " in " + p.game + ", " + p.last_hour +
+    " in the last hour, " + p.total + " in all; " + (p.until === null ? "no more games"
+      : "next game after " + new Date(p.until * 1000).toLocaleTimeString()), "paced")));
+  // The ladder's matches being played (its tournament name is the ladder's): click to watch one.
+  const m = await getJSON("/api/matches?tournament=" + encodeURIComponent(l.ladder));
+  const live = m.matches.filter(x => x.status === "playing");
+  document.getElementById("ladder-live-note").textContent = "(" + live.length + ")";
+  fill(document.getElementById("ladder-live"), live.map(x => {
+    const li = el("li", x.game + ": " + x.seats.join(" vs ") + " · " + x.moves + " moves", "live-match");
+    li.addEventListener("click", () => select(x.match_id));
+    return li;
+  }));
 }
 
 async function refreshSeats() {

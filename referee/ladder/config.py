@@ -12,10 +12,23 @@ same match terms (referee/terms.py: name, games, agents, deadline_ms, max_turns,
     kind = "forfeit"
     [budget]                      # LLM budget of every seat unless its agent has its own
     per_move = { llm_calls = 8 }
-    [quarantine]                  # bench an entry after `limit` faulted matches in a row
+    [quarantine]                  # bench an account after `limit` faulted matches in a row
     limit = 3
     backoff_s = 300
     max_backoff_s = 3600
+    [pace]                        # per pair of accounts and game (0: no cap)
+    per_pairing_per_hour = 60     # matches scheduled in any hour
+    per_pairing = 0               # matches in all
+    per_account_per_minute = 0    # matches an account starts per minute
+    [limits]                      # what bots cannot grow (referee/ladder/bounds.py)
+    entries_per_account = 4       # an account's most recent entries on the page and in metrics
+    idle_s = 86400                # an entry not seen this long leaves the page and metrics
+    rows = 200                    # leaderboard rows on the page at most
+    log_interval_s = 60           # one summary log line per interval, not one per match
+    [audit]                       # collusion report (referee/ladder/audit.py)
+    alpha = 0.01                  # flag pairings under alpha / pairings tested (Bonferroni)
+    min_games = 10                # mutual games before a pairing is tested
+    min_forfeits = 3              # faulted matches, all against one opponent, to be listed
     [[games]]
     name = "tic_tac_toe"
     [agents.random]               # every name that may join; nothing is started by the ladder
@@ -24,7 +37,9 @@ same match terms (referee/terms.py: name, games, agents, deadline_ms, max_turns,
     budget = { per_move = { llm_calls = 4 }, label = "4 calls" }
 
 Agents are not started by the ladder: each joins by serving on the bus under its name (with that
-name's login under accounts) and leaves by stopping. Each agent's budget class is shown on the
+name's login under accounts) and leaves by stopping. Quarantine, rate limits and pace follow the
+account (the login a bot's messages come from), not the `name@hash` entry: a bot that changes
+its options keeps its bench and its pace. Each agent's budget class is shown on the
 leaderboard, enforced by the referee per seat, and only entries of one class are paired.
 
 Games may have any number of players (those of more than two are grouped and rated by openskill;
@@ -69,6 +84,34 @@ class QuarantineConfig(BaseModel):
         return self
 
 
+class PaceConfig(BaseModel):
+    """How often a pairing (two accounts, one game) and an account may play; 0 for no cap."""
+
+    model_config = FILE
+    per_pairing_per_hour: int = Field(default=60, ge=0, le=1_000_000)
+    per_pairing: int = Field(default=0, ge=0, le=1_000_000_000)
+    per_account_per_minute: float = Field(default=0.0, ge=0.0, le=60_000)
+
+
+class LimitsConfig(BaseModel):
+    """What the operator bounds so that bots cannot grow it: shown entries, series, rows."""
+
+    model_config = FILE
+    entries_per_account: int = Field(default=4, ge=1, le=1000)
+    idle_s: float = Field(default=86_400.0, ge=1, le=4 * WEEK_S)
+    rows: int = Field(default=200, ge=1, le=100_000)
+    log_interval_s: float = Field(default=60.0, ge=0.1, le=86_400)
+
+
+class AuditConfig(BaseModel):
+    """The collusion report's thresholds (referee/ladder/audit.py)."""
+
+    model_config = FILE
+    alpha: float = Field(default=0.01, gt=0, lt=1)
+    min_games: int = Field(default=10, ge=1, le=100_000)
+    min_forfeits: int = Field(default=3, ge=1, le=100_000)
+
+
 class LadderConfig(MatchTerms):
     """The ladder file: a match's terms (referee/terms.py) and how the ladder schedules."""
 
@@ -80,6 +123,9 @@ class LadderConfig(MatchTerms):
     probe_s: float = Field(default=5.0, ge=0.1, le=3600)
     pending_timeout_s: float = Field(default=900.0, ge=1, le=WEEK_S)
     quarantine: QuarantineConfig = Field(default_factory=QuarantineConfig)
+    pace: PaceConfig = Field(default_factory=PaceConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    audit: AuditConfig = Field(default_factory=AuditConfig)
     bucket: str = Field(default=BUCKET, description="the NATS key-value bucket of results and state")
 
     @field_validator("bucket")

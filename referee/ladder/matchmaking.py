@@ -22,7 +22,7 @@ Wald width is the planner's measure, the ladder still reports profile-likelihood
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,11 +80,13 @@ def next_pairings(
     limit: int,
     prior: float = PRIOR,
     classes: Mapping[str, str] | None = None,
+    blocked: Callable[[str, str], bool] | None = None,
 ) -> list[Pairing]:
     """Up to `limit` pairings, best gain first, never more games for an agent than its free slots.
 
     `firsts` counts how often each agent took seat 0, so seats stay balanced. `classes` maps an
     agent to its budget class: only agents of the same class are paired (all one class if None).
+    `blocked(a, b)` true: that pair is not to be played now (the ladder's pace).
     """
     agents = list(agents)
     if len(agents) < 2 or limit <= 0:
@@ -96,7 +98,7 @@ def next_pairings(
             (pair_gain(theta, cov, i, j), i, j)
             for i in range(len(agents))
             for j in range(i + 1, len(agents))
-            if cls.get(agents[i]) == cls.get(agents[j])
+            if cls.get(agents[i]) == cls.get(agents[j]) and not (blocked and blocked(agents[i], agents[j]))
         ),
         key=lambda t: -t[0],
     )

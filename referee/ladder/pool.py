@@ -7,8 +7,11 @@ of that login can answer for that name: nobody joins the pool under another's na
 bus (no accounts) anyone could answer; the ladder should run with accounts.
 
 An entry is `name@<provenance>`, a hash of the strategy version, models and options hash the agent
-announces, so a changed prompt or model is rated as a new entry. `Pool.update` reports who joined
-and who left since the last probe; the ladder schedules only present entries.
+announces, so a changed prompt or model is rated as a new entry. Each member also carries its
+`account`: the login its messages come from, the ladder's key for benches, pace and audit
+(`account_of`, by default bus/identity.py's: `agent-<name>`, the one account that can answer for
+that name under accounts). Changing options changes the entry, never the account. `Pool.update`
+reports who joined and who left since the last probe; the ladder schedules only present entries.
 
 The ladder service (referee/ladder/service.py) probes every `probe_s` seconds.
 
@@ -20,10 +23,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from collections.abc import Callable
 
 import nats.errors
 from nats.aio.client import Client as NATS
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+from bus import identity
 
 
 class _Info(BaseModel):
@@ -40,6 +46,7 @@ class PoolMember(BaseModel):
     entry: str
     kind: str
     games: tuple[str, ...]
+    account: str = ""
 
 
 def entry_id(name: str, metadata: dict[str, str]) -> str:
@@ -67,13 +74,17 @@ async def probe(nc: NATS, names: list[str], wait_s: float = 2.0) -> dict[str, Po
 
 
 class Pool:
-    def __init__(self, allowed: list[str]) -> None:
+    def __init__(self, allowed: list[str], account_of: Callable[[str], str] = identity.account_of) -> None:
         self.allowed = list(allowed)
+        self.account_of = account_of
         self.members: dict[str, PoolMember] = {}
 
     async def update(self, nc: NATS, wait_s: float = 2.0) -> tuple[list[PoolMember], list[PoolMember]]:
         """Probe again; (joined, left). A changed entry (new provenance) leaves and joins."""
-        now = await probe(nc, self.allowed, wait_s)
+        now = {
+            n: m.model_copy(update={"account": self.account_of(n)})
+            for n, m in (await probe(nc, self.allowed, wait_s)).items()
+        }
         old = {m.entry: m for m in self.members.values()}
         new = {m.entry: m for m in now.values()}
         self.members = now

@@ -1,4 +1,7 @@
-"""The ladder's fault quarantine: an entry that keeps faulting is benched for a while, with a reason.
+"""The ladder's fault quarantine: an account that keeps faulting is benched for a while, with a reason.
+
+The key is whatever the service passes: the account (the login a bot's messages come from), not
+the `name@hash` entry, so a bot that changes its options keeps its bench and its streak.
 
 `Quarantine.result(entry, fault, now)` counts consecutive faulted matches of an entry (a clean
 match resets the count); at `limit` in a row the entry is benched until `now + backoff`, the
@@ -63,6 +66,10 @@ class Quarantine:
     def restore(self, entry: str, state: BenchState) -> None:
         """Put back a stored state (a restarted ladder)."""
         self._s[entry] = state.model_copy()
+
+    def state(self, key: str) -> BenchState | None:
+        st = self._s.get(key)
+        return st.model_copy() if st is not None else None
 
     def schedulable(self, entry: str, now: float) -> bool:
         st = self._s.get(entry)

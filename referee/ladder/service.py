@@ -23,6 +23,14 @@ record is stored is counted; one without is sent again (deduplicated by match id
 stream's window; a referee skips a spec whose record is already stored). A referee killed
 mid-match leaves its spec to be redelivered by JetStream to another referee.
 
+Identity: each entry's account (`account_of`, bus/identity.py's by default) is what the ladder
+benches (referee/ladder/quarantine.py), paces (referee/ladder/pace.py: per pairing of accounts
+per hour or in all, per account per minute; never two seats of one account) and audits
+(referee/ladder/audit.py, once per `[limits] log_interval_s`, off the loop); a bot that changes
+options keeps all three. Each round it also reads the stored bench of every account in the pool,
+so an operator's `spielbus ladder bench` holds within a round. What it shows and exports is
+bounded by `[limits]` (referee/ladder/bounds.py), and it logs one summary per interval.
+
 Games of more than two players are scheduled in groups (`_groups`: the most uncertain entry by
 openskill's sigma with the closest in mu) and rated by openskill's Plackett-Luce beside
 Bradley-Terry (referee/ladder/board.py).
@@ -33,7 +41,9 @@ restarted ladder keeps its benches), the rate limiter in memory (a restart start
 burst); a pending match without a record after
 `pending_timeout_s` is given up uncounted; so is a spec whose publish was stored by JetStream but
 whose ack never came back through an outage (it is played, not counted). Scheduling is one round
-per `probe_s` or per counted result, whichever is first.
+per `probe_s` or per counted result, whichever is first. Reading the benches is one key-value
+read per account in the pool per round (fine for tens of accounts); a bench whose write failed
+while the bus was away can be replaced by the older stored one at the next round.
 """
 
 from __future__ import annotations
@@ -52,15 +62,19 @@ from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 from pydantic import ValidationError
 
+from bus import identity
 from bus.protocol import MatchEvent, MatchRecord, MatchSpec
 from bus.streams import ensure_streams, publish_stored
 from bus.subjects import Subjects
 from games.probe import check_game
 from referee.acceptance import record_problem
 from referee.config import ConfigError
+from referee.ladder.audit import Audit, audit
 from referee.ladder.board import BoardRow, board
+from referee.ladder.bounds import visible_rows
 from referee.ladder.config import LadderConfig
 from referee.ladder.matchmaking import next_pairings
+from referee.ladder.pace import AccountRate, Paced, PairKey, paced, pair_key
 from referee.ladder.pool import Pool
 from referee.ladder.quarantine import BenchState, Quarantine
 from referee.ladder.store import (
@@ -113,15 +127,25 @@ class Ladder:
         *,
         subjects: Subjects | None = None,
         clock: Callable[[], float] = time.time,
+        account_of: Callable[[str], str] = identity.account_of,
     ) -> None:
         self.nc = nc
         self.config = config
         self.subjects = subjects or Subjects()
         self.clock = clock
-        self.pool = Pool(list(config.agents))
+        self.account_of = account_of
+        self.pool = Pool(list(config.agents), account_of)
         q = config.quarantine
         self.quarantine = Quarantine(q.limit, q.backoff_s, max(q.max_backoff_s, q.backoff_s))
         self.limiter = RateLimit(config.rate_per_minute, config.concurrency, clock())
+        self.account_rate = AccountRate(config.pace.per_account_per_minute)
+        self.paced: dict[PairKey, Paced] = {}  # pairings at their cap, as of the last round
+        self.seen: dict[str, float] = {}  # entry -> when last in the pool or scheduled
+        self.audit: Audit | None = None  # the last collusion report (every `log_interval_s`)
+        self._audit_task: asyncio.Task[None] | None = None
+        self._published: set[tuple[str, str]] = set()  # (game, entry) of the rows last exported
+        self._since = Counter[str]()  # what happened since the last summary line
+        self._summary_at = clock()
         self.store: LadderStore | None = None
         self.results: list[LadderResult] = []
         self.pending: dict[str, Pending] = {}
@@ -146,8 +170,12 @@ class Ladder:
         self.store = await LadderStore.open(js, self.config.bucket)
         self.results = await self.store.results()
         self.pending = {p.spec.match_id: p for p in await self.store.pending()}
-        for entry, state in (await self.store.benches()).items():
-            self.quarantine.restore(entry, state)
+        for r in self.results:
+            for e in r.seats or [r.first, r.second]:
+                self.seen[e] = max(self.seen.get(e, 0.0), r.scheduled_at)
+        for key, (state, is_account) in (await self.store.benches()).items():
+            # A bench stored before benches followed accounts is under its entry: its account's now.
+            self.quarantine.restore(key if is_account else self.account(key), state)
         log.info(
             "ladder %s: %d results and %d pending matches in %s",
             self.config.name,
@@ -162,14 +190,17 @@ class Ladder:
             self.ready.set()
             while not self._stop.is_set():
                 await self._round()
+                if self._summarise():
+                    self._start_audit()
                 self._wake.clear()
                 await any_set([self._stop, self._wake], self.config.probe_s)
         finally:
             with contextlib.suppress(Exception):
                 await sub.unsubscribe()
-            if self._rows_task is not None:
-                with contextlib.suppress(Exception):
-                    await self._rows_task
+            for task in (self._rows_task, self._audit_task):
+                if task is not None:
+                    with contextlib.suppress(Exception):
+                        await task
 
     def stop(self) -> None:
         self._stop.set()
@@ -180,11 +211,19 @@ class Ladder:
         except Exception:  # the bus away: keep the last pool, try again next round
             log.warning("ladder: probing the pool failed", exc_info=True)
             joined, left = [], []
+        now = self.clock()
+        for m in self.pool.members.values():
+            self.seen[m.entry] = now
+        # Entries unseen past `idle_s` are shown nowhere: forget them (a rotating bot's many).
+        self.seen = {e: t for e, t in self.seen.items() if t >= now - self.config.limits.idle_s}
+        if {(r.game, r.entry) for r in self.visible()} != self._published:
+            self._publish_board()
         for m in joined:
             log.info("ladder: %s joined as %s", m.name, m.entry)
         for m in left:
             log.info("ladder: %s (%s) left", m.name, m.entry)
         try:
+            await self._sync_benches()
             await self._sweep()
             await self._schedule()
         except Exception:
@@ -193,6 +232,92 @@ class Ladder:
             log.warning("ladder: a round failed; trying again next round", exc_info=True)
 
     # -- scheduling ---------------------------------------------------------------------------
+
+    def _summarise(self, force: bool = False) -> bool:
+        """One log line per `limits.log_interval_s`: what the interval did and where things stand.
+        True when it wrote one."""
+        now = self.clock()
+        if not force and now - self._summary_at < self.config.limits.log_interval_s:
+            return False
+        c, self._since = self._since, Counter()
+        log.info(
+            "ladder %s, last %.0f s: %d scheduled, %d counted (%d with faults), %d given up; "
+            "%d in the pool, %d in flight, %d benched, %d pairings paced",
+            self.config.name,
+            now - self._summary_at,
+            c["scheduled"],
+            c["counted"],
+            c["faulted"],
+            c["given_up"],
+            len(self.pool.members),
+            len(self.pending),
+            len(self.quarantine.benched(now)),
+            len(self.paced),
+        )
+        self._summary_at = now
+        return True
+
+    def _start_audit(self) -> None:
+        """The collusion report, off the loop, one at a time (referee/ladder/audit.py)."""
+        if self._audit_task is not None and not self._audit_task.done():
+            return
+        self._audit_task = asyncio.create_task(self._run_audit())
+
+    async def _run_audit(self) -> None:
+        a = self.config.audit
+        try:
+            self.audit = await asyncio.to_thread(
+                audit, list(self.results), self.account, a.alpha, a.min_games, a.min_forfeits
+            )
+        except Exception:
+            log.warning("ladder: the collusion audit failed", exc_info=True)
+            return
+        for p in self.audit.pairs:
+            if p.flagged:
+                log.warning(
+                    "ladder audit: %s vs %s in %s: score %.1f of %d, expected %.1f (p = %.2g)",
+                    p.first,
+                    p.second,
+                    p.game,
+                    p.score,
+                    p.games,
+                    p.expected,
+                    p.p_value,
+                )
+
+    async def _sync_benches(self) -> None:
+        """Benches an operator set or lifted (`spielbus ladder bench`) for the accounts in the pool."""
+        if self.store is None:
+            return
+        for acct in {m.account for m in self.pool.members.values()}:
+            stored = await self.store.get_bench(acct)
+            if stored is not None and stored != self.quarantine.state(acct):
+                self.quarantine.restore(acct, stored)
+
+    def _pace_matches(self) -> list[tuple[str, list[str], float]]:
+        """Every match scheduled or counted as (game, its seats' accounts, scheduled at)."""
+        out = [
+            (r.game, [self.account(e) for e in (r.seats or [r.first, r.second])], r.scheduled_at)
+            for r in self.results
+        ]
+        out += [
+            (p.spec.game.label(), [self.account(e) for e in p.entries.values()], p.scheduled_at)
+            for p in self.pending.values()
+        ]
+        return out
+
+    def _blocked(self, label: str) -> Callable[[str, str], bool]:
+        """Pairs not to schedule now: two seats of one account, or a pairing at its pace."""
+
+        def blocked(a: str, b: str) -> bool:
+            x, y = self.account(a), self.account(b)
+            return x == y or pair_key(label, x, y) in self.paced
+
+        return blocked
+
+    def account(self, entry: str) -> str:
+        """The account (login) an entry's messages come from: what the ladder benches and paces."""
+        return self.account_of(entry)
 
     def _busy(self) -> Counter[str]:
         return Counter(s for p in self.pending.values() for s in p.spec.seats)
@@ -208,8 +333,16 @@ class Ladder:
         if room <= 0:
             return
         busy = self._busy()
-        members = {m.name: m for m in self.pool.members.values() if self.quarantine.schedulable(m.entry, now)}
-        slots = {m.entry: self.config.agents[n].concurrency - busy[n] for n, m in members.items()}
+        self.paced = paced(self._pace_matches(), self.config.pace, now)
+        members = {
+            m.name: m for m in self.pool.members.values() if self.quarantine.schedulable(m.account, now)
+        }
+        slots = {
+            m.entry: min(
+                self.config.agents[n].concurrency - busy[n], self.account_rate.available(m.account, now)
+            )
+            for n, m in members.items()
+        }
         games = list(self.config.games)
         # Rotate which game goes first so one game cannot take every free slot for ever.
         start = self.scheduled % len(games)
@@ -230,6 +363,7 @@ class Ladder:
                     self._firsts(label),
                     limit,
                     classes=classes,
+                    blocked=self._blocked(label),
                 )
                 groups = [[p.first, p.second] for p in pairings]
             else:
@@ -238,6 +372,7 @@ class Ladder:
                 await self._submit(label, [entries[e] for e in group], {entries[e]: e for e in group})
                 for e in group:
                     slots[e] -= 1
+                    self.account_rate.take(self.account(e), now)
                 room -= 1
                 self.limiter.take()
 
@@ -259,6 +394,7 @@ class Ladder:
             if r.game == label and r.entry in mu and r.pl_mu is not None and r.pl_sigma is not None:
                 mu[r.entry], sigma[r.entry] = r.pl_mu, r.pl_sigma
         free = dict(slots)
+        blocked = self._blocked(label)
         out: list[list[str]] = []
         while len(out) < limit:
             ready = sorted((e for e in entries if free.get(e, 0) > 0), key=lambda e: -sigma[e])
@@ -272,7 +408,13 @@ class Ladder:
             if found is None:
                 break
             anchor, peers = found
-            group = [anchor, *sorted(peers, key=lambda e: abs(mu[e] - mu[anchor]))[: n - 1]]
+            group = [anchor]
+            for e in sorted(peers, key=lambda e: abs(mu[e] - mu[anchor])):
+                if len(group) < n and not any(blocked(e, g) for g in group):
+                    group.append(e)
+            if len(group) < n:  # no full group without a paced pairing: this anchor waits
+                free[anchor] = 0
+                continue
             self._rng.shuffle(group)
             for e in group:
                 free[e] -= 1
@@ -286,6 +428,8 @@ class Ladder:
             self.config.new_match_id(), self.config.name, game, seats, self._rng.randrange(2**31)
         )
         pending = Pending(spec=spec, entries=entries, scheduled_at=self.clock())
+        for e in entries.values():
+            self.seen[e] = pending.scheduled_at
         # Stored before it is sent: a ladder killed in between sends it again on restart.
         await self.store.add_pending(pending)
         self.pending[spec.match_id] = pending
@@ -299,7 +443,8 @@ class Ladder:
                 await self.store.drop_pending(spec.match_id)
             raise
         self.scheduled += 1
-        log.info("ladder: scheduled %s: %s (%s)", spec.match_id, " vs ".join(seats), label)
+        self._since["scheduled"] += 1
+        log.debug("ladder: scheduled %s: %s (%s)", spec.match_id, " vs ".join(seats), label)
 
     async def _publish(self, spec: MatchSpec) -> None:
         await publish_stored(
@@ -336,14 +481,23 @@ class Ladder:
             result = from_group_record(record, pending.entries)
         else:
             result = from_record(record, entries=pending.entries)
+        if result is not None:
+            result = result.model_copy(update={"scheduled_at": pending.scheduled_at})
         if result is not None and await self.store.record(result):
             self.results.append(result)
             self.counted += 1
+            self._since["counted"] += 1
+            self._since["faulted"] += bool(result.faults)
             now = self.clock()
-            for entry in dict.fromkeys(result.seats or [result.first, result.second]):
-                state = self.quarantine.result(entry, result.faults.get(entry), now)
+            # One step of the account's streak per match: a fault of any of its seats counts.
+            faults: dict[str, str | None] = {}
+            for entry in result.seats or [result.first, result.second]:
+                acct = self.account(entry)
+                faults[acct] = faults.get(acct) or result.faults.get(entry)
+            for acct, fault in faults.items():
+                state = self.quarantine.result(acct, fault, now)
                 if state is not None:
-                    await self._put_bench(entry, state)
+                    await self._put_bench(acct, state)
             self._refresh_rows()
         elif result is None:
             log.warning("ladder: match %s ended %s: not rated", mid, record.outcome)
@@ -351,12 +505,17 @@ class Ladder:
         await self.store.drop_pending(mid)
         self._wake.set()
 
-    async def _put_bench(self, entry: str, state: BenchState) -> None:
+    async def _put_bench(self, account: str, state: BenchState) -> None:
         assert self.store is not None
         try:
-            await self.store.put_bench(entry, state)
+            stored = await self.store.get_bench(account)
+            if stored is not None and stored.until > state.until:
+                # An operator's longer bench (`spielbus ladder bench`) stands.
+                state = state.model_copy(update={"until": stored.until, "reason": stored.reason})
+                self.quarantine.restore(account, state)
+            await self.store.put_bench(account, state)
         except Exception:  # the bus away: the bench holds in memory; a restart may forget this one
-            log.warning("ladder: storing the quarantine state of %s failed", entry, exc_info=True)
+            log.warning("ladder: storing the quarantine state of %s failed", account, exc_info=True)
 
     async def _stored_ended(self, spec: MatchSpec) -> MatchEvent | None:
         try:
@@ -390,6 +549,7 @@ class Ladder:
                     "ladder: match %s has no record after %.0f s: given up", mid, now - pending.scheduled_at
                 )
                 self.pending.pop(mid, None)
+                self._since["given_up"] += 1
                 if self.store is not None:
                     await self.store.drop_pending(mid)
 
@@ -409,11 +569,32 @@ class Ladder:
             except Exception:
                 log.warning("ladder: rating failed", exc_info=True)
                 return
-            for cb in self.on_board:
-                try:
-                    cb(self.rows)
-                except Exception:
-                    log.warning("ladder: a leaderboard listener failed", exc_info=True)
+            self._publish_board()
+
+    def visible(self) -> list[BoardRow]:
+        """The rows shown and exported: recent entries, a few per account, a bounded number
+        (referee/ladder/bounds.py)."""
+        return visible_rows(self.rows, self.seen, self.account, self.config.limits, self.clock())
+
+    def _publish_board(self) -> None:
+        rows = self.visible()
+        self._published = {(r.game, r.entry) for r in rows}
+        for cb in self.on_board:
+            try:
+                cb(rows)
+            except Exception:
+                log.warning("ladder: a leaderboard listener failed", exc_info=True)
+
+    def _audit_view(self) -> dict[str, Any] | None:
+        """The page's audit panel: flagged pairings and one-sided forfeits, 20 of each at most."""
+        if self.audit is None:
+            return None
+        return {
+            "alpha": self.audit.alpha,
+            "tested": self.audit.pairs_tested,
+            "pairs": [p.model_dump() for p in self.audit.pairs if p.flagged][:20],
+            "forfeits": [f.model_dump() for f in self.audit.forfeits][:20],
+        }
 
     def leaderboard(self) -> dict[str, Any]:
         """What the live page shows: the rows with live status (in the pool, benched and why)."""
@@ -421,15 +602,17 @@ class Ladder:
         benched = self.quarantine.benched(now)
         present = {m.entry for m in self.pool.members.values()}
         busy = self._busy()
+        shown = self.visible()
         rows = [
             {
                 **r.model_dump(),
                 "present": r.entry in present,
                 "playing": busy[r.name] if r.entry in present else 0,
                 "budget": self.config.budget_class(r.name),
-                "benched": benched.get(r.entry, ""),
+                "account": self.account(r.entry),
+                "benched": benched.get(self.account(r.entry), ""),
             }
-            for r in self.rows
+            for r in shown
         ]
         rated = {r.entry for r in self.rows}
         waiting = [
@@ -437,15 +620,31 @@ class Ladder:
                 "entry": m.entry,
                 "name": m.name,
                 "budget": self.config.budget_class(m.name),
-                "benched": benched.get(m.entry, ""),
+                "account": m.account,
+                "benched": benched.get(m.account, ""),
             }
             for m in self.pool.members.values()
             if m.entry not in rated
         ]
+        pace = self.config.pace
         return {
             "ladder": self.config.name,
+            "games": [g.label() for g in self.config.games],
             "rows": rows,
             "unrated": waiting,
+            "hidden": len(self.rows) - len(shown),
+            "audit": self._audit_view(),
+            "pace": {"per_pairing_per_hour": pace.per_pairing_per_hour, "per_pairing": pace.per_pairing},
+            "paced": [
+                {
+                    "game": p.game,
+                    "accounts": list(p.accounts),
+                    "last_hour": p.last_hour,
+                    "total": p.total,
+                    "until": p.until,
+                }
+                for p in self.paced.values()
+            ],
             "pending": len(self.pending),
             "results": len(self.results),
         }

@@ -7,8 +7,8 @@ restart of the ladder, a referee or NATS (file storage) loses nothing and counts
 
 The ladder service (referee/ladder/service.py) also keeps each match it scheduled and has not yet
 counted as `pending.<match id>`: a restarted ladder waits for those records (or sends the spec
-again, deduplicated by match id) instead of forgetting them; and each entry's quarantine state as
-`bench.<entry>`, so a restarted ladder keeps a benched entry benched with its reason.
+again, deduplicated by match id) instead of forgetting them; and each account's quarantine state
+as `bench.<account>`, so a restarted ladder keeps a benched account benched with its reason.
 
 Limits: two-player results only (score of `first` against `second` between 0 and 1, as
 referee/ratings.py scores the record). Reading rebuilds from every key: fine for thousands of
@@ -53,12 +53,13 @@ class LadderResult(BaseModel):
     faults: dict[str, str] = Field(default_factory=dict, description="entry -> fault reason, if any")
     seats: list[str] = Field(default_factory=list, description="N-player: entries in seat order")
     ranks: list[int] = Field(default_factory=list, description="N-player: finishing place per seat")
+    scheduled_at: float = Field(default=0.0, description="when the ladder scheduled it (0: not kept)")
 
-    @field_validator("score")
+    @field_validator("score", "scheduled_at")
     @classmethod
     def _finite(cls, v: float) -> float:
         if not math.isfinite(v):
-            raise ValueError("score must be finite")
+            raise ValueError("must be finite")
         return v
 
 
@@ -128,17 +129,19 @@ def pending_key(match_id: str) -> str:
     return "pending." + _safe(match_id)
 
 
-def bench_key(entry: str) -> str:
-    return "bench." + _safe(entry)
+def bench_key(account: str) -> str:
+    return "bench." + _safe(account)
 
 
 class StoredBench(BaseModel):
-    """An entry's quarantine state (referee/ladder/quarantine.py) under `bench.<entry>`."""
+    """An account's quarantine state (referee/ladder/quarantine.py) under `bench.<account>`.
+    Stored before benches followed accounts: an entry's, `account` absent (False)."""
 
     model_config = ConfigDict(strict=True, extra="forbid")
 
-    entry: str = Field(min_length=1)
+    entry: str = Field(min_length=1, description="the account (an entry when `account` is False)")
     state: BenchState
+    account: bool = False
 
 
 class LadderStore:
@@ -199,16 +202,26 @@ class LadderStore:
         out = [Pending.model_validate_json(v) for v in await self._values("pending.")]
         return sorted(out, key=lambda p: p.spec.match_id)
 
-    async def put_bench(self, entry: str, state: BenchState) -> None:
-        """Store an entry's quarantine state (the last write wins)."""
-        await self.kv.put(bench_key(entry), StoredBench(entry=entry, state=state).model_dump_json().encode())
+    async def put_bench(self, account: str, state: BenchState) -> None:
+        """Store an account's quarantine state (the last write wins)."""
+        bench = StoredBench(entry=account, state=state, account=True)
+        await self.kv.put(bench_key(account), bench.model_dump_json().encode())
 
-    async def benches(self) -> dict[str, BenchState]:
-        """Every stored quarantine state: entry -> state."""
+    async def get_bench(self, account: str) -> BenchState | None:
+        """One account's stored quarantine state, None when there is none."""
+        try:
+            entry = await self.kv.get(bench_key(account))
+        except KeyNotFoundError:
+            return None
+        return StoredBench.model_validate_json(entry.value or b"").state if entry.value else None
+
+    async def benches(self) -> dict[str, tuple[BenchState, bool]]:
+        """Every stored quarantine state: account (or, stored by an older ladder, entry) ->
+        (state, whether the key is an account)."""
         out = {}
         for v in await self._values("bench."):
             b = StoredBench.model_validate_json(v)
-            out[b.entry] = b.state
+            out[b.entry] = (b.state, b.account)
         return out
 
     async def wins(self, game: str | None = None) -> dict[tuple[str, str], float]:
