@@ -16,7 +16,16 @@ import pytest
 from rich.console import Console
 
 from agents.gnugo_agent import find_gnugo
-from bus.protocol import FaultRecord, GameSpec, MatchRecord, MoveRecord, MoveStats, Provenance, Usage
+from bus.protocol import (
+    FaultRecord,
+    GameSpec,
+    MatchRecord,
+    MoveRecord,
+    MoveStats,
+    Provenance,
+    Usage,
+    VoidedAttempt,
+)
 from games.loader import initial_state, load_game
 from referee.config import TournamentConfig
 from research.papers import cli, coaching, llm_mcts, wordnt
@@ -306,3 +315,30 @@ def test_the_install_hint_keeps_its_brackets(
     assert cli.main(["coaching", "--out", str(tmp_path)]) == 0
     said = " ".join(capsys.readouterr().out.split())
     assert "pip install -e '.[train]'" in said
+
+
+def test_a_match_the_llm_provider_left_unplayed_counts_in_no_cell_number() -> None:
+    """A match every play of which a provider fault voided ends `void` with returns 0 for all: the
+    cells read it as a draw (a share of 0.5 against Stockfish) or an unsolved puzzle, where the
+    referee's standings leave it out. Now it is left out and said; the seat's voided plays are counted."""
+    spec = GameSpec(name="chess")
+    seats = ["llm_vote", "defender"]
+    won = MatchRecord(
+        match_id="p-1", tournament="t", game=spec, seats=seats, seed=1, returns=[1.0, -1.0],
+        ranks=[1, 2], outcome="decisive", moves=[_move(0, 0, "llm_vote", calls=1)],
+    )  # fmt: skip
+    void = MatchRecord(
+        match_id="p-2", tournament="t", game=spec, seats=seats, seed=1, returns=[0.0, 0.0], ranks=[1, 1],
+        outcome="void", faults=[FaultRecord(turn=1, seat=0, agent="llm_vote", reason="provider")],
+        voided=[VoidedAttempt(agent="llm_vote", turn=1, cause="LLMTimeout")] * 7,
+    )  # fmt: skip
+    cfg = llm_mcts.table2_config("llm_vote", 3, llm_mcts.QUICK, llm_section(None, "smollm2"), 1)
+    cell = share_cell("t5-l1-llm_vote", "LLM (vote) against level 1", [won, void], "runs/x", cfg,
+                      "llm_vote", "stockfish1", "m")  # fmt: skip
+    assert (cell.games, cell.wins, cell.draws, cell.score) == (1, 1, 0, 1.0)
+    assert "1 match(es) left out" in cell.note and "1 unplayed" in cell.note
+    vote = next(s for s in cell.seats if s.agent == "llm_vote")
+    assert (vote.turns, vote.no_move, vote.voided) == (2, 1, 7)
+    assert "7 plays voided by its LLM provider's failure" in vote.text()
+    puzzle = llm_mcts.puzzle_cell("t2-d3-llm_vote", "d3", [won, void], "runs/x", cfg, "llm_vote", 3, "m")
+    assert (puzzle.games, puzzle.wins, puzzle.score) == (1, 1, 1.0) and "left out" in puzzle.note

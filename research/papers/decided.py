@@ -9,7 +9,9 @@ A turn is not the seat's own when
   timed out, so the search ran without them, although a move of the method was sent), or
 - it gave no move at all (a fault that the policy did not replace: the `forfeit` or `retry` policy).
 Unusable answers (`stats.bad_outputs`: an answer that names no legal move) are counted beside, not
-in the share: they are the model's own play, which the paper's rules judge.
+in the share: they are the model's own play, which the paper's rules judge. So are the plays of a
+match voided because the seat's LLM provider failed (`voided`, referee/worker.py): their turns are
+not in the record, only that they happened.
 
 Limits: one function (`move_origin`) reads a move's origin, so a field the records gain later (e.g.
 the LLM layer's own record of each call) is one line there; a record trimmed to fit the bus
@@ -63,6 +65,7 @@ class SeatShare(BaseModel):
     llm_calls: int = Field(default=0, ge=0)  # LLM requests answered
     llm_failures: int = Field(default=0, ge=0)  # LLM requests that failed
     bad_outputs: int = Field(default=0, ge=0)  # answers the strategy could not use
+    voided: int = Field(default=0, ge=0)  # plays of a match voided by its LLM provider's failure
 
     @property
     def not_own(self) -> int:
@@ -93,6 +96,8 @@ class SeatShare(BaseModel):
             said += f"; {self.llm_failures} of {calls} LLM calls failed"
         if self.bad_outputs:
             said += f"; {self.bad_outputs} unusable answers"
+        if self.voided:
+            said += f"; {self.voided} plays voided by its LLM provider's failure"
         return said
 
 
@@ -106,6 +111,8 @@ def seat_shares(records: Iterable[MatchRecord]) -> list[SeatShare]:
     for rec in records:
         for agent in rec.seats:
             row(agent)
+        for void in rec.voided or ():
+            row(void.agent).voided += 1
         for prov in rec.provenance:
             if prov.agent in seats:
                 known = seats[prov.agent].models
