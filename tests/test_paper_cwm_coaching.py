@@ -34,7 +34,7 @@ from research.cwm.synthesize import Outcome, Task
 from research.cwm.synthesize import report as synthesis_report
 from research.cwm.trajectories import held_out_games
 from research.papers import coaching, cwm_paper
-from research.papers.cells import Cell
+from research.papers.cells import Cell, read_cells, write_cells
 from research.papers.cwm_models import NO_CODE, Models
 from research.papers.cwm_paper import TABLES, CwmReport, Sizes, calls_curves, extra
 from research.papers.llm_spec import llm_section, synthesis_llm
@@ -315,3 +315,22 @@ def test_coaching_elo_cells_carry_their_interval(tmp_path: Path) -> None:
     ]  # fmt: skip
     low, high = elo_intervals(records, ["a", "b"], rounds=50)["a"]
     assert 1500 < low <= high  # a won every match: its whole interval is above the start
+
+
+def test_cwm_resume_without_a_sandbox_keeps_finished_cells(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--resume` on a machine without the sandbox wrote cells.json anew with only "no sandbox"
+    cells: the finished cells of the earlier run were lost from it (and from report.md)."""
+
+    def no_sandbox() -> None:
+        raise SandboxUnavailable("no sandbox in this test")
+
+    monkeypatch.setattr(cwm_paper, "check_available", no_sandbox)
+    done = Cell(name="tic_tac_toe-vs-random", title="t", score=0.75, games=4, run="runs/x")
+    other = Cell(name="connect_four-vs-random", title="c", why="the run failed")
+    write_cells(tmp_path, {done.name: done, other.name: other})
+    wanted = f"{done.name},{other.name}"
+    cells = asyncio.run(CwmReport(_args(cells=wanted, resume=True), tmp_path, Console(quiet=True)).run())
+    assert cells[0] == done and "no sandbox" in cells[1].why
+    assert read_cells(tmp_path)[done.name] == done

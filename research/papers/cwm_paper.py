@@ -284,9 +284,12 @@ class CwmReport:
         try:
             check_available()
         except SandboxUnavailable as exc:
-            cells = {n: self._cell(n, why=f"no sandbox for model code here: {exc}") for n in names}
-            write_cells(self.out, cells)
-            return list(cells.values())
+            why = f"no sandbox for model code here: {exc}"
+            for n in names:  # finished cells are kept (--resume), as below
+                if n not in done or done[n].score is None:
+                    done[n] = self._cell(n, why=why)
+            write_cells(self.out, done)
+            return [done[n] for n in names]
         for name in names:
             if name in done and done[name].score is not None:
                 continue
