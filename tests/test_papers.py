@@ -17,8 +17,10 @@ from rich.console import Console
 
 from agents.gnugo_agent import find_gnugo
 from bus.protocol import (
+    MAX_MOVE_CALLS,
     FaultRecord,
     GameSpec,
+    LLMCall,
     MatchRecord,
     MoveRecord,
     MoveStats,
@@ -30,7 +32,7 @@ from games.loader import initial_state, load_game
 from referee.config import TournamentConfig
 from research.papers import cli, coaching, llm_mcts, wordnt
 from research.papers.cells import Cell, played_title, score_of, share_cell, wilson
-from research.papers.decided import move_origin
+from research.papers.decided import failed_calls, move_origin, seat_shares
 from research.papers.llm_spec import llm_section
 from research.papers.minimax_tot import config
 from research.papers.registry import PAPERS
@@ -342,3 +344,27 @@ def test_a_match_the_llm_provider_left_unplayed_counts_in_no_cell_number() -> No
     assert "7 plays voided by its LLM provider's failure" in vote.text()
     puzzle = llm_mcts.puzzle_cell("t2-d3-llm_vote", "d3", [won, void], "runs/x", cfg, "llm_vote", 3, "m")
     assert (puzzle.games, puzzle.wins, puzzle.score) == (1, 1, 1.0) and "left out" in puzzle.note
+
+
+def test_a_call_answered_on_its_retry_is_no_failed_call() -> None:
+    """`stats.llm_failures` counts failed attempts: LLM-MCTS's quick Table 2 rerun read "2 with failed
+    LLM calls inside; 2 of 26 LLM calls failed" where each of those calls was answered on its retry
+    (every call of the move `answered`). A failed call is one that brought no answer."""
+    retried = [LLMCall(id="a/1/0", outcome="answered", attempts=2), LLMCall(id="a/2/0", outcome="answered")]
+    own = _move(0, 0, "llm_mcts", calls=2, llm_failures=1).model_copy(update={"calls": retried})
+    lost = [LLMCall(id="a/3/0", outcome="provider", attempts=2), LLMCall(id="a/4/0", outcome="answered")]
+    failed = _move(2, 0, "llm_mcts", calls=1, llm_failures=2).model_copy(update={"calls": lost})
+    assert [move_origin(own), move_origin(failed)] == ["own", "failed_calls"]
+    rec = MatchRecord(
+        match_id="m-1", tournament="t", game=GameSpec(name="chess"), seats=["llm_mcts", "defender"],
+        seed=1, moves=[own, _move(1, 1, "defender"), failed], returns=[0.0, 0.0], outcome="max_turns",
+    )  # fmt: skip
+    [mcts, _] = seat_shares([rec])
+    assert (mcts.turns, mcts.failed_calls, mcts.llm_calls, mcts.llm_failures) == (2, 1, 3, 1)
+    assert "50% of 2 turns not its method's (1 with failed LLM calls inside); 1 of 4 LLM calls failed" in (
+        mcts.text()
+    )
+    # Past the kept calls (the last MAX_MOVE_CALLS), unaccounted failed attempts count as failed calls.
+    many = [LLMCall(id=f"a/{i}/0", outcome="answered") for i in range(MAX_MOVE_CALLS)]
+    cut = _move(4, 0, "llm_mcts", calls=40, llm_failures=3).model_copy(update={"calls": many})
+    assert failed_calls(cut) == 3 and failed_calls(_move(5, 0, "x", llm_failures=2)) == 2

@@ -5,17 +5,21 @@ A turn is not the seat's own when
 - the referee played it (`forced`: the `random` fault policy replaced a bad answer),
 - the agent marked its move a fallback (`stats.fallback`: its LLM failed and it played a random legal
   move of its own),
-- LLM calls inside the decision failed (`stats.llm_failures`: e.g. LLM-MCTS's pruner or critic
-  timed out, so the search ran without them, although a move of the method was sent), or
+- LLM calls inside the decision failed (e.g. LLM-MCTS's pruner or critic timed out, so the search
+  ran without them, although a move of the method was sent): calls that brought no answer, from the
+  move's `calls` (`failed_calls`); `stats.llm_failures` counts failed attempts, and a call answered
+  on its retry is one of those but no failed call, or
 - it gave no move at all (a fault that the policy did not replace: the `forfeit` or `retry` policy).
 Unusable answers (`stats.bad_outputs`: an answer that names no legal move) are counted beside, not
 in the share: they are the model's own play, which the paper's rules judge. So are the plays of a
 match voided because the seat's LLM provider failed (`voided`, referee/worker.py): their turns are
 not in the record, only that they happened.
 
-Limits: one function (`move_origin`) reads a move's origin, so a field the records gain later (e.g.
-the LLM layer's own record of each call) is one line there; a record trimmed to fit the bus
-(`trimmed`) has lost its stats, and its moves count as the method's own.
+Limits: one function (`move_origin`) reads a move's origin; a record trimmed to fit the bus
+(`trimmed`) has lost its stats, and its moves count as the method's own. A move keeps its last
+`MAX_MOVE_CALLS` calls: past that (and for a move without `calls`) the failed attempts that the
+listed calls do not account for count as failed calls each, an upper bound. A call the client did
+not send because the turn's time was spent leaves no trace in the record, so it is not counted.
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bus.protocol import MatchRecord, MoveRecord
+from bus.protocol import MAX_MOVE_CALLS, MatchRecord, MoveRecord
 
 Origin = Literal["own", "forced", "fallback", "failed_calls"]
+FAILED = ("provider", "config")  # call outcomes without an answer (agents/llm/base.py)
 
 
 def _extra(mv: MoveRecord) -> dict[str, object]:
@@ -38,6 +43,17 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
+def failed_calls(mv: MoveRecord) -> int:
+    """The move's LLM calls that brought no answer (see the module's limits)."""
+    attempts = _count(_extra(mv).get("llm_failures"))
+    calls = mv.calls or []
+    failed = sum(1 for c in calls if c.outcome in FAILED)
+    if calls and len(calls) < MAX_MOVE_CALLS:
+        return failed  # every call is listed
+    seen = sum(c.attempts if c.outcome in FAILED else max(0, c.attempts - 1) for c in calls)
+    return failed + max(0, attempts - seen)
+
+
 def move_origin(mv: MoveRecord) -> Origin:
     """Who decided this move: the seat's own method, the referee (`forced`), the agent's fallback,
     or the method with some of its LLM calls failed (`failed_calls`)."""
@@ -46,7 +62,7 @@ def move_origin(mv: MoveRecord) -> Origin:
         return "forced"
     if extra.get("fallback"):
         return "fallback"
-    if _count(extra.get("llm_failures")):
+    if failed_calls(mv):
         return "failed_calls"
     return "own"
 
@@ -63,7 +79,7 @@ class SeatShare(BaseModel):
     failed_calls: int = Field(default=0, ge=0)
     no_move: int = Field(default=0, ge=0)
     llm_calls: int = Field(default=0, ge=0)  # LLM requests answered
-    llm_failures: int = Field(default=0, ge=0)  # LLM requests that failed
+    llm_failures: int = Field(default=0, ge=0)  # LLM calls that brought no answer
     bad_outputs: int = Field(default=0, ge=0)  # answers the strategy could not use
     voided: int = Field(default=0, ge=0)  # plays of a match voided by its LLM provider's failure
 
@@ -127,7 +143,7 @@ def seat_shares(records: Iterable[MatchRecord]) -> list[SeatShare]:
                 setattr(s, origin, getattr(s, origin) + 1)
             extra = _extra(mv)
             s.llm_calls += mv.usage.llm_calls if mv.usage is not None else 0
-            s.llm_failures += _count(extra.get("llm_failures"))
+            s.llm_failures += failed_calls(mv)
             s.bad_outputs += _count(extra.get("bad_outputs"))
         played = {(m.turn, m.player) for m in rec.moves if m.forced}
         for f in rec.faults:
