@@ -24,7 +24,7 @@ from rich.console import Console
 
 from agents.cwm.reference import reference_code
 from agents.cwm.sandbox import SandboxUnavailable
-from bus.protocol import GameSpec, MatchRecord
+from bus.protocol import GameSpec, MatchRecord, Provenance
 from referee.config import ConfigError, RatingsConfig
 from referee.ratings import elo
 from research.coach.table1 import elo_intervals
@@ -334,3 +334,21 @@ def test_cwm_resume_without_a_sandbox_keeps_finished_cells(
     cells = asyncio.run(CwmReport(_args(cells=wanted, resume=True), tmp_path, Console(quiet=True)).run())
     assert cells[0] == done and "no sandbox" in cells[1].why
     assert read_cells(tmp_path)[done.name] == done
+
+
+def test_coaching_cells_name_the_model_that_played(tmp_path: Path) -> None:
+    """Each Table 1 row names the model its agent played on (the records' provenance), as every other
+    paper's cells do; before, the row said only "Coach-distilled policy LLM"."""
+    run = tmp_path / "table1" / "runs" / "table1-x"
+    run.mkdir(parents=True)
+    prov = [Provenance(agent="coach_distilled", models=["openai:coach-smollm2"])]
+    rec = MatchRecord(
+        match_id="t-1", tournament="t", game=GameSpec(name="kuhn_poker"), seats=["coach_distilled", "base"],
+        seed=0, returns=[1.0, -1.0], outcome="decisive", ranks=[1, 2], provenance=prov,
+    )  # fmt: skip
+    (run / "matches.jsonl").write_text(rec.model_dump_json() + "\n")
+    ratings = [{"agent": "coach_distilled", "elo": 1500.2, "bt": 1.0, "bt_low": 0.0, "bt_high": 2.0}]
+    [cell] = coaching.cells_from(
+        {"run": str(run), "matches": 1, "ratings": ratings}, tmp_path, ["coach_distilled-elo"]
+    )
+    assert cell.title == "Coach-distilled policy LLM: Elo (coach_distilled on openai:coach-smollm2)"
