@@ -24,7 +24,7 @@ from rich.console import Console
 
 from agents.cwm.reference import reference_code
 from agents.cwm.sandbox import SandboxUnavailable
-from bus.protocol import GameSpec, MatchRecord, Provenance
+from bus.protocol import GameSpec, MatchRecord, MoveRecord, Provenance, Usage
 from referee.config import ConfigError, RatingsConfig
 from referee.ratings import elo
 from research.coach.table1 import elo_intervals
@@ -341,14 +341,29 @@ def test_coaching_cells_name_the_model_that_played(tmp_path: Path) -> None:
     paper's cells do; before, the row said only "Coach-distilled policy LLM"."""
     run = tmp_path / "table1" / "runs" / "table1-x"
     run.mkdir(parents=True)
-    prov = [Provenance(agent="coach_distilled", models=["openai:coach-smollm2"])]
+    prov = [
+        Provenance(agent="coach_distilled", models=["openai:coach-smollm2"]),
+        Provenance(agent="cfvfp_table", models=["openai:smollm2"]),  # configured, never asked
+    ]
+    asked = MoveRecord(
+        turn=0, player=0, action=0, text="a", agent="coach_distilled", usage=Usage(llm_calls=1)
+    )
+    table = MoveRecord(turn=1, player=1, action=0, text="a", agent="cfvfp_table")
     rec = MatchRecord(
-        match_id="t-1", tournament="t", game=GameSpec(name="kuhn_poker"), seats=["coach_distilled", "base"],
-        seed=0, returns=[1.0, -1.0], outcome="decisive", ranks=[1, 2], provenance=prov,
+        match_id="t-1", tournament="t", game=GameSpec(name="kuhn_poker"),
+        seats=["coach_distilled", "cfvfp_table"], seed=0, returns=[1.0, -1.0], outcome="decisive",
+        ranks=[1, 2], provenance=prov, moves=[asked, table],
     )  # fmt: skip
     (run / "matches.jsonl").write_text(rec.model_dump_json() + "\n")
-    ratings = [{"agent": "coach_distilled", "elo": 1500.2, "bt": 1.0, "bt_low": 0.0, "bt_high": 2.0}]
+    ratings = [
+        {"agent": a, "elo": 1500.2, "bt": 1.0, "bt_low": 0.0, "bt_high": 2.0}
+        for a in ("coach_distilled", "cfvfp_table")
+    ]
     [cell] = coaching.cells_from(
         {"run": str(run), "matches": 1, "ratings": ratings}, tmp_path, ["coach_distilled-elo"]
     )
     assert cell.title == "Coach-distilled policy LLM: Elo (coach_distilled on openai:coach-smollm2)"
+    [table_cell] = coaching.cells_from(
+        {"run": str(run), "matches": 1, "ratings": ratings}, tmp_path, ["cfvfp_table-elo"]
+    )
+    assert table_cell.title == "cfvfp_table: Elo" and table_cell.seats[0].models == []

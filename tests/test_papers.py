@@ -243,7 +243,7 @@ def test_every_seat_share_and_the_model_that_played_are_in_the_cell(tmp_path: Pa
     prov = [Provenance(agent="cwm", kind="cwm"), Provenance(agent="llm_policy", models=["openai:smollm2"])]
     moves = [
         _move(0, 0, "cwm", calls=0),
-        _move(1, 1, "llm_policy", fallback=1),
+        _move(1, 1, "llm_policy", fallback=1, llm_failures=1),
         _move(2, 0, "cwm", llm_failures=3, calls=1),  # the method ran, some inner calls failed
         _move(3, 1, "llm_policy", forced=True),  # the referee played it (random policy)
         _move(4, 0, "cwm", calls=2, bad_outputs=1),  # an unusable answer is the model's own play

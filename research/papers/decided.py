@@ -72,7 +72,9 @@ class SeatShare(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid")
     agent: str
-    models: list[str] = Field(default_factory=list)  # from the records' provenance
+    # From the records' provenance, when the seat asked an LLM at all: a policy table configured
+    # with one for a fallback it never used played no model.
+    models: list[str] = Field(default_factory=list)
     turns: int = Field(default=0, ge=0)  # moves made plus turns that produced no move
     forced: int = Field(default=0, ge=0)
     fallback: int = Field(default=0, ge=0)
@@ -151,6 +153,9 @@ def seat_shares(records: Iterable[MatchRecord]) -> list[SeatShare]:
                 s = row(f.agent)
                 s.turns += 1
                 s.no_move += 1
+    for s in seats.values():
+        if not (s.llm_calls or s.llm_failures):
+            s.models = []
     return list(seats.values())
 
 
