@@ -24,7 +24,7 @@ from rich.console import Console
 
 from agents.cwm.reference import reference_code
 from agents.cwm.sandbox import SandboxUnavailable
-from bus.protocol import GameSpec, MatchRecord
+from bus.protocol import GameSpec, MatchRecord, MoveRecord, Provenance, Usage
 from referee.config import ConfigError, RatingsConfig
 from referee.ratings import elo
 from research.coach.table1 import elo_intervals
@@ -34,7 +34,7 @@ from research.cwm.synthesize import Outcome, Task
 from research.cwm.synthesize import report as synthesis_report
 from research.cwm.trajectories import held_out_games
 from research.papers import coaching, cwm_paper
-from research.papers.cells import Cell
+from research.papers.cells import Cell, read_cells, write_cells
 from research.papers.cwm_models import NO_CODE, Models
 from research.papers.cwm_paper import TABLES, CwmReport, Sizes, calls_curves, extra
 from research.papers.llm_spec import llm_section, synthesis_llm
@@ -315,3 +315,55 @@ def test_coaching_elo_cells_carry_their_interval(tmp_path: Path) -> None:
     ]  # fmt: skip
     low, high = elo_intervals(records, ["a", "b"], rounds=50)["a"]
     assert 1500 < low <= high  # a won every match: its whole interval is above the start
+
+
+def test_cwm_resume_without_a_sandbox_keeps_finished_cells(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--resume` on a machine without the sandbox wrote cells.json anew with only "no sandbox"
+    cells: the finished cells of the earlier run were lost from it (and from report.md)."""
+
+    def no_sandbox() -> None:
+        raise SandboxUnavailable("no sandbox in this test")
+
+    monkeypatch.setattr(cwm_paper, "check_available", no_sandbox)
+    done = Cell(name="tic_tac_toe-vs-random", title="t", score=0.75, games=4, run="runs/x")
+    other = Cell(name="connect_four-vs-random", title="c", why="the run failed")
+    write_cells(tmp_path, {done.name: done, other.name: other})
+    wanted = f"{done.name},{other.name}"
+    cells = asyncio.run(CwmReport(_args(cells=wanted, resume=True), tmp_path, Console(quiet=True)).run())
+    assert cells[0] == done and "no sandbox" in cells[1].why
+    assert read_cells(tmp_path)[done.name] == done
+
+
+def test_coaching_cells_name_the_model_that_played(tmp_path: Path) -> None:
+    """Each Table 1 row names the model its agent played on (the records' provenance), as every other
+    paper's cells do; before, the row said only "Coach-distilled policy LLM"."""
+    run = tmp_path / "table1" / "runs" / "table1-x"
+    run.mkdir(parents=True)
+    prov = [
+        Provenance(agent="coach_distilled", models=["openai:coach-smollm2"]),
+        Provenance(agent="cfvfp_table", models=["openai:smollm2"]),  # configured, never asked
+    ]
+    asked = MoveRecord(
+        turn=0, player=0, action=0, text="a", agent="coach_distilled", usage=Usage(llm_calls=1)
+    )
+    table = MoveRecord(turn=1, player=1, action=0, text="a", agent="cfvfp_table")
+    rec = MatchRecord(
+        match_id="t-1", tournament="t", game=GameSpec(name="kuhn_poker"),
+        seats=["coach_distilled", "cfvfp_table"], seed=0, returns=[1.0, -1.0], outcome="decisive",
+        ranks=[1, 2], provenance=prov, moves=[asked, table],
+    )  # fmt: skip
+    (run / "matches.jsonl").write_text(rec.model_dump_json() + "\n")
+    ratings = [
+        {"agent": a, "elo": 1500.2, "bt": 1.0, "bt_low": 0.0, "bt_high": 2.0}
+        for a in ("coach_distilled", "cfvfp_table")
+    ]
+    [cell] = coaching.cells_from(
+        {"run": str(run), "matches": 1, "ratings": ratings}, tmp_path, ["coach_distilled-elo"]
+    )
+    assert cell.title == "Coach-distilled policy LLM: Elo (coach_distilled on openai:coach-smollm2)"
+    [table_cell] = coaching.cells_from(
+        {"run": str(run), "matches": 1, "ratings": ratings}, tmp_path, ["cfvfp_table-elo"]
+    )
+    assert table_cell.title == "cfvfp_table: Elo" and table_cell.seats[0].models == []

@@ -16,12 +16,23 @@ import pytest
 from rich.console import Console
 
 from agents.gnugo_agent import find_gnugo
-from bus.protocol import FaultRecord, GameSpec, MatchRecord, MoveRecord, MoveStats, Provenance, Usage
+from bus.protocol import (
+    MAX_MOVE_CALLS,
+    FaultRecord,
+    GameSpec,
+    LLMCall,
+    MatchRecord,
+    MoveRecord,
+    MoveStats,
+    Provenance,
+    Usage,
+    VoidedAttempt,
+)
 from games.loader import initial_state, load_game
 from referee.config import TournamentConfig
 from research.papers import cli, coaching, llm_mcts, wordnt
 from research.papers.cells import Cell, played_title, score_of, share_cell, wilson
-from research.papers.decided import move_origin
+from research.papers.decided import failed_calls, move_origin, seat_shares
 from research.papers.llm_spec import llm_section
 from research.papers.minimax_tot import config
 from research.papers.registry import PAPERS
@@ -232,7 +243,7 @@ def test_every_seat_share_and_the_model_that_played_are_in_the_cell(tmp_path: Pa
     prov = [Provenance(agent="cwm", kind="cwm"), Provenance(agent="llm_policy", models=["openai:smollm2"])]
     moves = [
         _move(0, 0, "cwm", calls=0),
-        _move(1, 1, "llm_policy", fallback=1),
+        _move(1, 1, "llm_policy", fallback=1, llm_failures=1),
         _move(2, 0, "cwm", llm_failures=3, calls=1),  # the method ran, some inner calls failed
         _move(3, 1, "llm_policy", forced=True),  # the referee played it (random policy)
         _move(4, 0, "cwm", calls=2, bad_outputs=1),  # an unusable answer is the model's own play
@@ -306,3 +317,54 @@ def test_the_install_hint_keeps_its_brackets(
     assert cli.main(["coaching", "--out", str(tmp_path)]) == 0
     said = " ".join(capsys.readouterr().out.split())
     assert "pip install -e '.[train]'" in said
+
+
+def test_a_match_the_llm_provider_left_unplayed_counts_in_no_cell_number() -> None:
+    """A match every play of which a provider fault voided ends `void` with returns 0 for all: the
+    cells read it as a draw (a share of 0.5 against Stockfish) or an unsolved puzzle, where the
+    referee's standings leave it out. Now it is left out and said; the seat's voided plays are counted."""
+    spec = GameSpec(name="chess")
+    seats = ["llm_vote", "defender"]
+    won = MatchRecord(
+        match_id="p-1", tournament="t", game=spec, seats=seats, seed=1, returns=[1.0, -1.0],
+        ranks=[1, 2], outcome="decisive", moves=[_move(0, 0, "llm_vote", calls=1)],
+    )  # fmt: skip
+    void = MatchRecord(
+        match_id="p-2", tournament="t", game=spec, seats=seats, seed=1, returns=[0.0, 0.0], ranks=[1, 1],
+        outcome="void", faults=[FaultRecord(turn=1, seat=0, agent="llm_vote", reason="provider")],
+        voided=[VoidedAttempt(agent="llm_vote", turn=1, cause="LLMTimeout")] * 7,
+    )  # fmt: skip
+    cfg = llm_mcts.table2_config("llm_vote", 3, llm_mcts.QUICK, llm_section(None, "smollm2"), 1)
+    cell = share_cell("t5-l1-llm_vote", "LLM (vote) against level 1", [won, void], "runs/x", cfg,
+                      "llm_vote", "stockfish1", "m")  # fmt: skip
+    assert (cell.games, cell.wins, cell.draws, cell.score) == (1, 1, 0, 1.0)
+    assert "1 match(es) left out" in cell.note and "1 unplayed" in cell.note
+    vote = next(s for s in cell.seats if s.agent == "llm_vote")
+    assert (vote.turns, vote.no_move, vote.voided) == (2, 1, 7)
+    assert "7 plays voided by its LLM provider's failure" in vote.text()
+    puzzle = llm_mcts.puzzle_cell("t2-d3-llm_vote", "d3", [won, void], "runs/x", cfg, "llm_vote", 3, "m")
+    assert (puzzle.games, puzzle.wins, puzzle.score) == (1, 1, 1.0) and "left out" in puzzle.note
+
+
+def test_a_call_answered_on_its_retry_is_no_failed_call() -> None:
+    """`stats.llm_failures` counts failed attempts: LLM-MCTS's quick Table 2 rerun read "2 with failed
+    LLM calls inside; 2 of 26 LLM calls failed" where each of those calls was answered on its retry
+    (every call of the move `answered`). A failed call is one that brought no answer."""
+    retried = [LLMCall(id="a/1/0", outcome="answered", attempts=2), LLMCall(id="a/2/0", outcome="answered")]
+    own = _move(0, 0, "llm_mcts", calls=2, llm_failures=1).model_copy(update={"calls": retried})
+    lost = [LLMCall(id="a/3/0", outcome="provider", attempts=2), LLMCall(id="a/4/0", outcome="answered")]
+    failed = _move(2, 0, "llm_mcts", calls=1, llm_failures=2).model_copy(update={"calls": lost})
+    assert [move_origin(own), move_origin(failed)] == ["own", "failed_calls"]
+    rec = MatchRecord(
+        match_id="m-1", tournament="t", game=GameSpec(name="chess"), seats=["llm_mcts", "defender"],
+        seed=1, moves=[own, _move(1, 1, "defender"), failed], returns=[0.0, 0.0], outcome="max_turns",
+    )  # fmt: skip
+    [mcts, _] = seat_shares([rec])
+    assert (mcts.turns, mcts.failed_calls, mcts.llm_calls, mcts.llm_failures) == (2, 1, 3, 1)
+    assert "50% of 2 turns not its method's (1 with failed LLM calls inside); 1 of 4 LLM calls failed" in (
+        mcts.text()
+    )
+    # Past the kept calls (the last MAX_MOVE_CALLS), unaccounted failed attempts count as failed calls.
+    many = [LLMCall(id=f"a/{i}/0", outcome="answered") for i in range(MAX_MOVE_CALLS)]
+    cut = _move(4, 0, "llm_mcts", calls=40, llm_failures=3).model_copy(update={"calls": many})
+    assert failed_calls(cut) == 3 and failed_calls(_move(5, 0, "x", llm_failures=2)) == 2

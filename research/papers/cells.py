@@ -6,7 +6,10 @@ Every played cell carries each seat's share of turns its own method did not deci
 
 Limits: a cell's number is the first agent's score share (wins + draws / 2) with a 95% Wilson interval,
 or (unit "points") a mean with a normal-approximation 95% interval (none from fewer than 2 games);
-a cell that cannot be measured is stored with `why` and no number, never a guess.
+a cell that cannot be measured is stored with `why` and no number, never a guess. A match that an
+LLM provider fault touched (the seat's LLM server failed a decision, or every play of the match was
+voided: `referee.outcome.provider_touched`) counts in no number, as in the referee's standings: the
+cell says how many were left out, and the seats' shares still count their turns.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from rich.console import Console
 from analysis.summary import AgentQuality, agent_quality
 from bus.protocol import MatchRecord
 from referee.config import ConfigError, TournamentConfig
+from referee.outcome import provider_touched
 from referee.ratings import standings
 from research.papers.decided import SeatShare, seat_shares
 from research.papers.numbers import Unit
@@ -83,10 +87,30 @@ def mean_interval(values: list[float], z: float = 1.96) -> tuple[float | None, f
     return mean - z * sd / math.sqrt(n), mean + z * sd / math.sqrt(n)
 
 
+def counted(records: list[MatchRecord]) -> list[MatchRecord]:
+    """The records a cell's number counts: those no LLM provider fault touched. An unplayed match
+    (every play voided) has returns of 0 for all, which read as a draw; a provider's failure is not
+    the model's play."""
+    return [r for r in records if not provider_touched(r)]
+
+
+def left_out(records: list[MatchRecord]) -> str:
+    """The note on the matches `counted` leaves out ('' when none), e.g. ' 1 match(es) left out: ...'."""
+    out = [r for r in records if provider_touched(r)]
+    if not out:
+        return ""
+    unplayed = sum(r.outcome == "void" for r in out)
+    return (
+        f" {len(out)} match(es) left out: an LLM provider fault (the server failed a decision, not the "
+        f"model) touched them, {unplayed} unplayed after every play was voided."
+    )
+
+
 def score_of(records: list[MatchRecord], agent: str) -> tuple[int, int, int]:
-    """Games, wins and draws of `agent` in two-player records (a win: the better rank)."""
+    """Games, wins and draws of `agent` in two-player records (a win: the better rank); a match a
+    provider fault touched is not counted (`counted`)."""
     games = wins = draws = 0
-    for rec in records:
+    for rec in counted(records):
         if agent not in rec.seats or len(rec.returns) != len(rec.seats):
             continue
         me = rec.seats.index(agent)
@@ -188,7 +212,8 @@ def share_cell(
         policy=config.policy.kind,
         fallback_rate=rates.get(agent, 0.0),
         seats=seats,
-        why="" if games else "no match finished (see the run folder's failures)",
+        why="" if games else f"no match finished (see the run folder's failures).{left_out(records)}",
+        note=left_out(records).strip(),
     )
 
 

@@ -38,7 +38,7 @@ from typing import Any
 from rich.console import Console
 
 from bus.protocol import MatchRecord
-from research.papers.cells import Cell, cells_of, read_cells, write_cells
+from research.papers.cells import Cell, cells_of, played_title, read_cells, write_cells
 from research.papers.decided import seat_shares
 from research.papers.numbers import paper_numbers
 
@@ -73,6 +73,7 @@ def cells_from(result: dict[str, Any], out: Path, names: list[str]) -> list[Cell
         common: dict[str, Any] = {"name": name, "title": title, "agent": agent, "run": run, "unit": "elo"}
         common.update(model="smollm2 (embedded) and its distilled copies", seed=0, policy="random")
         common["seats"] = [seats[agent]] if agent in seats else []
+        common["title"] = played_title(title, common["seats"])  # the model that played
         if r is None:
             cells.append(Cell(**common, why=f"{agent} has no rating in the run"))
         elif kind == "elo":

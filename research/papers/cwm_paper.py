@@ -43,7 +43,7 @@ from agents.cwm.sandbox import SandboxUnavailable, check_available
 from bus.protocol import MatchRecord
 from games.loader import parse_spec
 from referee.config import TournamentConfig
-from research.papers.cells import Cell, cells_of, measure, read_cells, wilson, write_cells
+from research.papers.cells import Cell, cells_of, counted, measure, read_cells, wilson, write_cells
 from research.papers.cwm_models import (
     NEEDS_CODE_MODEL,
     Models,
@@ -148,8 +148,7 @@ def _payoff_cell(out: Path, cell: Cell) -> Cell:
     """A measured cell as cwm's mean payoff (95% normal interval), from its run's matches.jsonl."""
     lines = (out / cell.run / "matches.jsonl").read_text().splitlines()
     pays = []
-    for line in lines:
-        rec = MatchRecord.model_validate_json(line)
+    for rec in counted([MatchRecord.model_validate_json(line) for line in lines]):
         if "cwm" in rec.seats and len(rec.returns) == len(rec.seats):
             pays.append(rec.returns[rec.seats.index("cwm")])
     if not pays:
@@ -275,7 +274,7 @@ class CwmReport:
             self.args.resume,
             self.console,
         )
-        cell = cell.model_copy(update={"note": f"cwm plays {folder}"})
+        cell = cell.model_copy(update={"note": " ".join(x for x in (f"cwm plays {folder}.", cell.note) if x)})
         return _payoff_cell(self.out, cell) if key in PAYOFF_GAMES and cell.score is not None else cell
 
     async def run(self, names: list[str] | None = None) -> list[Cell]:
@@ -285,9 +284,12 @@ class CwmReport:
         try:
             check_available()
         except SandboxUnavailable as exc:
-            cells = {n: self._cell(n, why=f"no sandbox for model code here: {exc}") for n in names}
-            write_cells(self.out, cells)
-            return list(cells.values())
+            why = f"no sandbox for model code here: {exc}"
+            for n in names:  # finished cells are kept (--resume), as below
+                if n not in done or done[n].score is None:
+                    done[n] = self._cell(n, why=why)
+            write_cells(self.out, done)
+            return [done[n] for n in names]
         for name in names:
             if name in done and done[name].score is not None:
                 continue

@@ -5,15 +5,21 @@ A turn is not the seat's own when
 - the referee played it (`forced`: the `random` fault policy replaced a bad answer),
 - the agent marked its move a fallback (`stats.fallback`: its LLM failed and it played a random legal
   move of its own),
-- LLM calls inside the decision failed (`stats.llm_failures`: e.g. LLM-MCTS's pruner or critic
-  timed out, so the search ran without them, although a move of the method was sent), or
+- LLM calls inside the decision failed (e.g. LLM-MCTS's pruner or critic timed out, so the search
+  ran without them, although a move of the method was sent): calls that brought no answer, from the
+  move's `calls` (`failed_calls`); `stats.llm_failures` counts failed attempts, and a call answered
+  on its retry is one of those but no failed call, or
 - it gave no move at all (a fault that the policy did not replace: the `forfeit` or `retry` policy).
 Unusable answers (`stats.bad_outputs`: an answer that names no legal move) are counted beside, not
-in the share: they are the model's own play, which the paper's rules judge.
+in the share: they are the model's own play, which the paper's rules judge. So are the plays of a
+match voided because the seat's LLM provider failed (`voided`, referee/worker.py): their turns are
+not in the record, only that they happened.
 
-Limits: one function (`move_origin`) reads a move's origin, so a field the records gain later (e.g.
-the LLM layer's own record of each call) is one line there; a record trimmed to fit the bus
-(`trimmed`) has lost its stats, and its moves count as the method's own.
+Limits: one function (`move_origin`) reads a move's origin; a record trimmed to fit the bus
+(`trimmed`) has lost its stats, and its moves count as the method's own. A move keeps its last
+`MAX_MOVE_CALLS` calls: past that (and for a move without `calls`) the failed attempts that the
+listed calls do not account for count as failed calls each, an upper bound. A call the client did
+not send because the turn's time was spent leaves no trace in the record, so it is not counted.
 """
 
 from __future__ import annotations
@@ -23,9 +29,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bus.protocol import MatchRecord, MoveRecord
+from bus.protocol import MAX_MOVE_CALLS, MatchRecord, MoveRecord
 
 Origin = Literal["own", "forced", "fallback", "failed_calls"]
+FAILED = ("provider", "config")  # call outcomes without an answer (agents/llm/base.py)
 
 
 def _extra(mv: MoveRecord) -> dict[str, object]:
@@ -36,6 +43,17 @@ def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
+def failed_calls(mv: MoveRecord) -> int:
+    """The move's LLM calls that brought no answer (see the module's limits)."""
+    attempts = _count(_extra(mv).get("llm_failures"))
+    calls = mv.calls or []
+    failed = sum(1 for c in calls if c.outcome in FAILED)
+    if calls and len(calls) < MAX_MOVE_CALLS:
+        return failed  # every call is listed
+    seen = sum(c.attempts if c.outcome in FAILED else max(0, c.attempts - 1) for c in calls)
+    return failed + max(0, attempts - seen)
+
+
 def move_origin(mv: MoveRecord) -> Origin:
     """Who decided this move: the seat's own method, the referee (`forced`), the agent's fallback,
     or the method with some of its LLM calls failed (`failed_calls`)."""
@@ -44,7 +62,7 @@ def move_origin(mv: MoveRecord) -> Origin:
         return "forced"
     if extra.get("fallback"):
         return "fallback"
-    if _count(extra.get("llm_failures")):
+    if failed_calls(mv):
         return "failed_calls"
     return "own"
 
@@ -54,15 +72,18 @@ class SeatShare(BaseModel):
 
     model_config = ConfigDict(strict=True, extra="forbid")
     agent: str
-    models: list[str] = Field(default_factory=list)  # from the records' provenance
+    # From the records' provenance, when the seat asked an LLM at all: a policy table configured
+    # with one for a fallback it never used played no model.
+    models: list[str] = Field(default_factory=list)
     turns: int = Field(default=0, ge=0)  # moves made plus turns that produced no move
     forced: int = Field(default=0, ge=0)
     fallback: int = Field(default=0, ge=0)
     failed_calls: int = Field(default=0, ge=0)
     no_move: int = Field(default=0, ge=0)
     llm_calls: int = Field(default=0, ge=0)  # LLM requests answered
-    llm_failures: int = Field(default=0, ge=0)  # LLM requests that failed
+    llm_failures: int = Field(default=0, ge=0)  # LLM calls that brought no answer
     bad_outputs: int = Field(default=0, ge=0)  # answers the strategy could not use
+    voided: int = Field(default=0, ge=0)  # plays of a match voided by its LLM provider's failure
 
     @property
     def not_own(self) -> int:
@@ -93,6 +114,8 @@ class SeatShare(BaseModel):
             said += f"; {self.llm_failures} of {calls} LLM calls failed"
         if self.bad_outputs:
             said += f"; {self.bad_outputs} unusable answers"
+        if self.voided:
+            said += f"; {self.voided} plays voided by its LLM provider's failure"
         return said
 
 
@@ -106,6 +129,8 @@ def seat_shares(records: Iterable[MatchRecord]) -> list[SeatShare]:
     for rec in records:
         for agent in rec.seats:
             row(agent)
+        for void in rec.voided or ():
+            row(void.agent).voided += 1
         for prov in rec.provenance:
             if prov.agent in seats:
                 known = seats[prov.agent].models
@@ -120,7 +145,7 @@ def seat_shares(records: Iterable[MatchRecord]) -> list[SeatShare]:
                 setattr(s, origin, getattr(s, origin) + 1)
             extra = _extra(mv)
             s.llm_calls += mv.usage.llm_calls if mv.usage is not None else 0
-            s.llm_failures += _count(extra.get("llm_failures"))
+            s.llm_failures += failed_calls(mv)
             s.bad_outputs += _count(extra.get("bad_outputs"))
         played = {(m.turn, m.player) for m in rec.moves if m.forced}
         for f in rec.faults:
@@ -128,6 +153,9 @@ def seat_shares(records: Iterable[MatchRecord]) -> list[SeatShare]:
                 s = row(f.agent)
                 s.turns += 1
                 s.no_move += 1
+    for s in seats.values():
+        if not (s.llm_calls or s.llm_failures):
+            s.models = []
     return list(seats.values())
 
 

@@ -38,6 +38,8 @@ from referee.config import TournamentConfig
 from research.papers.cells import (
     Cell,
     cells_of,
+    counted,
+    left_out,
     mean_interval,
     measure,
     play,
@@ -193,7 +195,7 @@ def table5_config(method: str, level: int, s: Scale, llm: dict[str, Any], games:
 def puzzle_cell(name: str, title: str, records: list[MatchRecord], run: str, cfg: TournamentConfig,
                 method: str, depth: int, model: str) -> Cell:  # fmt: skip
     """The solve share of a Table 2 cell: mates within `depth` of the method's own moves."""
-    verdicts = [solved(r, depth) for r in records if r.seats and r.seats[0] == method]
+    verdicts = [solved(r, depth) for r in counted(records) if r.seats and r.seats[0] == method]
     cell = share_cell(name, title, records, run, cfg, method, DEFENDER, model)
     k, n = sum(verdicts), len(verdicts)
     low, high = wilson(k, n)
@@ -205,7 +207,8 @@ def puzzle_cell(name: str, title: str, records: list[MatchRecord], run: str, cfg
             "games": n,
             "wins": k,
             "draws": 0,
-            "note": f"Solved: mate within {depth} own moves (a slower mate, no mate or a fault is not).",
+            "note": f"Solved: mate within {depth} own moves (a slower mate, no mate or a fault is not)."
+            + left_out(records),
         }
     )
 
@@ -228,7 +231,7 @@ def go_cell(name: str, title: str, records: list[MatchRecord], run: str, cfg: To
     board = cfg.games[0].params
     size, komi = int(board["board_size"]), float(board["komi"])
     values, referee_wins, unscored = [], 0, 0
-    for rec in records:
+    for rec in counted(records):
         if not rec.seats or rec.seats[0] != method:
             continue
         area = scored[0].get(rec.match_id) if scored else tromp_taylor_score(rec)
@@ -246,7 +249,8 @@ def go_cell(name: str, title: str, records: list[MatchRecord], run: str, cfg: To
         else "Tromp-Taylor area as the final position stands, dead stones counted as alive (GNU Go is "
         "not installed, so no dead-stone-aware score: apt-get install gnugo)"
     )
-    left_out = f"; {unscored} game(s) GNU Go could not score left out" if unscored else ""
+    unscored_out = f"; {unscored} game(s) GNU Go could not score left out" if unscored else ""
+    provider = left_out(records)
     return cell.model_copy(
         update={
             "unit": "points",
@@ -256,11 +260,11 @@ def go_cell(name: str, title: str, records: list[MatchRecord], run: str, cfg: To
             "games": len(values),
             "wins": wins,
             "draws": draws,
-            "why": "" if values else f"no game could be scored{left_out}",
+            "why": "" if values else f"no game could be scored{unscored_out}.{provider}",
             "note": f"Territory: black's territory minus white's (territory plus prisoners), komi left "
             f"out, from {how}, less the difference of stones placed; {size}x{size} board, komi {komi:g}; "
             f"by this score with komi black won {wins} and drew {draws} of {len(values)} (the referee's "
-            f"record, Tromp-Taylor area, says black won {referee_wins}){left_out}.",
+            f"record, Tromp-Taylor area, says black won {referee_wins}){unscored_out}.{provider}",
         }
     )
 
