@@ -35,7 +35,7 @@ def random_record(game_spec: GameSpec, plies: int, seed: int) -> MatchRecord:
     game = load_game(game_spec)
     state = game.new_initial_state()
     rng = random.Random(seed)
-    moves = []
+    moves: list[MoveRecord] = []
     while not state.is_terminal() and len(moves) < plies:
         if state.is_chance_node():
             actions, probs = zip(*state.chance_outcomes(), strict=True)
