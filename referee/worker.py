@@ -43,7 +43,16 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from pydantic import ValidationError
 
 from bus import conn_events
-from bus.protocol import MatchEvent, MatchRecord, MatchSpec, Provenance, VoidedAttempt, trim_record
+from bus.protocol import (
+    COMPACT,
+    TURN_FORM_KEY,
+    MatchEvent,
+    MatchRecord,
+    MatchSpec,
+    Provenance,
+    VoidedAttempt,
+    trim_record,
+)
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from referee.acceptance import record_problem
@@ -105,7 +114,8 @@ class EventPublisher:
 
 
 class ProvenanceCache:
-    """Agent kind, version and models from `$SRV.INFO.<name>`, asked again at every match start.
+    """Agent kind, version and models from `$SRV.INFO.<name>`, asked again at every match start,
+    and whether the agent asks for compact turns (`compact`: metadata `"turns": "compact"`).
 
     A bot restarted with a changed prompt or model announces a new `options_hash`/models, and the
     next match's record must carry it (a new ladder entry, a new row when split by provenance).
@@ -119,6 +129,8 @@ class ProvenanceCache:
     def __init__(self, nc: NATS) -> None:
         self.nc = nc
         self._last: dict[str, Provenance] = {}
+        # Names whose last answer asked for compact turns (metadata `turns`; docs/protocol.md).
+        self.compact: set[str] = set()
 
     async def get(self, agent: str) -> Provenance:
         try:
@@ -138,6 +150,10 @@ class ProvenanceCache:
             # No answer: the last one of that name, or none (a hand-written bot plays without).
             return self._last.get(agent) or Provenance(agent=agent)
         self._last[agent] = prov
+        if meta.get(TURN_FORM_KEY) == COMPACT:
+            self.compact.add(agent)
+        else:
+            self.compact.discard(agent)
         return prov
 
 
@@ -244,6 +260,7 @@ class RefereeWorker:
             attempt=attempt,
             presence=self.presence,
             voided=voided,
+            compact=frozenset(a for a in spec.seats if a in self.provenance.compact),
         )
         self.in_flight += 1
         try:
