@@ -134,6 +134,7 @@ class MatchRunner:
         presence: Presence | None = None,
         voided: list[VoidedAttempt] | None = None,
         compact: frozenset[str] = frozenset(),
+        moved_events: bool = True,
     ) -> None:
         self.nc = nc
         self.spec = spec
@@ -170,6 +171,8 @@ class MatchRunner:
         self._tensors = frozenset(spec.tensors or ())
         # Agents that asked for compact turns (discovery metadata `turns`; perfect information only).
         self._compact = compact
+        # False: no live `moved` events (training sessions nobody watches live; the record has every move).
+        self._moved_events = moved_events
         # `moved` and `forfeit` events wait here and go out while the referee waits for a reply
         # (`_pump`), not between a reply and the next turn; `ended` drains them first.
         self._events: asyncio.Queue[tuple[str, dict[str, object]] | None] = asyncio.Queue()
@@ -518,9 +521,11 @@ class MatchRunner:
         public = self._history.record(state, rec.player, rec.action, text=rec.text, facts=self._facts)
         state.apply_action(rec.action)
         self.record.moves.append(rec)
-        self._emit_move(rec, public, public_observation(state, self._facts))
+        self._emit_move(rec, public, public_observation(state, self._facts) if self._moved_events else None)
 
     def _emit_move(self, rec: MoveRecord, public: bool, observation: str | None) -> None:
+        if not self._moved_events:
+            return
         if public:
             self._emit("moved", move=self._for_spectators(rec), observation=observation)
         else:

@@ -12,6 +12,11 @@ its serialisation were a measurable part of each move): every value by pydantic'
 (`pydantic_core.to_json`), fields in `Turn`'s order, None fields left out, so the bytes are
 exactly `build_turn(...).model_dump_json(exclude_none=True)` (tests/test_turn_encoding.py
 compares them across games; tests/test_golden_bytes.py pins them).
+
+`encode_compact_turn` writes a `compact_turn` (issue 44) for agents that asked for one in their
+discovery metadata: the action list and the legal ids only, no view, no legal texts and no history
+(tests/test_compact_turns.py). `Offer` is one decision's legal actions as the referee judges the
+answer, with the texts built only when needed for a compact turn.
 """
 
 from __future__ import annotations

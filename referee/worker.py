@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 
 import nats.errors
@@ -126,13 +127,19 @@ class ProvenanceCache:
     name the first to answer is the one recorded.
     """
 
-    def __init__(self, nc: NATS) -> None:
+    def __init__(self, nc: NATS, ttl_s: float = 0.0) -> None:
         self.nc = nc
+        # > 0: an answer younger than this is used without asking again (training sessions, whose
+        # matches last a fraction of a second: the question per match was a tenth of a step's hops).
+        self.ttl_s = ttl_s
+        self._asked: dict[str, float] = {}
         self._last: dict[str, Provenance] = {}
         # Names whose last answer asked for compact turns (metadata `turns`; docs/protocol.md).
         self.compact: set[str] = set()
 
     async def get(self, agent: str) -> Provenance:
+        if self.ttl_s > 0 and agent in self._last and time.monotonic() - self._asked[agent] < self.ttl_s:
+            return self._last[agent]
         try:
             msg = await self.nc.request(f"$SRV.INFO.{agent}", b"", timeout=1.0)
             info = json.loads(msg.data)
@@ -150,6 +157,7 @@ class ProvenanceCache:
             # No answer: the last one of that name, or none (a hand-written bot plays without).
             return self._last.get(agent) or Provenance(agent=agent)
         self._last[agent] = prov
+        self._asked[agent] = time.monotonic()
         if meta.get(TURN_FORM_KEY) == COMPACT:
             self.compact.add(agent)
         else:
@@ -173,6 +181,8 @@ class RefereeWorker:
         on_event: Callable[[MatchEvent], Awaitable[None] | None] | None = None,
         absent_limit_s: float = DEFAULT_ABSENT_LIMIT_S,
         drain_grace_s: float = DRAIN_GRACE_S,
+        provenance_ttl_s: float = 0.0,
+        moved_events: bool = True,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
@@ -183,7 +193,8 @@ class RefereeWorker:
         self.publisher = EventPublisher(nc, self.subjects)
         if on_event is not None:
             self.publisher.listeners.append(on_event)
-        self.provenance = ProvenanceCache(nc)
+        self.provenance = ProvenanceCache(nc, provenance_ttl_s)
+        self.moved_events = moved_events
         self.presence = Presence(absent_limit_s)
         self.drain_grace_s = drain_grace_s
         self.in_flight = 0
@@ -261,6 +272,7 @@ class RefereeWorker:
             presence=self.presence,
             voided=voided,
             compact=frozenset(a for a in spec.seats if a in self.provenance.compact),
+            moved_events=self.moved_events,
         )
         self.in_flight += 1
         try:
