@@ -35,10 +35,12 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gymnasium as gym
 import numpy as np
 import pyspiel
+from env_throughput import single_rate, vector_rate
 
 from games.loader import initial_state, load_game, parse_spec
 from referee.config import parse_config
@@ -123,37 +125,6 @@ class MaskFromObs(gym.Wrapper[Obs, np.int64, Obs, np.int64]):
         return self.mask
 
 
-def _pick(rng: np.random.Generator, mask: np.ndarray) -> int:
-    return int(rng.choice(np.flatnonzero(mask)))
-
-
-def raw_single(env: gym.Env[Obs, Any], seconds: float) -> float:
-    rng = np.random.default_rng(0)
-    obs, _ = env.reset(seed=0)
-    steps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        obs, _, term, trunc, _ = env.step(_pick(rng, obs["action_mask"]))
-        steps += 1
-        if term or trunc:
-            obs, _ = env.reset()
-    return steps / (time.perf_counter() - t0)
-
-
-def raw_vector(env: BusVectorEnv, seconds: float) -> float:
-    rng = np.random.default_rng(0)
-    obs, _ = env.reset(seed=0)
-    n = env.num_envs
-    resetting = np.zeros(n, np.bool_)
-    steps, t0 = 0, time.perf_counter()
-    while time.perf_counter() - t0 < seconds:
-        # A sub-environment that just ended is reset by this step (not a learner's step).
-        actions = np.array([_pick(rng, m) if m.any() else 0 for m in obs["action_mask"]])
-        obs, _, term, trunc, _ = env.step(actions)
-        steps += int(np.sum(~resetting))
-        resetting = term | trunc
-    return steps / (time.perf_counter() - t0)
-
-
 def train(env: gym.Env[Obs, np.int64], steps: int) -> float:
     from sb3_contrib import MaskablePPO
 
@@ -227,16 +198,16 @@ def main() -> None:
     for game in args.games:
         config = parse_config(CONFIG.format(game=game))
         with tempfile.TemporaryDirectory(prefix="train_bus-") as run_dir:
-            local = raw_single(LocalEnv(game), args.seconds)
+            local = single_rate(LocalEnv(game), args.seconds)
             env = BusEnv(config, run_dir=run_dir, seat=0)
             try:
-                one = raw_single(env, args.seconds)
+                one = single_rate(env, args.seconds)
                 bus_train = train(env, args.steps) if args.train else None
             finally:
                 env.close()
             venv = BusVectorEnv(config, num_envs=args.envs, run_dir=run_dir, seat=0)
             try:
-                many = raw_vector(venv, args.seconds)
+                many = vector_rate(venv, args.seconds)
             finally:
                 venv.close()
             local_train = train(LocalEnv(game), args.steps) if args.train else None
