@@ -21,7 +21,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from bus.protocol import MatchEnded, MatchStarted, MoveStats, Turn, TurnBudget, Usage
+from bus.protocol import CompactTurn, MatchEnded, MatchStarted, MoveStats, Turn, TurnBudget, Usage
 
 R = TypeVar("R")
 
@@ -84,12 +84,12 @@ class MatchContext:
     data: dict[str, Any] = field(default_factory=dict)
     deadline: float | None = None
 
-    def limit(self, turn: Turn) -> DecisionLimit:
+    def limit(self, turn: Turn | CompactTurn) -> DecisionLimit:
         """The limit of the decision on `turn`: its clock, the runtime's `deadline` for it, and the
         seat's LLM budget the turn carries."""
         return DecisionLimit(turn.deadline_ms / 1000, self.deadline, turn.budget)
 
-    def remaining(self, turn: Turn) -> float:
+    def remaining(self, turn: Turn | CompactTurn) -> float:
         """Seconds left to think on `turn`: until `deadline`, or the whole clock without one."""
         return self.limit(turn).remaining()
 
@@ -168,6 +168,10 @@ class Strategy(abc.ABC):
     # Whether `decide` reads `turn.rules`: the runtime then fills it in when the referee did not
     # send it (it sends it on a seat's first turn only, to one replica).
     wants_rules: ClassVar[bool] = False
+    # True: the strategy reads only `state` and the legal ids (an engine). The agent then asks for
+    # compact turns in its discovery metadata (`"turns": "compact"`, docs/protocol.md), and turns of
+    # perfect-information games come as `compact_turn`, decided by `decide_compact`.
+    compact_turns: ClassVar[bool] = False
 
     def __init__(self, options: StrategyOptions) -> None:
         self.options = options
@@ -179,6 +183,10 @@ class Strategy(abc.ABC):
     @abc.abstractmethod
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
         """Choose an action for `turn`. Must return before `ctx.deadline` (see `MatchContext`)."""
+
+    async def decide_compact(self, turn: CompactTurn, ctx: MatchContext) -> Decision:
+        """Choose an action for a compact turn (strategies with `compact_turns` only)."""
+        raise NotImplementedError(f"{self.kind} does not read compact turns")
 
     async def start(self, name: str) -> None:  # noqa: B027
         """Optional hook: called once by the runtime, in its event loop, before the agent `name`

@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, disable_cre
 from agents.llm.hooks import set_listener
 from agents.runtime import TurnObserver
 from bus.observability import LATENCY_BUCKETS
-from bus.protocol import Move, Turn
+from bus.protocol import CompactTurn, Move, Turn
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +123,7 @@ class AgentMetrics:
         )
         self._lock = threading.Lock()
 
-    def observe_turn(self, turn: Turn, move: Move | None, seconds: float) -> None:
+    def observe_turn(self, turn: Turn | CompactTurn, move: Move | None, seconds: float) -> None:
         """The runtime's `on_turn` observer. Never raises: metrics must not cost a turn."""
         try:
             with self._lock:

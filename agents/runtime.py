@@ -60,9 +60,13 @@ from agents.base import Decision, MatchContext, ProviderFailure, Strategy, TurnE
 from bus.connect import connect, flush
 from bus.micro import ConcurrentEndpoint, add_concurrent_endpoint, request_arrival
 from bus.protocol import (
+    ANY_TURN,
+    COMPACT,
     MAX_CAUSE,
     MAX_MOVE_CALLS,
     PROBE_HEADER,
+    TURN_FORM_KEY,
+    CompactTurn,
     LLMCall,
     MatchEnded,
     MatchStarted,
@@ -78,7 +82,7 @@ from games.rules import rules_text
 log = logging.getLogger(__name__)
 
 # Called after each answered turn (for metrics): turn, move or None, seconds spent.
-TurnObserver = Callable[[Turn, Move | None, float], Awaitable[None] | None]
+TurnObserver = Callable[[Turn | CompactTurn, Move | None, float], Awaitable[None] | None]
 
 _rules_cache: dict[str, str | None] = {}
 # This process's agent service's connection and prefix: what the LLM layer's shared provider
@@ -139,7 +143,7 @@ def reserve_s(deadline_ms: int) -> float:
     return min(0.25 * total, max(0.02, 0.05 * total))
 
 
-def turn_deadline(turn: Turn, arrival: float) -> float:
+def turn_deadline(turn: Turn | CompactTurn, arrival: float) -> float:
     """When thinking must stop (a `time.monotonic()` instant): the turn's clock from its arrival,
     or from the referee's `sent_at` when that is earlier, less the reserve."""
     total = turn.deadline_ms / 1000
@@ -211,14 +215,7 @@ class AgentService:
                 name=self.name,
                 version="1.0.0",
                 description=f"spielbus agent {self.name} ({cls.kind})",
-                metadata={
-                    "kind": cls.kind,
-                    "strategy_version": cls.version,
-                    "games": ",".join(self.strategy.games) or "*",  # an instance may narrow them (cwm)
-                    "models": ",".join(self.strategy.models()),
-                    "options_hash": self.strategy.options_hash(),  # provenance: a changed prompt shows
-                    "protocol": "1",
-                },
+                metadata=self.metadata(),
             ),
         )
         self._endpoint = await add_concurrent_endpoint(
@@ -233,6 +230,22 @@ class AgentService:
         self._notify_sub = await self.nc.subscribe(self.subjects.notify(self.name), cb=self._on_notify)
         await flush(self.nc)
         log.info("agent %s (%s) serving %s", self.name, cls.kind, self.subjects.turn(self.name))
+
+    def metadata(self) -> dict[str, str]:
+        """The service's discovery metadata (`$SRV.INFO`)."""
+        cls = type(self.strategy)
+        meta = {
+            "kind": cls.kind,
+            "strategy_version": cls.version,
+            "games": ",".join(self.strategy.games) or "*",  # an instance may narrow them (cwm)
+            "models": ",".join(self.strategy.models()),
+            "options_hash": self.strategy.options_hash(),  # provenance: a changed prompt shows
+            "protocol": "1",
+        }
+        if cls.compact_turns:
+            # Only then: every other agent's metadata (and so its provenance hash) stays as it was.
+            meta[TURN_FORM_KEY] = COMPACT
+        return meta
 
     def _in_flight(self) -> int:
         """Turns being handled, this one included (each runs in its own task)."""
@@ -271,7 +284,11 @@ class AgentService:
 
     async def _handle_turn(self, req: Request, arrival: float) -> None:
         try:
-            turn = Turn.model_validate_json(req.data)
+            turn: Turn | CompactTurn = (
+                ANY_TURN.validate_json(req.data)
+                if self.strategy.compact_turns
+                else Turn.model_validate_json(req.data)
+            )
         except ValidationError as exc:
             raise _error("400", f"malformed turn: {exc.error_count()} errors") from None
         until = turn_deadline(turn, arrival)
@@ -283,7 +300,7 @@ class AgentService:
             await self._observe(turn, None, arrival)
             raise _error(refused.code, f"agent {self.name}: {refused}") from None
         try:
-            if self.strategy.wants_rules and turn.rules is None:
+            if isinstance(turn, Turn) and self.strategy.wants_rules and turn.rules is None:
                 rules = await local_rules(turn)
                 if rules is not None:
                     turn = turn.model_copy(update={"rules": rules})
@@ -294,7 +311,11 @@ class AgentService:
                 raise _Refused("504", "the turn's time ran out before the strategy could start")
             try:
                 async with asyncio.timeout(left):
-                    decision = await self.strategy.decide(turn, ctx)
+                    decision = await (
+                        self.strategy.decide(turn, ctx)
+                        if isinstance(turn, Turn)
+                        else self.strategy.decide_compact(turn, ctx)
+                    )
                 move = self._move(turn, decision)
             except TimeoutError:
                 raise _Refused("504", "the strategy did not decide before the deadline") from None
@@ -323,7 +344,7 @@ class AgentService:
             await self._observe(turn, move, arrival)
 
     @staticmethod
-    def _move(turn: Turn, decision: Decision) -> Move:
+    def _move(turn: Turn | CompactTurn, decision: Decision) -> Move:
         return Move(
             match_id=turn.match_id,
             turn=turn.turn,
@@ -337,7 +358,7 @@ class AgentService:
         )
 
     @staticmethod
-    def _failure(turn: Turn, failed: ProviderFailure) -> Move:
+    def _failure(turn: Turn | CompactTurn, failed: ProviderFailure) -> Move:
         """The reply for a decision the provider failed: no action, the failure with its cause."""
         ids = [str(c)[:128] for c in failed.calls][-MAX_MOVE_CALLS:]
         cause = str(failed.cause or "provider failure")[:MAX_CAUSE]
@@ -348,7 +369,7 @@ class AgentService:
             calls=[LLMCall(id=i, outcome="provider") for i in ids] or None,
         )
 
-    async def _observe(self, turn: Turn, move: Move | None, arrival: float) -> None:
+    async def _observe(self, turn: Turn | CompactTurn, move: Move | None, arrival: float) -> None:
         if self.on_turn is not None:
             res = self.on_turn(turn, move, time.monotonic() - arrival)
             if asyncio.iscoroutine(res):

@@ -30,6 +30,10 @@ Faults: one search at a time per engine (a lock: UCI engines think about one
 position at once). If an engine dies or misbehaves, the move in flight fails (the
 referee records `error`) and the next turn starts a new engine in its place.
 A missing binary is an option error naming how to install it.
+
+Turns: the agent asks for compact turns (`compact_turns`: the action list and the legal ids, no
+legal-move texts, history or views, docs/protocol.md), the only parts an engine reads; full turns
+(an older referee, bot-check) are played alike.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ import chess.engine
 from pydantic import Field, model_validator
 
 from agents.base import Decision, DecisionLimit, MatchContext, Strategy, StrategyOptions
-from bus.protocol import MatchEnded, MoveStats, Turn
+from bus.protocol import CompactTurn, MatchEnded, MoveStats, Turn
 from games.chess.uci import action_to_move, board_from_history, move_to_action
 
 log = logging.getLogger(__name__)
@@ -131,6 +135,7 @@ class StockfishStrategy(Strategy):
     version = "1"
     Options = StockfishOptions
     games = ("chess",)
+    compact_turns = True
 
     def __init__(self, options: StockfishOptions) -> None:
         super().__init__(options)
@@ -213,6 +218,12 @@ class StockfishStrategy(Strategy):
         return chess.engine.Limit(nodes=nodes, depth=o.depth, time=time)
 
     async def decide(self, turn: Turn, ctx: MatchContext) -> Decision:
+        return await self._play(turn, ctx)
+
+    async def decide_compact(self, turn: CompactTurn, ctx: MatchContext) -> Decision:
+        return await self._play(turn, ctx)
+
+    async def _play(self, turn: Turn | CompactTurn, ctx: MatchContext) -> Decision:
         if turn.game.name != "chess" or turn.state is None:
             raise ValueError(f"stockfish plays chess only, not {turn.game.label()}")
         fen_param = turn.game.params.get("fen")

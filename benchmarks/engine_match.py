@@ -15,7 +15,10 @@ For each setting (nodes per move x concurrency) and each round, alternating:
     `--floor-agent`), each holding one engine per game in flight and a board per game, answer
     `nc.request`s that carry the start FEN and the game's moves so far (as a turn carries the
     history) with the engine's move; no referee, no protocol model, no validation, no record. Its
-    ratio to the loop bounds what the arena's can reach on this machine.
+    ratio to the loop bounds what the arena's can reach on this machine;
+(d) arena with full turns (`--full`, on by default): (a) with the referee told to ignore the
+    agents' request for compact turns (issue 44; a patch of this script's referee only), so every
+    turn carries the legal moves' SAN texts and the history, as before compact turns existed.
 
 Plies per second: (a) counts the plies of the match records over the span from the first match's
 start to the last match's end; (b) from before its engines start to its last ply (each side starts
@@ -24,18 +27,22 @@ median over rounds of each, the ratio (a)/(b), and per ply the CPU time of each 
 arena (this process: referee, runner and collector; the agent processes; the Stockfish engines;
 nats-server) over the same span, sampled from /proc every 50 ms (so within 50 ms at each edge).
 
+The load average (1 minute) is printed before and after each setting: on a shared machine the
+ratios are what they are under that load.
+
 Limits: Linux only (/proc); the setup of a run (starting nats-server and the agent processes,
 about 5-10 s) is outside both spans. A loaded machine widens the gap (the arena has more
 processes to schedule); compare ratios of the same run, not numbers across runs.
 
     .venv/bin/python benchmarks/engine_match.py [--nodes 230 3000] [--concurrency 1 2] [--rounds 2]
-        [--no-floor]
+        [--no-floor] [--no-full]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -44,6 +51,7 @@ import tempfile
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,6 +66,7 @@ from agents.stockfish_agent import find_stockfish
 from bus.server import EmbeddedNats
 from games.chess.openings import opening_fen
 from referee.config import TournamentConfig
+from referee.worker import ProvenanceCache
 from spielbus.run import RunOptions, run_tournament
 
 OPENINGS = ["e4 e5 Nf3 Nc6", "d4 d5 c4 e6", "e4 c5 Nf3 d6", "d4 Nf6 c4 g6"]
@@ -195,9 +204,33 @@ def _config(nodes: int, concurrency: int, openings: list[str]) -> TournamentConf
     )
 
 
-async def arena(nodes: int, concurrency: int, openings: list[str], out: Result) -> None:
+@contextlib.contextmanager
+def full_turns(on: bool) -> Iterator[None]:
+    """While on, this process's referee forgets every agent's request for compact turns."""
+    if not on:
+        yield
+        return
+    original = ProvenanceCache.get
+
+    async def get(self: ProvenanceCache, agent: str):  # type: ignore[no-untyped-def]
+        prov = await original(self, agent)
+        self.compact.discard(agent)
+        return prov
+
+    ProvenanceCache.get = get  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        ProvenanceCache.get = original  # type: ignore[method-assign]
+
+
+async def arena(nodes: int, concurrency: int, openings: list[str], out: Result, full: bool = False) -> None:
     config = _config(nodes, concurrency, openings)
-    with tempfile.TemporaryDirectory(prefix="engine_match-") as tmp, CpuSampler() as cpu:
+    with (
+        tempfile.TemporaryDirectory(prefix="engine_match-") as tmp,
+        full_turns(full),
+        CpuSampler() as cpu,
+    ):
         result = await run_tournament(config, RunOptions(run_dir=tmp, quiet=True), Console(quiet=True))
         records = [json.loads(line) for line in (result.path / "matches.jsonl").read_text().splitlines()]
     t0, t1 = min(r["started_at"] for r in records), max(r["ended_at"] for r in records)
@@ -321,6 +354,7 @@ async def main() -> None:
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--openings", type=int, default=4, help=f"how many of {OPENINGS} (games = 2 x this)")
     p.add_argument("--no-floor", dest="floor", action="store_false", help="skip the bus floor phase")
+    p.add_argument("--no-full", dest="full", action="store_false", help="skip the full-turns arena phase")
     p.add_argument("--floor-agent", nargs=2, metavar=("URL", "SUBJECT"), help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.floor_agent:
@@ -332,19 +366,32 @@ async def main() -> None:
     openings = OPENINGS[: args.openings]
     for nodes in args.nodes:
         for conc in args.concurrency:
-            a, b, f = Result(), Result(), Result()
+            a, b, f, full = Result(), Result(), Result(), Result()
+            load0 = os.getloadavg()[0]
             for _ in range(args.rounds):
                 await arena(nodes, conc, openings, a)
+                if args.full:
+                    await arena(nodes, conc, openings, full, full=True)
                 await loop(nodes, conc, openings, b)
                 if args.floor:
                     await floor(nodes, conc, openings, f)
             ra, rb = statistics.median(a.rates), statistics.median(b.rates)
-            print(f"nodes {nodes}, concurrency {conc}, {2 * len(openings)} games, {args.rounds} rounds:")
+            print(
+                f"nodes {nodes}, concurrency {conc}, {2 * len(openings)} games, {args.rounds} rounds "
+                f"(load average {load0:.1f} before, {os.getloadavg()[0]:.1f} after):"
+            )
             print(f"  arena {ra:7.0f} plies/s  (plies per round {a.plies})")
             print(f"  loop  {rb:7.0f} plies/s  (plies per round {b.plies})   arena/loop = {ra / rb:.2f}")
             wa, wb = 1e3 / ra, 1e3 / rb
             print(f"  wall per ply: arena {wa:.2f} ms, loop {wb:.2f} ms, overhead {wa - wb:.2f} ms")
             phases = [("arena", a), ("loop", b)]
+            if args.full:
+                rfull = statistics.median(full.rates)
+                print(
+                    f"  arena, full turns {rfull:7.0f} plies/s  (plies per round {full.plies})   "
+                    f"compact/full = {ra / rfull:.2f}, full/loop = {rfull / rb:.2f}"
+                )
+                phases.append(("arena, full turns", full))
             if args.floor:
                 rf = statistics.median(f.rates)
                 print(

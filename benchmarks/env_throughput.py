@@ -20,7 +20,9 @@ import argparse
 import logging
 import tempfile
 import time
+from typing import Any
 
+import gymnasium as gym
 import numpy as np
 from open_spiel.python import rl_environment
 
@@ -57,39 +59,49 @@ def random_legal(rng: np.random.Generator, mask: np.ndarray) -> int:
     return int(rng.choice(np.flatnonzero(mask)))
 
 
-def bus_single(run_dir: str, seconds: float) -> float:
+def single_rate(env: gym.Env[Any, Any], seconds: float) -> float:
+    """Learner steps per second of `env`, random legal actions (also benchmarks/train_bus.py's)."""
     rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=0)
+    steps = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        obs, _, term, trunc, _ = env.step(random_legal(rng, obs["action_mask"]))
+        steps += 1
+        if term or trunc:
+            obs, _ = env.reset()
+    return steps / (time.perf_counter() - t0)
+
+
+def vector_rate(env: BusVectorEnv, seconds: float) -> float:
+    """Learner steps per second of a vector environment, random legal actions."""
+    rng = np.random.default_rng(0)
+    obs, _ = env.reset(seed=0)
+    steps = 0
+    resetting = np.zeros(env.num_envs, np.bool_)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        # A sub-environment that just ended is reset by this step (its action is ignored, and
+        # the step is not a learner's).
+        actions = np.array([random_legal(rng, m) if m.any() else 0 for m in obs["action_mask"]])
+        obs, _, term, trunc, _ = env.step(actions)
+        steps += int(np.sum(~resetting))
+        resetting = term | trunc
+    return steps / (time.perf_counter() - t0)
+
+
+def bus_single(run_dir: str, seconds: float) -> float:
     env = BusEnv(parse_config(CONFIG), run_dir=run_dir)
     try:
-        obs, _ = env.reset(seed=0)
-        steps = 0
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            obs, _, term, trunc, _ = env.step(random_legal(rng, obs["action_mask"]))
-            steps += 1
-            if term or trunc:
-                obs, _ = env.reset()
-        return steps / (time.perf_counter() - t0)
+        return single_rate(env, seconds)
     finally:
         env.close()
 
 
 def bus_vector(run_dir: str, seconds: float, n: int) -> float:
-    rng = np.random.default_rng(0)
     env = BusVectorEnv(parse_config(CONFIG), num_envs=n, run_dir=run_dir)
     try:
-        obs, _ = env.reset(seed=0)
-        steps = 0
-        resetting = np.zeros(n, np.bool_)
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            # A sub-environment that just ended is reset by this step (its action is ignored, and
-            # the step is not a learner's).
-            actions = np.array([random_legal(rng, m) if m.any() else 0 for m in obs["action_mask"]])
-            obs, _, term, trunc, _ = env.step(actions)
-            steps += int(np.sum(~resetting))
-            resetting = term | trunc
-        return steps / (time.perf_counter() - t0)
+        return vector_rate(env, seconds)
     finally:
         env.close()
 

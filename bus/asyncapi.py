@@ -76,10 +76,11 @@ ROUTES: tuple[Route, ...] = (
     Route(
         channel="turn",
         subject=lambda s: s.turn(param("agent")),
-        messages=("turn",),
+        messages=("turn", "compact_turn"),
         action="send",
         summary="A turn, referee to agent, as a request: the reply (on the request's inbox) is a move. "
-        "Bots subscribe in queue group <agent>, through a NATS micro service named <agent>.",
+        "Bots subscribe in queue group <agent>, through a NATS micro service named <agent>. An agent "
+        "whose discovery metadata says turns=compact gets compact_turn in perfect-information games.",
         reply=("move",),
         params=(_AGENT,),
     ),

@@ -19,9 +19,17 @@ omit `v` and `type` (they default), only JSON input must name them.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from bus.subjects import MatchEventType, check_token
 
@@ -302,6 +310,35 @@ class Turn(Message):
     @classmethod
     def _finite_observation(cls, value: Any) -> Any:
         return check_finite(value, "observation_json")
+
+
+# Discovery metadata (`$SRV.INFO`) by which an agent asks for compact turns: `"turns": "compact"`.
+TURN_FORM_KEY = "turns"
+COMPACT = "compact"
+
+
+class CompactTurn(Message):
+    """Referee to agent, on `spielbus.turn.<agent>`, instead of `turn` (v1 addition): what an engine
+    reads, for agents that declare `"turns": "compact"` in their discovery metadata. Perfect-information
+    games only (elsewhere such an agent gets full turns): the true action list and the legal ids, with
+    no observation, legal-action texts, history or rules. Answer it with a `move` as a `turn`."""
+
+    type: Literal["compact_turn"] = "compact_turn"
+    match_id: str
+    game: GameSpec
+    seat: int
+    seats: list[str]
+    turn: int
+    deadline_ms: int
+    legal_ids: list[int] = Field(description="The legal action ids (answer with one as `action`).")
+    state: list[int] = Field(
+        description="The full action history from the initial state (chance outcomes included); "
+        "replaying it rebuilds the true state."
+    )
+    retry: str | None = None
+    match_seed: int | None = Field(default=None, description="As in `turn`.")
+    budget: TurnBudget | None = Field(default=None, description="As in `turn`.")
+    sent_at: float | None = Field(default=None, allow_inf_nan=False, gt=0, description="As in `turn`.")
 
 
 class Move(Message):
@@ -666,6 +703,7 @@ class MoveVerdict(Message):
 
 MESSAGES: dict[str, type[BaseModel]] = {
     "turn": Turn,
+    "compact_turn": CompactTurn,
     "move": Move,
     "match_started": MatchStarted,
     "match_ended": MatchEnded,
@@ -674,3 +712,8 @@ MESSAGES: dict[str, type[BaseModel]] = {
     "match_record": MatchRecord,
     "move_verdict": MoveVerdict,
 }
+
+# A turn request as an agent that asked for compact turns reads it: either form, told apart by
+# `type` (a referee that does not know the addition, or a game with hidden information, sends `turn`).
+AnyTurn = Annotated[Turn | CompactTurn, Field(discriminator="type")]
+ANY_TURN: TypeAdapter[Turn | CompactTurn] = TypeAdapter(AnyTurn)

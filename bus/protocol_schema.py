@@ -2,7 +2,7 @@
 
 `schema_bundle()` is `docs/protocol.schema.json`: one JSON Schema 2020-12 document with
 `$schema`, `$id` and every model under `$defs` (keyed by model name: `Turn`, `Move`, ...).
-The root accepts any message that travels with a `type` (`oneOf` the six wire messages, told
+The root accepts any message that travels with a `type` (`oneOf` the seven wire messages, told
 apart by `type`); to check one kind, validate against `<$id>#/$defs/<Model>`.
 `message_schema(name)` is one message on its own (`spielbus protocol schema --message turn`).
 `component_schemas(ref_template)` gives the same definitions for another document (AsyncAPI).

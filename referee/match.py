@@ -70,7 +70,6 @@ from games.view import (
     GameFacts,
     SeatHistory,
     action_text,
-    legal_actions,
     observation_text,
     public_observation,
 )
@@ -83,7 +82,7 @@ from referee.records import repair_record
 from referee.request import LAG_TOLERANCE_S as LAG_TOLERANCE_S  # re-exported: tests read it here
 from referee.request import MatchAborted as MatchAborted  # re-exported: the worker catches it
 from referee.request import RefereeLag, Reply, TurnRequest
-from referee.turns import TurnFrame, encode_turn, match_action
+from referee.turns import Offer, TurnFrame, encode_compact_turn, encode_turn
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +134,8 @@ class MatchRunner:
         attempt: int = 1,
         presence: Presence | None = None,
         voided: list[VoidedAttempt] | None = None,
+        compact: frozenset[str] = frozenset(),
+        moved_events: bool = True,
     ) -> None:
         self.nc = nc
         self.spec = spec
@@ -169,6 +170,10 @@ class MatchRunner:
         self._legal_known: dict[tuple[int, str], LegalAction] = {}
         # Seats whose turns carry OpenSpiel tensors (training environments only; docs/env.md).
         self._tensors = frozenset(spec.tensors or ())
+        # Agents that asked for compact turns (discovery metadata `turns`; perfect information only).
+        self._compact = compact
+        # False: no live `moved` events (training sessions nobody watches live; the record has every move).
+        self._moved_events = moved_events
         # `moved` and `forfeit` events wait here and go out while the referee waits for a reply
         # (`_pump`), not between a reply and the next turn; `ended` drains them first.
         self._events: asyncio.Queue[tuple[str, dict[str, object]] | None] = asyncio.Queue()
@@ -246,7 +251,8 @@ class MatchRunner:
     async def _ask(self, state: pyspiel.State, seat: int) -> tuple[int, MoveRecord]:
         """Get a legal action for `seat`, applying the fault policy (referee/faults.py).
         Raises `_Forfeit`, or `MatchAborted` when the referee stalled too often on this decision."""
-        legal = legal_actions(state, seat, self._legal_known)
+        compact = self.spec.seats[seat] in self._compact and self._facts is not None and self._facts.perfect
+        legal = Offer(state, seat, self._legal_known, compact=compact)
         retry: str | None = None
         attempt = lag_reasks = 0
         while True:
@@ -271,7 +277,7 @@ class MatchRunner:
             self.record.faults.append(played)
             decision = decide(played.reason, attempt, self.spec.policy)
             if decision == "random":
-                chosen = self.rng.choice(legal)
+                chosen = legal.choice(self.rng)
                 note = f"played at random after {played.reason}"
                 return chosen.id, self._move_record(seat, chosen, reply.latency_ms, forced=True, note=note)
             if decision == "retry":
@@ -282,32 +288,39 @@ class MatchRunner:
                 raise _Void(played)
             raise _Forfeit(seat)
 
-    async def _send_turn(
-        self, state: pyspiel.State, seat: int, legal: list[LegalAction], retry: str | None
-    ) -> Reply:
+    async def _send_turn(self, state: pyspiel.State, seat: int, legal: Offer, retry: str | None) -> Reply:
         """Encode this seat's next turn (a new turn counter) and ask its agent."""
         self.turn_no += 1
-        turn = encode_turn(
-            self._frame,
-            state,
-            seat,
-            self.turn_no,
-            self._history,
-            rules=None if seat in self._rules_sent else rules_text(state.get_game()),
-            retry=retry,
-            legal=legal,
-            tensors=self.spec.seats[seat] in self._tensors,
-            budget=self.budget.turn_budget(self.spec.seats[seat]),
-        )
         agent = self.spec.seats[seat]
+        if legal.compact:
+            turn = encode_compact_turn(
+                self._frame,
+                state,
+                seat,
+                self.turn_no,
+                legal.ids,
+                retry=retry,
+                budget=self.budget.turn_budget(agent),
+            )
+        else:
+            turn = encode_turn(
+                self._frame,
+                state,
+                seat,
+                self.turn_no,
+                self._history,
+                rules=None if seat in self._rules_sent else rules_text(state.get_game()),
+                retry=retry,
+                legal=legal.legal,
+                tensors=agent in self._tensors,
+                budget=self.budget.turn_budget(agent),
+            )
         request = TurnRequest(
             self.nc, self._subject[agent], turn, agent, self.spec.deadline_ms, self.presence
         )
         return await request.send()
 
-    def _judge(
-        self, seat: int, legal: list[LegalAction], reply: Reply
-    ) -> tuple[int, MoveRecord] | FaultRecord:
+    def _judge(self, seat: int, legal: Offer, reply: Reply) -> tuple[int, MoveRecord] | FaultRecord:
         """The played action and its record, or the fault: the reply's own, `provider` (the move
         says its LLM provider failed), `illegal` (no legal action named) or `budget` (the seat's
         budget is spent; the move is charged first)."""
@@ -322,9 +335,9 @@ class MatchRunner:
         if move is not None:
             self._rules_sent.add(seat)
             usage, stats, over = self.budget.charge(agent, move)
-            action = match_action(legal, move.action, move.action_text)
+            action = legal.match(move.action, move.action_text)
             if action is not None and over is None:
-                offered = next(la for la in legal if la.id == action)
+                offered = legal.entry(action)
                 return action, self._move_record(
                     seat,
                     offered,
@@ -509,9 +522,11 @@ class MatchRunner:
         public = self._history.record(state, rec.player, rec.action, text=rec.text, facts=self._facts)
         state.apply_action(rec.action)
         self.record.moves.append(rec)
-        self._emit_move(rec, public, public_observation(state, self._facts))
+        self._emit_move(rec, public, public_observation(state, self._facts) if self._moved_events else None)
 
     def _emit_move(self, rec: MoveRecord, public: bool, observation: str | None) -> None:
+        if not self._moved_events:
+            return
         if public:
             self._emit("moved", move=self._for_spectators(rec), observation=observation)
         else:

@@ -12,17 +12,23 @@ its serialisation were a measurable part of each move): every value by pydantic'
 (`pydantic_core.to_json`), fields in `Turn`'s order, None fields left out, so the bytes are
 exactly `build_turn(...).model_dump_json(exclude_none=True)` (tests/test_turn_encoding.py
 compares them across games; tests/test_golden_bytes.py pins them).
+
+`encode_compact_turn` writes a `compact_turn` (issue 44) for agents that asked for one in their
+discovery metadata: the action list and the legal ids only, no view, no legal texts and no history
+(tests/test_compact_turns.py). `Offer` is one decision's legal actions as the referee judges the
+answer, with the texts built only when needed for a compact turn.
 """
 
 from __future__ import annotations
 
+import random
 import time
 
 import pyspiel
 from pydantic_core import to_json
 
 from bus.protocol import PROTOCOL_VERSION, GameSpec, LegalAction, MatchSpec, Turn, TurnBudget
-from games.view import GameFacts, SeatHistory, legal_actions, seat_tensors, seat_view
+from games.view import GameFacts, SeatHistory, action_text, legal_actions, seat_tensors, seat_view
 
 
 class TurnFrame:
@@ -57,15 +63,19 @@ class TurnFrame:
     def facts_of(self, state: pyspiel.State) -> GameFacts:
         return self.facts if self.facts is not None else GameFacts.of(state.get_game())
 
-    def prefix(self, seat: int) -> bytes:
-        """The start of every turn of `seat` (its fields up to `seats`), written once per seat."""
-        out = self._prefix.get(seat)
+    def prefix(self, seat: int, kind: str = "turn") -> bytes:
+        """The start of every turn of `seat` (its fields up to `seats`), written once per seat;
+        `kind` is the message type (`turn`, or `compact_turn`)."""
+        key = seat if kind == "turn" else -1 - seat
+        out = self._prefix.get(key)
         if out is None:
-            out = self._prefix[seat] = b"".join(
+            out = self._prefix[key] = b"".join(
                 (
                     b'{"v":',
                     to_json(PROTOCOL_VERSION),
-                    b',"type":"turn","match_id":',
+                    b',"type":',
+                    to_json(kind),
+                    b',"match_id":',
                     to_json(self.match_id),
                     b',"game":',
                     to_json(self.game, exclude_none=True),
@@ -193,6 +203,39 @@ def encode_turn(
     return EncodedTurn(frame.match_id, turn, b"".join(parts), time.time())
 
 
+def encode_compact_turn(
+    frame: TurnFrame,
+    state: pyspiel.State,
+    seat: int,
+    turn: int,
+    legal_ids: list[int],
+    *,
+    retry: str | None = None,
+    budget: TurnBudget | None = None,
+) -> EncodedTurn:
+    """The `compact_turn` for `seat` (perfect-information games only): exactly
+    `CompactTurn(...).model_dump_json(exclude_none=True)`. No view, no legal texts (OpenSpiel's
+    `action_to_string` per legal action is most of a chess turn's cost), no history."""
+    parts = [
+        frame.prefix(seat, "compact_turn"),
+        b',"turn":',
+        to_json(turn),
+        b',"deadline_ms":',
+        to_json(frame.deadline_ms),
+        b',"legal_ids":',
+        to_json(legal_ids),
+        b',"state":',
+        to_json(state.history()),
+    ]
+    if retry is not None:
+        parts += (b',"retry":', to_json(retry))
+    if frame.match_seed is not None:
+        parts += (b',"match_seed":', to_json(frame.match_seed))
+    if budget is not None:
+        parts += (b',"budget":', to_json(budget, exclude_none=True))
+    return EncodedTurn(frame.match_id, turn, b"".join(parts), time.time())
+
+
 def match_action(legal: list[LegalAction], action: int | None, text: str | None) -> int | None:
     """The legal id an answer names, or None. An id wins over a text; texts match case-insensitively."""
     if action is not None:
@@ -202,3 +245,63 @@ def match_action(legal: list[LegalAction], action: int | None, text: str | None)
     wanted = text.strip().casefold()
     hits = [la.id for la in legal if la.text.strip().casefold() == wanted]
     return hits[0] if len(hits) == 1 else None
+
+
+class Offer:
+    """The legal actions of one decision. A full turn lists them with their texts (`legal`, built at
+    once); a compact turn sends only `ids`, and a text is then computed for the action played alone
+    (or for all of them if the answer names a text). Either way the referee judges, records and
+    picks random moves alike: same ids in the same order, same texts."""
+
+    __slots__ = ("_ids", "_known", "_legal", "_seat", "_state", "compact")
+
+    def __init__(
+        self,
+        state: pyspiel.State,
+        seat: int,
+        known: dict[tuple[int, str], LegalAction] | None = None,
+        *,
+        compact: bool = False,
+    ) -> None:
+        self._state, self._seat, self._known, self.compact = state, seat, known, compact
+        self._legal = None if compact else legal_actions(state, seat, known)
+        self._ids: list[int] | None = None
+
+    @property
+    def legal(self) -> list[LegalAction]:
+        if self._legal is None:
+            self._legal = legal_actions(self._state, self._seat, self._known)
+        return self._legal
+
+    @property
+    def ids(self) -> list[int]:
+        if self._ids is None:
+            self._ids = (
+                self._state.legal_actions(self._seat)
+                if self._legal is None
+                else [la.id for la in self._legal]
+            )
+        return self._ids
+
+    def match(self, action: int | None, text: str | None) -> int | None:
+        """`match_action` on these actions."""
+        if self._legal is None and action is not None:
+            return action if action in self.ids else None
+        return match_action(self.legal, action, text)
+
+    def entry(self, action: int) -> LegalAction:
+        """The legal `action` with its text (for the record)."""
+        if self._legal is not None:
+            return next(la for la in self._legal if la.id == action)
+        pair = (action, action_text(self._state, self._seat, action))
+        known = self._known if self._known is not None else {}
+        entry = known.get(pair)
+        if entry is None:
+            entry = known[pair] = LegalAction.model_construct(id=pair[0], text=pair[1])
+        return entry
+
+    def choice(self, rng: random.Random) -> LegalAction:
+        """A uniformly random legal action (the `random` policy): the same draw as over `legal`."""
+        if self._legal is not None:
+            return rng.choice(self._legal)
+        return self.entry(rng.choice(self.ids))

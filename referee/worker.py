@@ -33,6 +33,7 @@ import hashlib
 import json
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 
 import nats.errors
@@ -43,7 +44,16 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from pydantic import ValidationError
 
 from bus import conn_events
-from bus.protocol import MatchEvent, MatchRecord, MatchSpec, Provenance, VoidedAttempt, trim_record
+from bus.protocol import (
+    COMPACT,
+    TURN_FORM_KEY,
+    MatchEvent,
+    MatchRecord,
+    MatchSpec,
+    Provenance,
+    VoidedAttempt,
+    trim_record,
+)
 from bus.streams import ensure_streams
 from bus.subjects import Subjects
 from referee.acceptance import record_problem
@@ -106,7 +116,8 @@ class EventPublisher:
 
 
 class ProvenanceCache:
-    """Agent kind, version and models from `$SRV.INFO.<name>`, asked again at every match start.
+    """Agent kind, version and models from `$SRV.INFO.<name>`, asked again at every match start,
+    and whether the agent asks for compact turns (`compact`: metadata `"turns": "compact"`).
 
     A bot restarted with a changed prompt or model announces a new `options_hash`/models, and the
     next match's record must carry it (a new ladder entry, a new row when split by provenance).
@@ -117,11 +128,19 @@ class ProvenanceCache:
     name the first to answer is the one recorded.
     """
 
-    def __init__(self, nc: NATS) -> None:
+    def __init__(self, nc: NATS, ttl_s: float = 0.0) -> None:
         self.nc = nc
+        # > 0: an answer younger than this is used without asking again (training sessions, whose
+        # matches last a fraction of a second: the question per match was a tenth of a step's hops).
+        self.ttl_s = ttl_s
+        self._asked: dict[str, float] = {}
         self._last: dict[str, Provenance] = {}
+        # Names whose last answer asked for compact turns (metadata `turns`; docs/protocol.md).
+        self.compact: set[str] = set()
 
     async def get(self, agent: str) -> Provenance:
+        if self.ttl_s > 0 and agent in self._last and time.monotonic() - self._asked[agent] < self.ttl_s:
+            return self._last[agent]
         try:
             msg = await self.nc.request(f"$SRV.INFO.{agent}", b"", timeout=1.0)
             info = json.loads(msg.data)
@@ -141,6 +160,11 @@ class ProvenanceCache:
             # No answer: the last one of that name, or none (a hand-written bot plays without).
             return self._last.get(agent) or Provenance(agent=agent)
         self._last[agent] = prov
+        self._asked[agent] = time.monotonic()
+        if meta.get(TURN_FORM_KEY) == COMPACT:
+            self.compact.add(agent)
+        else:
+            self.compact.discard(agent)
         return prov
 
 
@@ -160,6 +184,8 @@ class RefereeWorker:
         on_event: Callable[[MatchEvent], Awaitable[None] | None] | None = None,
         absent_limit_s: float = DEFAULT_ABSENT_LIMIT_S,
         drain_grace_s: float = DRAIN_GRACE_S,
+        provenance_ttl_s: float = 0.0,
+        moved_events: bool = True,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
@@ -170,7 +196,8 @@ class RefereeWorker:
         self.publisher = EventPublisher(nc, self.subjects)
         if on_event is not None:
             self.publisher.listeners.append(on_event)
-        self.provenance = ProvenanceCache(nc)
+        self.provenance = ProvenanceCache(nc, provenance_ttl_s)
+        self.moved_events = moved_events
         self.presence = Presence(absent_limit_s)
         self.drain_grace_s = drain_grace_s
         self.in_flight = 0
@@ -247,6 +274,8 @@ class RefereeWorker:
             attempt=attempt,
             presence=self.presence,
             voided=voided,
+            compact=frozenset(a for a in spec.seats if a in self.provenance.compact),
+            moved_events=self.moved_events,
         )
         self.in_flight += 1
         try:

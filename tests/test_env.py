@@ -63,6 +63,31 @@ def test_a_match_is_refereed_recorded_and_marked_training(ttt: TrainingSession) 
     env.close()
 
 
+def test_a_training_match_sends_no_live_moves_and_its_record_holds_every_move(ttt: TrainingSession) -> None:
+    # No live page or metrics: no `moved` events (issue 44; docs/env.md), but the stored record
+    # holds every move, the learner's and the opponent's, and replays to the end of the game.
+    assert ttt.worker is not None and ttt.worker.moved_events is False
+    env = BusEnv(session=ttt, seat=0)
+    _, info = env.reset(seed=11)
+    match_id = env.match_id
+    steps = 1
+    while True:
+        _, _, term, trunc, end = env.step(min(info["legal"]))
+        if term or trunc:
+            break
+        info, steps = end, steps + 1
+    env.close()
+    records = [json.loads(line) for line in ttt.folder.matches.read_text().splitlines()]
+    (rec,) = [r for r in records if r["match_id"] == match_id]
+    learner = [m for m in rec["moves"] if m["agent"] == "learner-ttt"]
+    assert len(learner) == steps and len(rec["moves"]) in (2 * steps - 1, 2 * steps)
+    state = ttt.game.new_initial_state()
+    for m in rec["moves"]:
+        assert state.action_to_string(state.current_player(), m["action"]) == m["text"]
+        state.apply_action(m["action"])
+    assert state.is_terminal() and rec["outcome"] == end["outcome"]
+
+
 def test_out_of_range_actions_are_refused_before_anything_is_sent(ttt: TrainingSession) -> None:
     env = BusEnv(session=ttt)
     with pytest.raises(RuntimeError, match="before reset"):

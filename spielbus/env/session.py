@@ -66,6 +66,8 @@ T = TypeVar("T")
 MAX_ATTEMPTS = 3
 # How long `close()` and an abandoned episode wait for the referee to finish a match.
 END_WAIT_S = 60.0
+# How long an agent's provenance (`$SRV.INFO`) is used before the referee asks again.
+PROVENANCE_TTL_S = 10.0
 
 
 class _QuietAbandoned(logging.Filter):
@@ -218,7 +220,16 @@ class TrainingSession:
         )
         self._service = AgentService(self._learner_nc, self.bridge, name=self.learner, subjects=self.subjects)
         await self._service.start()
-        self.worker = RefereeWorker(nc, subjects=self.subjects, absent_limit_s=self._absent_limit_s)
+        # Live `moved` events only for a live page or metrics (they count moves from them): nobody
+        # else follows a training match live, and every move is in its stored `ended` record.
+        # Provenance asked once per PROVENANCE_TTL_S, not per match (matches last a fraction of a second).
+        self.worker = RefereeWorker(
+            nc,
+            subjects=self.subjects,
+            absent_limit_s=self._absent_limit_s,
+            provenance_ttl_s=PROVENANCE_TTL_S,
+            moved_events=self._web_port is not None or self._metrics_port is not None,
+        )
         if self._obs.metrics is not None:
             self.worker.publisher.listeners.append(self._obs.metrics.on_event)
 
@@ -242,7 +253,7 @@ class TrainingSession:
         finally:
             self.bridge.episodes.pop(ep.spec.match_id, None)
 
-    async def _begin(self, ep: Episode) -> None:
+    def _begin(self, ep: Episode) -> None:
         self.bridge.episodes[ep.spec.match_id] = ep
         task = asyncio.create_task(self._play(ep), name=f"train-{ep.spec.match_id}")
         self._tasks.add(task)
@@ -285,7 +296,11 @@ class TrainingSession:
             tensors=[self.learner] if tensors else None,
         )
         ep = Episode(spec, self._loop)
-        self._call(self._begin(ep))
+        if not self._thread.is_alive():
+            raise EnvError("the training session is closed")
+        # Not waited for: the caller next waits for the episode's first event anyway, and a
+        # round trip to the loop thread per episode was one more wake-up of each thread.
+        self._loop.call_soon_threadsafe(self._begin, ep)
         return ep
 
     def abandon(self, ep: Episode, wait_s: float = END_WAIT_S) -> MatchRecord | None:

@@ -1,0 +1,229 @@
+"""Training through the bus against training in process (issue 44), in one run, per game.
+
+(1) Raw environment steps per second, a learner picking uniformly random legal actions against a
+    `random` opponent: (a) in process, a Gymnasium environment over OpenSpiel with the same spaces
+    as the bus environments (`spielbus.env.views.Views`), the opponent a random legal move in this
+    process; (b) `BusEnv`; (c) `BusVectorEnv(--envs)`. Ratios (b)/(a), (c)/(a).
+(2) sb3-contrib's MaskablePPO, `MultiInputPolicy`, the same hyperparameters, seed and number of
+    steps, one environment, in process and through `BusEnv` (the mask read from the observation's
+    `action_mask`). Steps per second of `learn()` and the ratio bus / in process. Torch runs on one
+    thread (`torch.set_num_threads(1)`): with its default (one per core, on cores the bus processes
+    need too) both learners crawl.
+(3) The floor: a bare NATS request/reply (this process to a child process holding an echo, through
+    an embedded nats-server), one at a time and 16 at a time. A learner's step through the bus
+    holds at least two such round trips (the referee asks the opponent, the learner answers the
+    referee), so half the one-at-a-time rate bounds `BusEnv` and half the 16-at-a-time rate
+    bounds `BusVectorEnv(16)`, on this machine under this load, whatever the design.
+
+The load average (1 minute) is printed with each game: on a shared machine the ratios hold for that
+load. The learner sits in seat 0 in every phase.
+
+    .venv/bin/python benchmarks/train_bus.py [--games tic_tac_toe connect_four] [--steps 2048]
+        [--seconds 6] [--envs 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gymnasium as gym
+import numpy as np
+import pyspiel
+from env_throughput import single_rate, vector_rate
+
+from games.loader import initial_state, load_game, parse_spec
+from referee.config import parse_config
+from spielbus.env import BusEnv, BusVectorEnv
+from spielbus.env.views import Obs, Views
+
+CONFIG = """
+name = "train_bus"
+deadline_ms = 60000
+max_turns = 500
+[[games]]
+name = "{game}"
+[agents.rand]
+kind = "random"
+options = {{ seed = 1 }}
+"""
+PPO: dict[str, Any] = {"n_steps": 256, "batch_size": 64, "n_epochs": 4, "learning_rate": 3e-4, "seed": 0}
+
+
+class LocalEnv(gym.Env[Obs, np.int64]):
+    """The bus environments' game in process: same spaces and rewards, the opponent a random legal
+    move from this process's RNG, the learner in seat 0."""
+
+    def __init__(self, game: str) -> None:
+        self.game = load_game(parse_spec(game))
+        self.views = Views(self.game)
+        self.observation_space = self.views.observation_space  # type: ignore[assignment]
+        self.action_space = self.views.action_space
+        self.rng = np.random.default_rng(1)
+        self.state: pyspiel.State = initial_state(self.game)
+
+    def _opponents(self) -> None:
+        while not self.state.is_terminal() and self.state.current_player() != 0:
+            if self.state.is_chance_node():
+                outcomes, probs = zip(*self.state.chance_outcomes(), strict=True)
+                self.state.apply_action(int(self.rng.choice(outcomes, p=probs)))
+            else:
+                self.state.apply_action(int(self.rng.choice(self.state.legal_actions())))
+
+    def _obs(self) -> Obs:
+        mask = np.zeros(self.views.num_actions, np.int8)
+        if not self.state.is_terminal():
+            mask[self.state.legal_actions(0)] = 1
+        out = {"action_mask": mask}
+        if self.views.tensor is not None:
+            out["observation"] = np.asarray(getattr(self.state, self.views.tensor)(0), np.float32)
+        return out
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Obs, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.state = initial_state(self.game)
+        self._opponents()
+        return self._obs(), {}
+
+    def step(self, action: Any) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
+        self.state.apply_action(int(action))
+        self._opponents()
+        done = self.state.is_terminal()
+        return self._obs(), float(self.state.returns()[0]) if done else 0.0, done, False, {}
+
+
+class MaskFromObs(gym.Wrapper[Obs, np.int64, Obs, np.int64]):
+    """`action_masks()` for MaskablePPO: the last observation's `action_mask`."""
+
+    def __init__(self, env: gym.Env[Obs, np.int64]) -> None:
+        super().__init__(env)
+        self.mask = np.ones(int(env.action_space.n), bool)  # type: ignore[attr-defined,type-var]
+
+    def reset(self, **kw: Any) -> tuple[Obs, dict[str, Any]]:
+        obs, info = self.env.reset(**kw)
+        self.mask = obs["action_mask"].astype(bool)
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Obs, Any, bool, bool, dict[str, Any]]:
+        obs, reward, term, trunc, info = self.env.step(action)
+        self.mask = obs["action_mask"].astype(bool)
+        return obs, reward, term, trunc, info
+
+    def action_masks(self) -> np.ndarray:
+        return self.mask
+
+
+def train(env: gym.Env[Obs, np.int64], steps: int) -> float:
+    from sb3_contrib import MaskablePPO
+
+    model = MaskablePPO("MultiInputPolicy", MaskFromObs(env), verbose=0, device="cpu", **PPO)
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=steps)
+    return steps / (time.perf_counter() - t0)
+
+
+async def _floor_async(seconds: float, in_flight: int) -> float:
+    import nats
+
+    from bus.server import EmbeddedNats
+
+    with EmbeddedNats(jetstream=False) as srv:
+        code = (
+            "import asyncio, sys, nats\n"
+            "async def main():\n"
+            "    nc = await nats.connect(sys.argv[1])\n"
+            "    async def cb(m): await m.respond(m.data)\n"
+            "    await nc.subscribe('echo', cb=cb)\n"
+            "    await nc.flush(); print('ready', flush=True)\n"
+            "    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)\n"
+            "asyncio.run(main())\n"
+        )
+        child = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", code, srv.url, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+        )
+        assert child.stdout is not None and (await child.stdout.readline()).strip() == b"ready"
+        nc = await nats.connect(srv.url)
+        payload = b"x" * 600  # about a tic-tac-toe turn with its tensor
+        done = 0
+        end = time.perf_counter() + seconds
+
+        async def one() -> None:
+            nonlocal done
+            while time.perf_counter() < end:
+                await nc.request("echo", payload, timeout=30)
+                done += 1
+
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one() for _ in range(in_flight)))
+        rate = done / (time.perf_counter() - t0)
+        await nc.close()
+        assert child.stdin is not None
+        child.stdin.close()
+        await child.wait()
+    return rate
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--games", nargs="+", default=["tic_tac_toe", "connect_four"])
+    p.add_argument("--steps", type=int, default=2048, help="MaskablePPO steps per learner")
+    p.add_argument("--seconds", type=float, default=6.0, help="each raw phase")
+    p.add_argument("--envs", type=int, default=16)
+    p.add_argument("--no-train", dest="train", action="store_false")
+    args = p.parse_args()
+    logging.basicConfig(level=logging.ERROR)
+    import torch
+
+    torch.set_num_threads(1)
+    floor1 = asyncio.run(_floor_async(args.seconds / 2, 1))
+    floor_n = asyncio.run(_floor_async(args.seconds / 2, args.envs))
+    print(f"load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"floor: bare NATS request/reply {floor1:.0f}/s one at a time, "
+        f"{floor_n:.0f}/s {args.envs} at a time: a bus step (two round trips) at most "
+        f"{floor1 / 2:.0f} and {floor_n / 2:.0f} steps/s"
+    )
+    for game in args.games:
+        config = parse_config(CONFIG.format(game=game))
+        with tempfile.TemporaryDirectory(prefix="train_bus-") as run_dir:
+            local = single_rate(LocalEnv(game), args.seconds)
+            env = BusEnv(config, run_dir=run_dir, seat=0)
+            try:
+                one = single_rate(env, args.seconds)
+                bus_train = train(env, args.steps) if args.train else None
+            finally:
+                env.close()
+            venv = BusVectorEnv(config, num_envs=args.envs, run_dir=run_dir, seat=0)
+            try:
+                many = vector_rate(venv, args.seconds)
+            finally:
+                venv.close()
+            local_train = train(LocalEnv(game), args.steps) if args.train else None
+        print(f"{game} (load average {os.getloadavg()[0]:.1f}):")
+        print(f"  raw, in process           {local:8.0f} steps/s")
+        print(f"  raw, BusEnv               {one:8.0f} steps/s   BusEnv / in process = {one / local:.3f}")
+        print(
+            f"  raw, BusVectorEnv({args.envs})      {many:8.0f} steps/s   "
+            f"BusVectorEnv / in process = {many / local:.3f}"
+        )
+        if bus_train is not None and local_train is not None:
+            print(
+                f"  MaskablePPO, {args.steps} steps: in process {local_train:.0f} steps/s, through BusEnv "
+                f"{bus_train:.0f} steps/s   bus / in process = {bus_train / local_train:.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
