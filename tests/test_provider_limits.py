@@ -38,7 +38,7 @@ from bus.protocol import Move, Turn
 from bus.server import EmbeddedNats
 from bus.subjects import Subjects
 from tests.helpers import spielbus_process, uid, until
-from tests.openai_standin import OpenAIStandIn
+from tests.llm_standins import OpenAIStandIn, Scene, answer_for
 
 
 def _ask(limits: Limits, tokens: int = 0, wait_s: float = 30.0) -> Acquire:
@@ -171,6 +171,7 @@ def _check_all_answered(played: list[tuple[Move, Turn]], api: OpenAIStandIn) -> 
 @pytest.mark.slow
 async def test_four_turns_in_flight_share_one_request_every_3_s(nats_url: str, nc) -> None:
     api = OpenAIStandIn(min_interval_s=3.0)
+    api.default = Scene(content=answer_for)  # a legal move, varied over the positions
     await api.start()
     prefix = uid("lim").replace("-", "_")
     limiter = await LimiterService(nc, prefix).start()
@@ -203,6 +204,7 @@ async def test_limits_are_shared_under_accounts_and_a_bot_login_cannot_starve_th
     auth_server: EmbeddedNats, auth_dir: Path
 ) -> None:
     api = OpenAIStandIn(min_interval_s=3.0)
+    api.default = Scene(content=answer_for)  # a legal move, varied over the positions
     await api.start()
     names = ["llm-a", "llm-b"]
     ref = load_auth(auth_dir).referee()
