@@ -90,6 +90,21 @@ async def test_a_lease_is_freed_only_by_the_agent_it_was_granted_to() -> None:
     assert (await lim.acquire(_ask(limits, wait_s=0.05), "mallory")).granted
 
 
+def test_the_table_names_each_endpoint_its_strictest_limits_and_the_agents_naming_it() -> None:
+    url = "http://127.0.0.1:9/v1"
+    table = entitlements(
+        {
+            "a": {"base_url": url, "model": "m", "requests_per_minute": 20, "max_in_flight": 4},
+            "b": {"base_url": url, "model": "m", "requests_per_minute": 10},
+            "c": {"base_url": url, "model": "other"},  # no limits: asks for no slot
+            "d": {"base_url": url, "model": "m", "timeout_s": -1},  # refused by its own check
+        }
+    )
+    (key,) = table
+    assert key == f"{url}|m" and table[key].agents == {"a", "b"}
+    assert table[key].limits == Limits(requests_per_minute=10, max_in_flight=4)
+
+
 def _turn(name: str, i: int) -> Turn:
     # Distinct prompts (each turn its own position), so no answer comes from a response cache.
     legal = [{"id": c, "text": f"x({c // 3},{c % 3})"} for c in range(9) if c != i]
