@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from pathlib import Path
 
 import nats
@@ -31,14 +32,14 @@ from agents.llm.limits import (
     entitlements,
     subjects,
 )
-from bus.auth import load_auth
+from bus.auth import load_auth, write_auth
 from bus.connect import connect
 from bus.process import stop_process
-from bus.protocol import Move, Turn
+from bus.protocol import MatchRecord, Move, Turn
 from bus.server import EmbeddedNats
 from bus.subjects import Subjects
 from tests.helpers import spielbus_process, uid, until
-from tests.llm_standins import OpenAIStandIn, Scene, answer_for
+from tests.llm_standins import ROOT, OpenAIStandIn, Scene, answer_for
 
 
 def _ask(limits: Limits, tokens: int = 0, wait_s: float = 30.0) -> Acquire:
@@ -258,3 +259,38 @@ async def test_limits_are_shared_under_accounts_and_a_bot_login_cannot_starve_th
         await api.stop()
     _check_all_answered(played, api)
     assert not any(a.granted for a in answers), "a bot login that names no endpoint got its slots"
+
+
+@pytest.mark.slow
+async def test_spielbus_run_under_accounts_shares_the_limits_of_its_tournament_file(tmp_path: Path) -> None:
+    """`spielbus run --auth`: the limiter's table comes from the file, and its keys are the ones the
+    agent processes ask under (a mismatch would refuse every slot and void every match)."""
+    api = OpenAIStandIn(min_interval_s=3.0)
+    api.default = Scene(content=answer_for)
+    url = await api.start()
+    auth = tmp_path / "auth"
+    write_auth(["la", "lb"], auth)
+    cfg = tmp_path / "t.toml"
+    cfg.write_text(
+        'name = "limits"\ngames_per_pairing = 1\nseed = 3\ndeadline_ms = 20000\nconcurrency = 2\n'
+        '[[games]]\nname = "tic_tac_toe"\n'
+        f'[llm.api]\nbase_url = "{url}"\nmodel = "standin"\ncache = false\nrequests_per_minute = 20\n'
+        '[agents.la]\nkind = "llm_policy"\nllm = "api"\n'
+        '[agents.lb]\nkind = "llm_policy"\nllm = "api"\n'
+    )
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "spielbus.cli", "run", str(cfg), "--run-dir", str(tmp_path / "runs"),
+            "--auth", str(auth), "--quiet", "--metrics-port", "off", "--web-port", "off",
+            cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        out, _ = await asyncio.wait_for(proc.communicate(), 600)
+    finally:
+        await api.stop()
+    text = out.decode(errors="replace")
+    assert proc.returncode == 0, text[-3000:]
+    (matches,) = (tmp_path / "runs").glob("limits-*/matches.jsonl")
+    records = [MatchRecord.model_validate_json(line) for line in matches.read_text().splitlines()]
+    assert len(records) == 2 and not [r.voided for r in records if r.voided]
+    assert not [f for r in records for f in r.faults], [r.faults for r in records]
+    assert api.answered > 4 and api.limited == 0, f"{api.limited} requests refused: limits not shared"
