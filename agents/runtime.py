@@ -87,11 +87,11 @@ TurnObserver = Callable[[Turn | CompactTurn, Move | None, float], Awaitable[None
 _rules_cache: dict[str, str | None] = {}
 # This process's agent service's connection and prefix: what the LLM layer's shared provider
 # limits ask the bus's limiter service through (agents/llm/limits.py).
-_bus: tuple[NATS, str] | None = None
+_bus: tuple[NATS, str, str] | None = None
 
 
-def current_bus() -> tuple[NATS, str] | None:
-    """The bus connection and subject prefix of the agent service this process serves, if any."""
+def current_bus() -> tuple[NATS, str, str] | None:
+    """The bus connection, subject prefix and agent name of the agent service this process serves."""
     return _bus
 
 
@@ -207,7 +207,7 @@ class AgentService:
     async def start(self) -> None:
         global _bus
         cls = type(self.strategy)
-        _bus = (self.nc, self.subjects.prefix)
+        _bus = (self.nc, self.subjects.prefix, self.name)
         await self.strategy.start(self.name)
         self._service = await add_service(
             self.nc,

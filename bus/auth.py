@@ -31,8 +31,9 @@ and a bot-check login could relay an agent's answer onto the JetStream API).
   discovery subjects of the workers' own service `spielbus-referee` (inside this account).
   Exports the two read services to `replay`, not to `spectators`.
 - `agent-N` (user `agent-N`): exports those four services, to `referee` and `botcheck-N`
-  only; imports nothing, so nothing its user publishes leaves the account except answers
-  to requests it was sent.
+  only; imports only its own two subjects of the provider limiter, which the `referee`
+  account serves (`_add_llm_limits`), so nothing else its user publishes leaves the account
+  except answers to requests it was sent.
 - `botcheck-N` (user `botcheck-N`, what `spielbus bot-check N` logs in as): imports the
   four services of `agent-N`, nothing else. Its inbox is its own account's.
 - `spectators` (user `spectator`): imports the match event streams, nothing else; its user
@@ -391,7 +392,28 @@ def render_accounts(bundle: AuthBundle) -> dict[str, Any]:
             for r in reads
         ],
     }
+    _add_llm_limits(accounts, agents, subjects)
     return accounts
+
+
+def _add_llm_limits(accounts: dict[str, Any], agents: list[str], subjects: Subjects) -> None:
+    """The provider limiter (agents/llm/limits.py) serves in the `referee` account on
+    `P.llm.limits.acquire.N` and `P.llm.limits.release.N`. Each agent account imports its own two
+    subjects only, so the agent token is the server's word: no agent can ask, or free a lease, as
+    another. The agent's user may publish those two and hear its own account's `_INBOX.>` (the
+    limiter's answers, routed back by the server)."""
+    p = subjects.prefix
+    referee = accounts[REFEREE_ACCOUNT]
+    for u in referee["users"]:
+        u["permissions"]["subscribe"]["allow"].append(f"{p}.llm.limits.*.*")
+    for name in agents:
+        own = [f"{p}.llm.limits.acquire.{name}", f"{p}.llm.limits.release.{name}"]
+        referee["exports"] += [{"service": s, "accounts": [agent_account(name)]} for s in own]
+        account = accounts[agent_account(name)]
+        account["imports"] = [{"service": {"account": REFEREE_ACCOUNT, "subject": s}} for s in own]
+        for u in account["users"]:
+            u["permissions"]["publish"] = {"allow": own}
+            u["permissions"]["subscribe"]["allow"].append("_INBOX.>")
 
 
 def render_config(bundle: AuthBundle) -> str:

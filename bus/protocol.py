@@ -204,6 +204,10 @@ class LLMCall(BaseModel):
     completion_tokens: int | None = Field(default=None, ge=0)
     reasoning_tokens: int | None = Field(default=None, ge=0)
     tokens_estimated: bool = Field(default=False, description="The reply had no usage: tokens are estimated.")
+    tokens_estimated_by: Literal["tokenizer", "server", "chars"] | None = Field(
+        default=None,
+        description="How: a local tokenizer, the endpoint's tokenize route, or 4 characters a token.",
+    )
     cost_usd: float | None = Field(default=None, ge=0)
     reasoning_chars: int | None = Field(
         default=None, ge=0, description="Size of the whole thinking text (the call store holds it)."

@@ -61,7 +61,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import tomllib
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
@@ -75,6 +74,7 @@ from pydantic import (
     model_validator,
 )
 
+from bus.toml_lines import line_of
 from referee.sprt import SprtConfig
 from referee.terms import FILE, Entrant, MatchTerms
 
@@ -326,31 +326,6 @@ def check_run_dir(value: str) -> str:
     if probe.exists() and not os.access(probe, os.W_OK | os.X_OK):
         raise ValueError(f"{value!r}: cannot write in {probe}")
     return value
-
-
-def line_of(text: str, loc: tuple[Any, ...]) -> int | None:
-    """Best-effort line number of a key path in TOML text: the last key, after its table header."""
-    lines = text.splitlines()
-    start = 0
-    # Find the deepest table header that matches a prefix of the path.
-    str_loc = [str(p) for p in loc if not isinstance(p, int)]
-    for depth in range(len(str_loc), 0, -1):
-        header = re.compile(r"^\s*\[+\s*" + r"\s*\.\s*".join(map(re.escape, str_loc[:depth])) + r"\s*\]+")
-        for i, line in enumerate(lines):
-            if header.match(line):
-                start = i
-                break
-        else:
-            continue
-        break
-    if str_loc:
-        key = re.compile(
-            r"^\s*" + re.escape(str_loc[-1]) + r"\s*=|[{,]\s*" + re.escape(str_loc[-1]) + r"\s*="
-        )
-        for i in range(start, len(lines)):
-            if key.search(lines[i]):
-                return i + 1
-    return start + 1 if start else None
 
 
 _M = TypeVar("_M", bound=BaseModel)

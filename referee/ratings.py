@@ -90,6 +90,10 @@ class Standing(BaseModel):
     truncated: int = Field(default=0, description="LLM calls cut at the token limit.")
     filtered: int = Field(default=0, description="LLM calls stopped by a content filter.")
     bad_output: int = Field(default=0, description="Illegal or malformed answers: the model's own.")
+    cost_usd: float | None = Field(
+        default=None,
+        description="Dollars its LLM calls cost by its price table, over all its moves; None: no price.",
+    )
 
     @property
     def fallback_share(self) -> float:
@@ -147,6 +151,7 @@ class _Sums:
     voided: int = 0
     excluded: int = 0
     call_outcomes: dict[str, int] = field(default_factory=dict)
+    cost_usd: float | None = None
 
 
 class StandingsTable:
@@ -215,6 +220,8 @@ class StandingsTable:
                 if mv.usage is not None:
                     row.llm_calls += mv.usage.llm_calls
                     row.tokens += mv.usage.prompt_tokens + mv.usage.completion_tokens
+                    if mv.usage.cost_usd is not None:
+                        row.cost_usd = (row.cost_usd or 0.0) + mv.usage.cost_usd
                 if mv.stats is not None and (mv.stats.model_extra or {}).get("fallback"):
                     row.fallbacks += 1
         # Faults that produced no move (forfeits and retried answers) still count as moves asked for.
@@ -256,6 +263,7 @@ class StandingsTable:
                     truncated=s.call_outcomes.get("truncated", 0),
                     filtered=s.call_outcomes.get("filtered", 0),
                     bad_output=sum(s.faults.get(r, 0) for r in INVALID_REASONS),
+                    cost_usd=None if s.cost_usd is None else round(s.cost_usd, 6),
                 )
             )
         return sorted(out, key=lambda s: (-s.points, s.losses, s.agent))

@@ -174,6 +174,10 @@ class RunNotes:
     resumed: int | None = None
 
 
+def _costs(table: list[Standing]) -> dict[str, float]:
+    return {s.agent: s.cost_usd for s in table if s.cost_usd is not None}
+
+
 def write_interrupted_summary(
     folder: RunFolder, config: TournamentConfig, tid: str, specs: list[MatchSpec], signal: str | None
 ) -> None:
@@ -219,6 +223,8 @@ def report_run(
             "decided_by_builtin_timeouts": timeouts,
             "nats": notes.nats,
             **({"resumed": notes.resumed} if notes.resumed is not None else {}),
+            # Dollars per agent by its price table (absent when no agent has one: cost unknown).
+            **({"cost_usd": costs} if (costs := _costs(table)) else {}),
             **sprt_summary(config, records),
         },
     )

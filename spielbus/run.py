@@ -44,7 +44,7 @@ from rich.progress import (
 
 from agents.human.seat import tell_player
 from agents.llm.config import LLMConfig
-from agents.llm.limits import LimiterService, needs_limiter
+from agents.llm.limits import LimiterService, entitlements, needs_limiter
 from agents.llm.preflight import preflight
 from agents.llm.recording import RECORD_ENV, REPLAY_ENV, TAG_ENV
 from bus.auth import config_path, login_for, user_env
@@ -321,8 +321,12 @@ class TournamentSession:
         }
         await self._start_llm_server(stack, agent_options)
         if needs_limiter(self.config.llm):
-            # Provider limits shared by every agent naming an endpoint, across processes.
-            limiter = await LimiterService(nc, self.subjects.prefix).start()
+            # Provider limits shared by every agent naming an endpoint, across processes. Under
+            # accounts, only the agents naming an endpoint may take its slots (agents/llm/limits.py).
+            table = None
+            if self.opts.auth_dir:
+                table = entitlements({n: o["llm"] for n, o in agent_options.items() if "llm" in o})
+            limiter = await LimiterService(nc, self.subjects.prefix, table).start()
             stack.push_async_callback(limiter.stop)
         await self._preflight(agent_options)
         # Human seats (docs/human.md): the token only on this console, the bare address on the page.

@@ -28,7 +28,7 @@ from bus.protocol import MatchRecord
 from referee.config import TournamentConfig
 from spielbus import replay
 from spielbus.llm_launch import LLMServerProcess
-from tests.llm_fixtures import llm_config
+from tests.llm_fixtures import check_server_token_estimate, llm_config
 
 MOVES = ["rock", "paper", "scissors"]
 
@@ -77,6 +77,12 @@ async def test_n_choices_from_llama_server_which_refuses_n(llama_server: Embedde
         assert result.calls == 3 and meter.llm_calls == 3 and meter.failures == 0
     finally:
         await client.aclose()
+
+
+@needs_binary
+async def test_the_servers_tokenizer_gives_its_own_count(llama_server: EmbeddedServer) -> None:
+    # A reply without usage, counted by llama-server's `/tokenize` (tests/test_token_estimates.py).
+    await check_server_token_estimate(llama_server)
 
 
 @needs_binary

@@ -395,8 +395,8 @@ async def test_a_decision_lists_its_calls(standin: OpenAIStandIn) -> None:
     (call,) = decision.calls or []
     assert set(call) == CALL_KEYS == {
         "id", "outcome", "status", "finish_reason", "attempts", "waited_s", "prompt_tokens",
-        "completion_tokens", "reasoning_tokens", "tokens_estimated", "cost_usd", "reasoning",
-        "reasoning_chars", "answer",
+        "completion_tokens", "reasoning_tokens", "tokens_estimated", "tokens_estimated_by", "cost_usd",
+        "reasoning", "reasoning_chars", "answer",
     }  # fmt: skip
     assert call["outcome"] == "answered" and call["reasoning"] == "thinking it over"
     assert LLMCall.from_summary(call).reasoning_chars == len("thinking it over")  # the protocol's form

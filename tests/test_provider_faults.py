@@ -332,6 +332,27 @@ def test_standings_count_call_classes_and_bad_output_apart() -> None:
     assert table["b"].bad_output == 1 and table["a"].wins == 1  # a clean replay counts
 
 
+def test_standings_sum_each_agents_cost_and_leave_unpriced_agents_unknown() -> None:
+    moves = [
+        MoveRecord(turn=t, player=0, action=t, text="x", agent="a", usage=Usage(llm_calls=1, cost_usd=c))
+        for t, c in [(1, 0.25), (3, 0.5)]
+    ]
+    moves.append(MoveRecord(turn=2, player=1, action=2, text="o", agent="b", usage=Usage(llm_calls=1)))
+    rec = MatchRecord(
+        match_id="m",
+        tournament="t",
+        game={"name": "tic_tac_toe"},
+        seats=["a", "b"],
+        seed=1,
+        moves=moves,
+        outcome="draw",
+        returns=[0.0, 0.0],
+        ranks=[1, 1],
+    )
+    table = {s.agent: s for s in standings([rec, rec])}
+    assert table["a"].cost_usd == 1.5 and table["b"].cost_usd is None  # unknown, not 0
+
+
 # -- what spectators see --------------------------------------------------------------------------
 
 

@@ -6,21 +6,40 @@ and is recorded in its call's `waited_s`.
 The figure of the issue against real processes: an OpenAI-compatible stand-in allowing one request
 every 3 s (faster ones get 429), two `spielbus agent llm_policy` processes naming it with
 `requests_per_minute = 20`, 4 turns in flight with 20 s deadlines: every turn is answered by the
-model, and the stand-in never had to refuse a request."""
+model, and the stand-in never had to refuse a request. The same under accounts (`spielbus auth
+init`): each agent process logs in as its own agent user and reaches the limiter served in the
+referee account, while a hostile bot login (an agent of the run that names no LLM endpoint) floods
+the limiter with requests for the endpoint's slots, with limits of its own making."""
 
 from __future__ import annotations
 
 import asyncio
 import json
+import sys
+from pathlib import Path
 
+import nats
 import pytest
+from nats.aio.client import Client as NATS
 
-from agents.llm.limits import Acquire, Limiter, LimiterService, Limits, Release
+from agents.llm.limits import (
+    Acquire,
+    Granted,
+    Limiter,
+    LimiterService,
+    Limits,
+    Release,
+    entitlements,
+    subjects,
+)
+from bus.auth import load_auth, write_auth
+from bus.connect import connect
 from bus.process import stop_process
-from bus.protocol import Move, Turn
+from bus.protocol import MatchRecord, Move, Turn
+from bus.server import EmbeddedNats
 from bus.subjects import Subjects
 from tests.helpers import spielbus_process, uid, until
-from tests.openai_standin import OpenAIStandIn
+from tests.llm_standins import ROOT, OpenAIStandIn, Scene, answer_for
 
 
 def _ask(limits: Limits, tokens: int = 0, wait_s: float = 30.0) -> Acquire:
@@ -44,7 +63,8 @@ async def test_waiters_are_served_in_order_and_refused_when_their_time_runs_out(
     limits = Limits(requests_per_minute=60_000)  # one grant per millisecond
     grants = await asyncio.gather(*(lim.acquire(_ask(limits)) for _ in range(5)))
     assert [g.granted for g in grants] == [True] * 5
-    assert [int(g.lease) for g in grants] == sorted(int(g.lease) for g in grants)
+    order = [int(g.lease.split(".")[0]) for g in grants]
+    assert order == sorted(order)
     slow = Limits(requests_per_minute=1)  # the next grant is a minute away
     assert (await lim.acquire(Acquire(key="s", limits=slow, wait_s=5, hold_s=9))).granted
     refused = await lim.acquire(Acquire(key="s", limits=slow, wait_s=0.05, hold_s=9))
@@ -59,6 +79,31 @@ async def test_tokens_per_minute_charges_the_estimate_and_gives_back_what_was_no
     assert not (await lim.acquire(_ask(limits, tokens=80, wait_s=0.01))).granted  # 20 left
     lim.release(Release(key="k", lease=first.lease, tokens=80, used=10))  # 70 given back: 90
     assert (await lim.acquire(_ask(limits, tokens=80, wait_s=0.01))).granted
+
+
+async def test_a_lease_is_freed_only_by_the_agent_it_was_granted_to() -> None:
+    lim = Limiter()
+    limits = Limits(max_in_flight=1)
+    held = await lim.acquire(_ask(limits), "victim")
+    lim.release(Release(key="k", lease=held.lease), "mallory")  # a forged release: ignored
+    assert not (await lim.acquire(_ask(limits, wait_s=0.05), "mallory")).granted
+    lim.release(Release(key="k", lease=held.lease), "victim")
+    assert (await lim.acquire(_ask(limits, wait_s=0.05), "mallory")).granted
+
+
+def test_the_table_names_each_endpoint_its_strictest_limits_and_the_agents_naming_it() -> None:
+    url = "http://127.0.0.1:9/v1"
+    table = entitlements(
+        {
+            "a": {"base_url": url, "model": "m", "requests_per_minute": 20, "max_in_flight": 4},
+            "b": {"base_url": url, "model": "m", "requests_per_minute": 10},
+            "c": {"base_url": url, "model": "other"},  # no limits: asks for no slot
+            "d": {"base_url": url, "model": "m", "timeout_s": -1},  # refused by its own check
+        }
+    )
+    (key,) = table
+    assert key == f"{url}|m" and table[key].agents == {"a", "b"}
+    assert table[key].limits == Limits(requests_per_minute=10, max_in_flight=4)
 
 
 def _turn(name: str, i: int) -> Turn:
@@ -79,14 +124,15 @@ def _turn(name: str, i: int) -> Turn:
     )
 
 
-@pytest.mark.slow
-async def test_four_turns_in_flight_share_one_request_every_3_s(nats_url: str, nc) -> None:
-    api = OpenAIStandIn(min_interval_s=3.0)
-    url = await api.start()
-    prefix = uid("lim").replace("-", "_")
-    limiter = await LimiterService(nc, prefix).start()
-    llm = json.dumps({"base_url": url, "model": "standin", "requests_per_minute": 20, "cache": False})
-    names = [uid("llm-a"), uid("llm-b")]
+def _llm(url: str) -> dict[str, object]:
+    return {"base_url": url, "model": "standin", "requests_per_minute": 20, "cache": False}
+
+
+async def _four_turns(
+    nc: NATS, nats_url: str, prefix: str, names: list[str], api: OpenAIStandIn, *login: str
+) -> list[tuple[Move, Turn]]:
+    """Two `spielbus agent llm_policy` processes naming the stand-in, 4 turns at once through `nc`."""
+    llm = json.dumps(_llm(api.url))
     procs = [
         spielbus_process(
             "agent",
@@ -101,6 +147,7 @@ async def test_four_turns_in_flight_share_one_request_every_3_s(nats_url: str, n
             llm,
             "--seed",
             "1",
+            *login,
         )
         for n in names
     ]
@@ -123,14 +170,127 @@ async def test_four_turns_in_flight_share_one_request_every_3_s(nats_url: str, n
     finally:
         for p in procs:
             stop_process(p)
-        await limiter.stop()
-        await api.stop()
-    moves = [Move.model_validate_json(r.data) for r in replies]
-    for move, (_, turn) in zip(moves, turns, strict=True):
+    return [(Move.model_validate_json(r.data), t) for r, (_, t) in zip(replies, turns, strict=True)]
+
+
+def _check_all_answered(played: list[tuple[Move, Turn]], api: OpenAIStandIn) -> None:
+    for move, turn in played:
         assert move.failure is None and move.action in {a.id for a in turn.legal_actions}, move
         assert not (move.stats and (move.stats.model_extra or {}).get("fallback")), move
         assert move.calls and move.calls[0].outcome == "answered"
     assert api.limited == 0, f"the stand-in refused {api.limited} requests: the limits were not shared"
     assert api.answered == 4
     # Waiting for a slot is recorded: three of the four turns waited for theirs.
-    assert sum(1 for m in moves if m.calls and m.calls[0].waited_s > 0) >= 3
+    assert sum(1 for m, _ in played if m.calls and m.calls[0].waited_s > 0) >= 3
+
+
+@pytest.mark.slow
+async def test_four_turns_in_flight_share_one_request_every_3_s(nats_url: str, nc) -> None:
+    api = OpenAIStandIn(min_interval_s=3.0)
+    api.default = Scene(content=answer_for)  # a legal move, varied over the positions
+    await api.start()
+    prefix = uid("lim").replace("-", "_")
+    limiter = await LimiterService(nc, prefix).start()
+    try:
+        played = await _four_turns(nc, nats_url, prefix, [uid("llm-a"), uid("llm-b")], api)
+    finally:
+        await limiter.stop()
+        await api.stop()
+    _check_all_answered(played, api)
+
+
+# Under accounts (tests/conftest.py's auth_dir and auth_server): two LLM agents and a hostile bot.
+AUTH_AGENTS = ["llm-a", "llm-b", "mallory"]
+
+
+async def _login(srv: EmbeddedNats, auth_dir: Path, role: str, agent: str | None = None) -> NATS:
+    bundle = load_auth(auth_dir)
+    user = bundle.referee() if role == "referee" else bundle.agent(agent or "")
+
+    async def quiet(exc: Exception) -> None:
+        pass  # the hostile login's refused publishes are expected
+
+    return await nats.connect(
+        srv.url, user=user.user, password=user.password, error_cb=quiet, allow_reconnect=False
+    )
+
+
+@pytest.mark.slow
+async def test_limits_are_shared_under_accounts_and_a_bot_login_cannot_starve_them(
+    auth_server: EmbeddedNats, auth_dir: Path
+) -> None:
+    api = OpenAIStandIn(min_interval_s=3.0)
+    api.default = Scene(content=answer_for)  # a legal move, varied over the positions
+    await api.start()
+    names = ["llm-a", "llm-b"]
+    ref = load_auth(auth_dir).referee()
+    referee = await connect(auth_server.url, name="test-referee", user=ref.user, password=ref.password)
+    table = entitlements({n: _llm(api.url) for n in names})
+    limiter = await LimiterService(referee, "spielbus", table).start()
+    (key,) = table
+    mallory = await _login(auth_server, auth_dir, "agent", "mallory")
+    # The hostile bot asks for the endpoint's slots, held for an hour, at one request a century,
+    # under its own name and (refused by the server) under an LLM agent's name.
+    greedy = (
+        Acquire(
+            key=key,
+            limits=Limits(max_in_flight=1, requests_per_minute=0.00001),
+            wait_s=60,
+            hold_s=3600,
+        )
+        .model_dump_json()
+        .encode()
+    )
+    floods = [
+        asyncio.create_task(mallory.request(subjects("spielbus", "mallory")[0], greedy, timeout=70))
+        for _ in range(8)
+    ]
+    await mallory.publish(subjects("spielbus", "llm-a")[0], greedy)
+    await mallory.flush()
+    try:
+        played = await _four_turns(referee, auth_server.url, "spielbus", names, api, "--auth", str(auth_dir))
+        answers = [Granted.model_validate_json(m.data) for m in await asyncio.gather(*floods)]
+    finally:
+        for t in floods:
+            t.cancel()
+        await limiter.stop()
+        await mallory.close()
+        await referee.close()
+        await api.stop()
+    _check_all_answered(played, api)
+    assert not any(a.granted for a in answers), "a bot login that names no endpoint got its slots"
+
+
+@pytest.mark.slow
+async def test_spielbus_run_under_accounts_shares_the_limits_of_its_tournament_file(tmp_path: Path) -> None:
+    """`spielbus run --auth`: the limiter's table comes from the file, and its keys are the ones the
+    agent processes ask under (a mismatch would refuse every slot and void every match)."""
+    api = OpenAIStandIn(min_interval_s=3.0)
+    api.default = Scene(content=answer_for)
+    url = await api.start()
+    auth = tmp_path / "auth"
+    write_auth(["la", "lb"], auth)
+    cfg = tmp_path / "t.toml"
+    cfg.write_text(
+        'name = "limits"\ngames_per_pairing = 1\nseed = 3\ndeadline_ms = 20000\nconcurrency = 2\n'
+        '[[games]]\nname = "tic_tac_toe"\n'
+        f'[llm.api]\nbase_url = "{url}"\nmodel = "standin"\ncache = false\nrequests_per_minute = 20\n'
+        '[agents.la]\nkind = "llm_policy"\nllm = "api"\n'
+        '[agents.lb]\nkind = "llm_policy"\nllm = "api"\n'
+    )
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "spielbus.cli", "run", str(cfg), "--run-dir", str(tmp_path / "runs"),
+            "--auth", str(auth), "--quiet", "--metrics-port", "off", "--web-port", "off",
+            cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        out, _ = await asyncio.wait_for(proc.communicate(), 600)
+    finally:
+        await api.stop()
+    text = out.decode(errors="replace")
+    assert proc.returncode == 0, text[-3000:]
+    (matches,) = (tmp_path / "runs").glob("limits-*/matches.jsonl")
+    records = [MatchRecord.model_validate_json(line) for line in matches.read_text().splitlines()]
+    assert len(records) == 2 and not [r.voided for r in records if r.voided]
+    assert not [f for r in records for f in r.faults], [r.faults for r in records]
+    assert api.answered > 4 and api.limited == 0, f"{api.limited} requests refused: limits not shared"

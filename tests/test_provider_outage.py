@@ -3,9 +3,9 @@ with `[policy] provider = "void"` (the default), a run through the outage ends w
 (every move), standings and ratings as the same run without it; the voids are counted apart.
 
 Real processes: a real nats-server (the session's), `spielbus run` as a child process (its referee,
-its agent processes), and an OpenAI-compatible HTTP stand-in (tests/openai_standin.py) that answers
-from the prompt alone, so seeded agents ask and get the same things in both runs, and that answers
-every request 503 for 60 s once the outage starts."""
+its agent processes), and the OpenAI-compatible HTTP stand-in (tests/llm_standins.py) answering
+from the prompt alone (`answer_for`), so seeded agents ask and get the same things in both runs,
+and answering every request 503 for 60 s once the outage starts."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 
 from bus.protocol import MatchRecord
 from tests.helpers import ROOT, uid
-from tests.openai_standin import OpenAIStandIn
+from tests.llm_standins import OpenAIStandIn, Scene, answer_for
 
 OUTAGE_S = 60.0
 DROP = {"provider_faults", "voided"}  # the outage's own columns: counted apart, they must differ
@@ -83,12 +83,14 @@ def _standings(folder: Path) -> dict[str, dict[str, Any]]:
 @pytest.mark.slow
 async def test_a_minute_of_outage_changes_no_record_standing_or_rating(tmp_path: Path, nats_url: str) -> None:
     clean_api = OpenAIStandIn()
+    clean_api.default = Scene(content=answer_for)
     code, out, clean = await _run(tmp_path / "clean", nats_url, clean_api)
     assert code == 0, out[-3000:]
     assert clean_api.answered > 6, "the LLM agent must have played through its endpoint"
 
     outage_api = OpenAIStandIn()
-    outage_api.outage(after=clean_api.requests // 3, seconds=OUTAGE_S)  # mid-tournament
+    outage_api.default = Scene(content=answer_for)
+    outage_api.outage(after=len(clean_api.requests) // 3, seconds=OUTAGE_S)  # mid-tournament
     code, out, through = await _run(tmp_path / "outage", nats_url, outage_api)
     assert code == 0, out[-3000:]
     assert outage_api.outage_refused > 0 and outage_api.outage_over, "the outage happened and ended"

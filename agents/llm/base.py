@@ -105,7 +105,8 @@ class BackendRequest:
 class BackendReply:
     """What a server answered. `texts` are the answers with any thinking removed; `reasoning` the
     thinking of each (empty when none). `usage_known` False: the reply carried no token counts (the
-    counts are then the client's estimate). `reasoning_tokens` None: not reported."""
+    counts are then the client's estimate, made by `estimated_by`: agents/llm/tokens.py; None: not
+    estimated yet). `reasoning_tokens` None: not reported."""
 
     texts: list[str]
     prompt_tokens: int
@@ -116,6 +117,7 @@ class BackendReply:
     total_tokens: int | None = None
     cached_tokens: int = 0
     usage_known: bool = True
+    estimated_by: str | None = None
 
     def charged_completion(self) -> int:
         """Completion tokens to charge: `max(completion, total - prompt)`, since some servers report

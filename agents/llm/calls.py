@@ -9,13 +9,14 @@ process, so a replay gives the same ids), `outcome` (answered | provider | confi
 truncated), `status` (the last HTTP status; 200 for an answer, None when no HTTP reply came),
 `finish_reason`, `attempts`, `waited_s` (time spent waiting between attempts), `prompt_tokens`,
 `completion_tokens` (as charged), `reasoning_tokens` (None: not reported), `tokens_estimated`
-(the reply carried no usage: the counts are estimates), `cost_usd` (None: no price table),
+(the reply carried no usage: the counts are estimates), `tokens_estimated_by` (how: `tokenizer`,
+`server` or `chars`, agents/llm/tokens.py; None when not estimated), `cost_usd` (None: no price table),
 `reasoning` (the thinking, at most `REASONING_CHARS`), `reasoning_chars` (the whole thinking's
 size), `answer` (at most `ANSWER_CHARS`). These are `bus.protocol.LLMCall`'s fields.
 
-Token estimates when a reply has no usage: `estimate_tokens`, about 4 characters per token
-(OpenAI's rule of thumb for English; a tokenizer would be exact but is not a dependency), at least
-one per message; flagged `tokens_estimated` wherever they appear.
+Token estimates when a reply has no usage: the model's tokenizer where one is at hand
+(agents/llm/tokens.py), else `estimate_tokens`, about 4 characters per token (OpenAI's rule of
+thumb for English), at least one per message; flagged `tokens_estimated` wherever they appear.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class CallRecord:
     completion_tokens: int = 0
     reasoning_tokens: int | None = None
     tokens_estimated: bool = False
+    tokens_estimated_by: str | None = None
     cost_usd: float | None = None
     reasoning: str = ""
     answer: str = ""
@@ -64,6 +66,7 @@ class CallRecord:
             "completion_tokens": self.completion_tokens,
             "reasoning_tokens": self.reasoning_tokens,
             "tokens_estimated": self.tokens_estimated,
+            "tokens_estimated_by": self.tokens_estimated_by,
             "cost_usd": self.cost_usd,
             "reasoning": self.reasoning[:REASONING_CHARS],
             "reasoning_chars": len(self.reasoning),

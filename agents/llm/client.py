@@ -27,7 +27,6 @@ attempts) is one `CallRecord` (agents/llm/calls.py): in the decision's meter, an
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import random
 import re
@@ -47,13 +46,14 @@ from agents.llm.base import (
     LLMUnavailable,
 )
 from agents.llm.cache import ResponseCache, SharedCallCancelled, request_key
-from agents.llm.calls import CallRecord, estimate_tokens
+from agents.llm.calls import CallRecord
 from agents.llm.config import LLMConfig
 from agents.llm.hooks import record_llm_call, record_llm_cost
 from agents.llm.limits import ProviderLimits
 from agents.llm.recording import Cancelled, Tape, TimeSpent, request_document
 from agents.llm.recording import request_key as recorded_key
 from agents.llm.retry import backoff
+from agents.llm.tokens import TokenCounter
 from agents.llm.usage import UsageMeter, current_meter
 
 Message = tuple[str, str] | dict[str, str]
@@ -222,15 +222,20 @@ class LLMClient:
     replies: int = 0  # requests answered (each counted once in some decision's usage.llm_calls)
     _calls_of_key: Counter[str] = field(init=False, default_factory=Counter)
     limits: ProviderLimits = field(init=False)
+    tokens: TokenCounter = field(init=False)
 
     def __post_init__(self) -> None:
         self.limits = ProviderLimits(self.config)  # the endpoint's shared limits (agents/llm/limits.py)
+        # Counts for replies without usage (agents/llm/tokens.py).
+        c = self.config
+        self.tokens = TokenCounter(c.tokenizer, c.backend, c.resolved_base_url(), c.resolved_api_key())
         if self.backend is None:
             self.backend = make_backend(self.config)
         self.cache = ResponseCache(self.config.cache_size)
         self.tape = Tape.from_env()
 
     async def aclose(self) -> None:
+        await self.tokens.aclose()
         if self.backend is not None:
             await self.backend.aclose()
 
@@ -366,14 +371,16 @@ class LLMClient:
                 await asyncio.Future()  # the original was cut by the strategy's clock: so is the replay
             if isinstance(outcome, LLMError):
                 raise outcome
-            return outcome
+            return await self.tokens.estimate(req, outcome, replay=True)
         assert self.backend is not None
         slot = await self.limits.acquire(req, timeout_s)  # waits within the turn's time, recorded
         call.waited_s += slot.waited_s
         try:
             reply = await self.backend.complete(req, max(0.01, timeout_s - slot.waited_s))
-            counted = self._estimated(req, reply)  # a reply without usage still spends the endpoint's tokens
-            await slot.release(counted.prompt_tokens + counted.charged_completion())
+            # A reply without usage still spends the endpoint's tokens: estimated, and the estimate
+            # recorded with it (a replay gives the same counts without the endpoint).
+            reply = await self.tokens.estimate(req, reply, replay=False)
+            await slot.release(reply.prompt_tokens + reply.charged_completion())
         except LLMError as exc:
             await self._keep(req, exc)
             raise
@@ -392,16 +399,6 @@ class LLMClient:
         tag = (self.tape.tag if self.tape is not None else "") or "agent"
         return CallRecord(id=f"{tag}/{key[:16]}/{k}", outcome="provider")
 
-    def _estimated(self, req: BackendRequest, reply: BackendReply) -> BackendReply:
-        """A reply without usage, with estimated counts (agents/llm/calls.py: estimate_tokens)."""
-        if reply.usage_known:
-            return reply
-        prompt = estimate_tokens(c for _, c in req.messages)
-        completion = estimate_tokens([*reply.texts, *(r for r in reply.reasoning if r)])
-        return dataclasses.replace(
-            reply, prompt_tokens=prompt, completion_tokens=completion, total_tokens=None
-        )
-
     def _settle(self, call: CallRecord, req: BackendRequest, reply: BackendReply) -> None:
         """Fill a call's record from its reply: class, tokens, thinking, answer, cost."""
         call.outcome = reply_outcome(reply)
@@ -411,6 +408,7 @@ class LLMClient:
         call.completion_tokens = reply.charged_completion()
         call.reasoning_tokens = reply.reasoning_tokens
         call.tokens_estimated = not reply.usage_known
+        call.tokens_estimated_by = reply.estimated_by
         call.reasoning = "\n\n".join(r for r in reply.reasoning if r)
         call.answer = reply.texts[0] if reply.texts else ""
         price = self.config.price
@@ -510,7 +508,6 @@ class LLMClient:
                 if meter is not None:
                     meter.failures += 1
                 raise
-            reply = self._estimated(req, reply)
             # Prometheus (a no-op unless this process serves agent metrics): latency, tokens per request.
             elapsed = time.monotonic() - t0
             record_llm_call(None, req.model, elapsed, reply.prompt_tokens, reply.charged_completion())

@@ -12,6 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agents.llm.prices import Price, price_for
+from agents.llm.tokens import load_tokenizer
+
 DEFAULT_OPENAI_URL = "http://127.0.0.1:8080/v1"
 DEFAULT_OLLAMA_URL = "http://127.0.0.1:11434"
 
@@ -66,35 +69,6 @@ class LLMOptions(BaseModel):
         return DEFAULT_THINKING_TOKENS if reasoning else 0
 
 
-class Price(BaseModel):
-    """Dollars per million tokens. Cached prompt tokens at `cached_input_per_mtok` (None: the input
-    price), reasoning tokens at `reasoning_per_mtok` (None: the output price), and
-    `failed_request` dollars per request that got no completion (0: failures cost nothing)."""
-
-    model_config = ConfigDict(extra="forbid", strict=True)
-    input_per_mtok: float = Field(ge=0, allow_inf_nan=False)
-    output_per_mtok: float = Field(ge=0, allow_inf_nan=False)
-    cached_input_per_mtok: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    reasoning_per_mtok: float | None = Field(default=None, ge=0, allow_inf_nan=False)
-    failed_request: float = Field(default=0.0, ge=0, allow_inf_nan=False)
-
-    def cost(self, prompt: int, cached: int, completion: int, reasoning: int) -> float:
-        """Dollars for one answered request; `reasoning` is part of `completion`."""
-        cached = min(max(cached, 0), prompt)
-        reasoning = min(max(reasoning, 0), completion)
-        cached_rate = (
-            self.input_per_mtok if self.cached_input_per_mtok is None else self.cached_input_per_mtok
-        )
-        think_rate = self.output_per_mtok if self.reasoning_per_mtok is None else self.reasoning_per_mtok
-        total = (
-            (prompt - cached) * self.input_per_mtok
-            + cached * cached_rate
-            + (completion - reasoning) * self.output_per_mtok
-            + reasoning * think_rate
-        )
-        return total / 1_000_000
-
-
 class LLMConfig(BaseModel):
     """Where and how an agent calls its language model.
 
@@ -142,6 +116,12 @@ class LLMConfig(BaseModel):
         default=8.0, gt=0, le=3600, allow_inf_nan=False, description="Longest backoff wait."
     )
     price: Price | None = Field(default=None, description="Dollars per million tokens; None: cost unknown.")
+    price_file: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        description="A TOML file of prices per model (agents/llm/prices.py): this model's entry.",
+    )
     # Shared by every agent of a run naming this endpoint, across processes (agents/llm/limits.py).
     max_in_flight: int | None = Field(
         default=None, ge=1, le=10_000, description="Requests in flight at once, shared."
@@ -156,8 +136,29 @@ class LLMConfig(BaseModel):
     tokens_per_minute: int | None = Field(
         default=None, ge=1, le=10**10, description="Tokens per minute, shared."
     )
+    tokenizer: str = Field(
+        default="auto",
+        min_length=1,
+        max_length=4096,
+        description="Counts replies without usage: auto (the endpoint's tokenize route, else "
+        "characters), chars (4 characters a token), or a tokenizer.json path.",
+    )
     cache: bool = True
     cache_size: int = Field(default=20_000, ge=0, le=10_000_000)
+
+    @model_validator(mode="after")
+    def _price_from_file(self) -> LLMConfig:
+        if self.price_file is not None:
+            if self.price is not None:
+                raise ValueError("set price or price_file, not both")
+            self.price = price_for(self.price_file, self.model)
+        return self
+
+    @model_validator(mode="after")
+    def _tokenizer_loads(self) -> LLMConfig:
+        if self.tokenizer not in ("auto", "chars"):
+            load_tokenizer(self.tokenizer)  # a bad file is a configuration error, named here
+        return self
 
     @model_validator(mode="after")
     def _ordered_backoff(self) -> LLMConfig:

@@ -7,10 +7,23 @@ name the same endpoint share one budget. The slots are kept by a small limiter s
 (`LimiterService`): `spielbus run` starts one in its own process when any `[llm.NAME]` has limits;
 on a cluster run one per bus with `python -m agents.llm.limits --nats URL [--prefix P]`.
 
-The wire (JSON, internal to Spielbus, validated strictly):
-- `<prefix>.llm.limits.acquire`, request/reply: `{key, limits, tokens, wait_s, hold_s}`; the reply
-  comes when a slot is granted, or after `wait_s`: `{granted, lease, waited_s}`;
-- `<prefix>.llm.limits.release`, publish: `{key, lease, tokens, used}` once the attempt is over.
+The wire (JSON, internal to Spielbus, validated strictly; `<agent>` is the asking agent's name):
+- `<prefix>.llm.limits.acquire.<agent>`, request/reply: `{key, limits, tokens, wait_s, hold_s}`; the
+  reply comes when a slot is granted, or after `wait_s`: `{granted, lease, waited_s}`;
+- `<prefix>.llm.limits.release.<agent>`, publish: `{key, lease, tokens, used}` once the attempt is over.
+
+A lease belongs to the agent of the subject it was granted on: a release on another agent's subject
+is ignored, and lease ids are random, so no agent can free (and so spend) another's slots.
+
+Under accounts (`spielbus auth init`, bus/auth.py) the limiter serves in the `referee` account (the
+`spielbus run` process's login) and each agent account imports only its own two subjects, so the
+`<agent>` token is the server's word, not the client's. There `spielbus run` also gives the limiter
+its table (`Entitlement`): for each endpoint key, the limits of the tournament file and the agents
+that name it. A request for a key outside the table, or from an agent not entitled to the key, is
+refused at once, and an agent's own `limits` are ignored: a hostile bot login can neither hold an
+LLM endpoint's slots, nor rewrite its limits, nor queue in front of the agents that use it.
+Without accounts everything on the bus is trusted (any client can answer any turn there too), and
+the limiter serves every key with the limits the latest agent sent.
 
 The rules, per key: at most `max_in_flight` leases at once; grants spaced by 60/`requests_per_minute`
 seconds (no burst: a per-minute limit read at its strictest), counted from the grant, or from the end
@@ -27,8 +40,11 @@ time waited is recorded in the call's `waited_s`. Without a limiter service on t
 an agent service), the same rules hold in the process only, and a warning says so once.
 
 Limits: the service keeps its state in memory: restarting it forgets leases in flight (new grants
-may then exceed `max_in_flight` until those attempts end). The limits of a key are the latest an
-agent sent; agents naming one endpoint with different limits overwrite each other's.
+may then exceed `max_in_flight` until those attempts end). Without a table, the limits of a key are
+the latest an agent sent; agents naming one endpoint with different limits overwrite each other's.
+`python -m agents.llm.limits` (a limiter alone, for a cluster) serves without a table: under
+accounts, only agent accounts reach it and none can touch another's leases, but an agent of the
+run could still hold slots of an endpoint it does not name.
 """
 
 from __future__ import annotations
@@ -39,6 +55,7 @@ import collections
 import contextlib
 import itertools
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -97,8 +114,17 @@ class Release(BaseModel):
     used: int | None = Field(default=None, ge=0)
 
 
-def subjects(prefix: str) -> tuple[str, str]:
-    return f"{prefix}.llm.limits.acquire", f"{prefix}.llm.limits.release"
+def subjects(prefix: str, agent: str = "*") -> tuple[str, str]:
+    """The acquire and release subjects of one agent (the default `*`: every agent's, to serve them)."""
+    return f"{prefix}.llm.limits.acquire.{agent}", f"{prefix}.llm.limits.release.{agent}"
+
+
+@dataclass(frozen=True)
+class Entitlement:
+    """One endpoint key in the limiter's table: its limits, and the agents that may ask for it."""
+
+    limits: Limits
+    agents: frozenset[str]
 
 
 @dataclass
@@ -107,12 +133,14 @@ class _Waiter:
     tokens: int
     hold_s: float
     t0: float
+    owner: str
 
 
 @dataclass
 class _Key:
     limits: Limits
     leases: dict[str, float] = field(default_factory=dict)  # lease -> when it expires
+    owners: dict[str, str] = field(default_factory=dict)  # lease -> the agent it was granted to
     next_at: float = 0.0
     tokens: float = 0.0
     refilled: float | None = None
@@ -129,13 +157,14 @@ class Limiter:
         self.keys: dict[str, _Key] = {}
         self._ids = itertools.count(1)
 
-    async def acquire(self, req: Acquire) -> Granted:
+    async def acquire(self, req: Acquire, owner: str = "") -> Granted:
+        """A slot for `owner` (the asking agent), or a refusal once `req.wait_s` has passed."""
         k = self.keys.get(req.key)
         if k is None:
             k = self.keys[req.key] = _Key(req.limits)
         k.limits = req.limits
         fut: asyncio.Future[Granted] = asyncio.get_running_loop().create_future()
-        waiter = _Waiter(fut, req.tokens, req.hold_s, self.clock())
+        waiter = _Waiter(fut, req.tokens, req.hold_s, self.clock(), owner)
         k.queue.append(waiter)
         self._pump(k)
         try:
@@ -148,9 +177,13 @@ class Limiter:
             self._pump(k)  # the head of the queue may have changed
             return Granted(granted=False, waited_s=round(self.clock() - waiter.t0, 3))
 
-    def release(self, rel: Release) -> None:
+    def release(self, rel: Release, owner: str = "") -> None:
+        """End a lease; ignored unless `owner` is the agent it was granted to."""
         k = self.keys.get(rel.key)
-        if k is None or k.leases.pop(rel.lease, None) is None:
+        if k is None or k.owners.get(rel.lease) != owner:
+            return
+        del k.owners[rel.lease]
+        if k.leases.pop(rel.lease, None) is None:
             return
         rpm = k.limits.requests_per_minute
         if rpm is not None and rel.lease == k.last_lease:
@@ -178,6 +211,7 @@ class Limiter:
         for lease, expires in list(k.leases.items()):
             if expires <= now:
                 del k.leases[lease]
+                k.owners.pop(lease, None)
         self._refill(k, now)
         if k.timer is not None:
             k.timer.cancel()
@@ -199,8 +233,10 @@ class Limiter:
                 wake = ready
                 break
             k.queue.popleft()
-            lease = str(next(self._ids))
+            # Ordered (the counter) and unguessable (the token): a lease is not another agent's to free.
+            lease = f"{next(self._ids)}.{secrets.token_urlsafe(12)}"
             k.leases[lease] = now + w.hold_s
+            k.owners[lease] = w.owner
             k.last_lease = lease
             if limits.requests_per_minute is not None:
                 k.next_at = now + 60 / limits.requests_per_minute
@@ -214,9 +250,13 @@ class Limiter:
 class LimiterService:
     """The limiter on the bus: one per run (or per bus), see the module docstring."""
 
-    def __init__(self, nc: NATS, prefix: str = "spielbus") -> None:
+    def __init__(
+        self, nc: NATS, prefix: str = "spielbus", table: dict[str, Entitlement] | None = None
+    ) -> None:
+        """`table`: the keys served and who may ask for each (module docstring); None: any, as asked."""
         self.nc = nc
         self.prefix = prefix
+        self.table = table
         self.limiter = Limiter()
         self._subs: list[Any] = []
         self._tasks: set[asyncio.Task[None]] = set()
@@ -237,22 +277,31 @@ class LimiterService:
         task.add_done_callback(self._tasks.discard)
 
     async def _answer(self, msg: Msg) -> None:
+        agent = _agent_of(msg.subject)
         try:
             req = Acquire.model_validate_json(msg.data)
         except ValidationError:
-            log.warning("llm limits: ignoring a malformed acquire request")
+            log.warning("llm limits: ignoring a malformed acquire request from %s", agent)
             return
-        granted = await self.limiter.acquire(req)
+        if self.table is not None:
+            entry = self.table.get(req.key)
+            if entry is None or agent not in entry.agents:
+                log.warning("llm limits: refused %s a slot of %s (not its endpoint)", agent, req.key[:200])
+                with contextlib.suppress(Exception):
+                    await msg.respond(Granted(granted=False).model_dump_json().encode())
+                return
+            req = req.model_copy(update={"limits": entry.limits})
+        granted = await self.limiter.acquire(req, agent)
         try:
             await msg.respond(granted.model_dump_json().encode())
         except Exception:
             log.info("llm limits: could not answer an acquire request", exc_info=True)
             if granted.granted:
-                self.limiter.release(Release(key=req.key, lease=granted.lease))
+                self.limiter.release(Release(key=req.key, lease=granted.lease), agent)
 
     async def _on_release(self, msg: Msg) -> None:
         try:
-            self.limiter.release(Release.model_validate_json(msg.data))
+            self.limiter.release(Release.model_validate_json(msg.data), _agent_of(msg.subject))
         except ValidationError:
             log.warning("llm limits: ignoring a malformed release")
 
@@ -262,6 +311,12 @@ class LimiterService:
                 await sub.unsubscribe()
         for task in list(self._tasks):
             task.cancel()
+
+
+def _agent_of(subject: str) -> str:
+    """The agent an acquire or release came from: its subject's last token (the server's word under
+    accounts, where each agent account imports only its own subjects)."""
+    return subject.rsplit(".", 1)[-1]
 
 
 _local = Limiter()
@@ -276,7 +331,7 @@ class Slot:
     lease: str = ""
     tokens: int = 0
     waited_s: float = 0.0
-    bus: tuple[NATS, str] | None = None
+    bus: tuple[NATS, str, str] | None = None
     _released: bool = False
 
     async def release(self, used: int | None = None) -> None:
@@ -287,22 +342,60 @@ class Slot:
         if self.bus is None:
             _local.release(rel)
             return
-        nc, prefix = self.bus
+        nc, prefix, agent = self.bus
         with contextlib.suppress(Exception):
-            await nc.publish(subjects(prefix)[1], rel.model_dump_json().encode())
+            await nc.publish(subjects(prefix, agent)[1], rel.model_dump_json().encode())
+
+
+def limits_of(config: LLMConfig) -> Limits:
+    return Limits(
+        max_in_flight=config.max_in_flight,
+        requests_per_minute=config.requests_per_minute,
+        tokens_per_minute=config.tokens_per_minute,
+    )
+
+
+def endpoint_key(config: LLMConfig) -> str:
+    """The key an endpoint's limits are shared under: its base URL and model."""
+    return f"{config.resolved_base_url()}|{config.model}"
+
+
+def entitlements(llm_options: dict[str, dict[str, Any]]) -> dict[str, Entitlement]:
+    """The limiter's table from each agent's `llm` options (agent name -> options): every endpoint
+    key with limits, its limits, and the agents naming it. Agents naming one key with different
+    limits: the strictest of each."""
+    from agents.llm.config import LLMConfig
+
+    table: dict[str, Entitlement] = {}
+    for agent, options in llm_options.items():
+        try:
+            config = LLMConfig.model_validate(options)
+        except ValidationError:
+            continue  # the agent refuses it itself, and takes no slot
+        limits = limits_of(config)
+        if not limits.any():
+            continue
+        key = endpoint_key(config)
+        old = table.get(key)
+        if old is not None:
+            limits = Limits(
+                **{f: _strictest(getattr(old.limits, f), getattr(limits, f)) for f in Limits.model_fields}
+            )
+        table[key] = Entitlement(limits, (old.agents if old else frozenset()) | {agent})
+    return table
+
+
+def _strictest(a: float | None, b: float | None) -> Any:
+    return b if a is None else a if b is None else min(a, b)
 
 
 class ProviderLimits:
     """An LLM client's side of its endpoint's shared limits (inactive when `[llm.NAME]` sets none)."""
 
     def __init__(self, config: LLMConfig) -> None:
-        self.limits = Limits(
-            max_in_flight=config.max_in_flight,
-            requests_per_minute=config.requests_per_minute,
-            tokens_per_minute=config.tokens_per_minute,
-        )
+        self.limits = limits_of(config)
         self.active = self.limits.any()
-        self.key = f"{config.resolved_base_url()}|{config.model}"
+        self.key = endpoint_key(config)
 
     async def acquire(self, req: BackendRequest, timeout_s: float) -> Slot:
         """A slot for one attempt within `timeout_s`, or `LLMUnavailable`."""
@@ -323,13 +416,13 @@ class ProviderLimits:
             )
         return Slot(self.key, granted.lease, tokens, round(time.monotonic() - t0, 3), bus)
 
-    async def _remote(self, bus: tuple[NATS, str], ask: Acquire) -> Granted | None:
+    async def _remote(self, bus: tuple[NATS, str, str], ask: Acquire) -> Granted | None:
         """The service's answer; None when no service listens (the process's own limiter then)."""
         global _warned
-        nc, prefix = bus
+        nc, prefix, agent = bus
         try:
             msg = await nc.request(
-                subjects(prefix)[0], ask.model_dump_json().encode(), timeout=ask.wait_s + 2
+                subjects(prefix, agent)[0], ask.model_dump_json().encode(), timeout=ask.wait_s + 2
             )
             return Granted.model_validate_json(msg.data)
         except nats.errors.NoRespondersError:
@@ -337,7 +430,7 @@ class ProviderLimits:
                 _warned = True
                 log.warning(
                     "no LLM limiter service on the bus (%s): provider limits hold per process only",
-                    subjects(prefix)[0],
+                    subjects(prefix, agent)[0],
                 )
             return None
         except (nats.errors.TimeoutError, TimeoutError):
@@ -349,8 +442,8 @@ class ProviderLimits:
             return None
 
 
-def _bus() -> tuple[NATS, str] | None:
-    """The agent service's bus connection and prefix, when this process serves an agent."""
+def _bus() -> tuple[NATS, str, str] | None:
+    """The agent service's bus connection, prefix and name, when this process serves an agent."""
     from agents.runtime import current_bus
 
     return current_bus()

@@ -7,7 +7,8 @@ messages, sampling options, seed, `n`, output schema, extras, backend kind and s
 style; never the server's URL, which changes from run to run). The file holds the request and
 every outcome in arrival order, each tagged with its process: a reply (texts, token counts and,
 where the server gave them, `finish_reasons`, the thinking `reasoning`, `reasoning_tokens`,
-`total_tokens`, `cached_tokens`, `usage_known: false`), or the error the attempt ended with, with
+`total_tokens`, `cached_tokens`, `usage_known: false` with the estimated counts and how they were
+estimated, `estimated_by`: agents/llm/tokens.py), or the error the attempt ended with, with
 its HTTP `status` (`unavailable` with the `retry_after_s` the provider asked for, `timeout`,
 `config` with the refused `param`, `filtered`, `spent`: the client did not send, or gave up
 before a wait that did not fit, because the turn's time was gone, `cancelled`: the strategy's own
@@ -55,6 +56,7 @@ from agents.llm.base import (
     LLMTimeout,
     LLMUnavailable,
 )
+from agents.llm.tokens import METHODS
 
 RECORD_ENV = "SPIELBUS_LLM_RECORD"
 REPLAY_ENV = "SPIELBUS_LLM_REPLAY"
@@ -114,6 +116,8 @@ def response_document(reply: BackendReply) -> dict[str, Any]:
         doc["cached_tokens"] = reply.cached_tokens
     if not reply.usage_known:
         doc["usage_known"] = False
+    if reply.estimated_by is not None:
+        doc["estimated_by"] = reply.estimated_by
     return doc
 
 
@@ -194,6 +198,9 @@ def _reply(doc: Any) -> BackendReply | LLMError:
     known = doc.get("usage_known", True)
     if type(known) is not bool:
         raise ValueError("usage_known is not a boolean")
+    estimated_by = doc.get("estimated_by")
+    if estimated_by is not None and estimated_by not in METHODS:
+        raise ValueError(f"estimated_by is not one of {', '.join(METHODS)}")
     return BackendReply(
         texts=list(texts),
         prompt_tokens=p,
@@ -204,6 +211,7 @@ def _reply(doc: Any) -> BackendReply | LLMError:
         total_tokens=_count(doc, "total_tokens"),
         cached_tokens=_count(doc, "cached_tokens") or 0,
         usage_known=known,
+        estimated_by=estimated_by,
     )
 
 

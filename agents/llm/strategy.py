@@ -34,7 +34,8 @@ from agents.base import (
 )
 from agents.llm.base import LLMError, LLMTimeout, LLMUnavailable
 from agents.llm.client import LLMClient
-from agents.llm.config import LLMConfig, LLMOptions, Price
+from agents.llm.config import LLMConfig, LLMOptions
+from agents.llm.prices import Price
 from agents.llm.recording import TimeSpent
 from agents.llm.usage import UsageMeter, metered
 from bus.protocol import MoveStats, Turn
