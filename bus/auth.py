@@ -68,6 +68,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from bus.identity import account_of
 from bus.subjects import LADDER_BUCKET, REFEREE_SERVICE, Subjects, check_agent_name
 
 Role = Literal["agent", "referee", "spectator", "botcheck", "replay"]
@@ -318,7 +319,7 @@ PUBLIC_EVENTS = ("started", "moved", "forfeit", "ended")
 
 
 def agent_account(name: str) -> str:
-    return f"agent-{check_agent_name(name)}"
+    return account_of(name)  # the identity the ladder keys on (bus/identity.py)
 
 
 def botcheck_account(name: str) -> str:
