@@ -41,6 +41,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -295,8 +296,16 @@ def _bot_check_flags(p: argparse.ArgumentParser) -> None:
 def _auth_flags(p: argparse.ArgumentParser) -> None:
     auth_sub = p.add_subparsers(dest="auth_command", required=True, metavar="SUBCOMMAND")
     init = auth_sub.add_parser("init", help="write a nats-server config and credentials per agent")
-    init.add_argument("tournament", nargs="?", default=None, help="take the agents from this tournament file")
+    init.add_argument(
+        "tournament", nargs="?", default=None, help="take the agents from this tournament or ladder file"
+    )
     init.add_argument("--agents", default=None, help="comma-separated agent names")
+    init.add_argument(
+        "--registry",
+        action="store_true",
+        help="operator mode for a ladder open to registration: no agents; bots get their own "
+        "accounts at run time from `spielbus ladder registrar` (docs/ladder.md)",
+    )
     init.add_argument("--out", required=True, help="folder to write (config, auth.json, *.env)")
     init.add_argument("--prefix", default="spielbus", type=prefix_arg)
     from bus.connect import nats_url_arg
@@ -644,21 +653,57 @@ def _cmd_bot_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _file_agents(path: str) -> list[str]:
+    """The agents of a tournament file, or of a ladder file (`[agents.NAME]` tables either way)."""
+    from referee.ladder.config import load_ladder
+
+    try:
+        return list(load_config(path).agents)
+    except ConfigError as tournament_error:
+        try:
+            return list(load_ladder(path).agents)
+        except ConfigError:
+            raise tournament_error from None
+
+
+def _auth_init_registry(args: argparse.Namespace, url: str, console: Console) -> int:
+    """`auth init --registry`: an operator-mode folder (bus/registry.py); bots register themselves."""
+    from bus.registry import init_registry
+
+    if args.tournament or args.agents:
+        raise AuthError("--registry takes no agents: bots register themselves (`spielbus ladder register`)")
+    if args.if_missing and (Path(args.out) / "registry.json").exists():
+        console.print(f"kept {args.out}: it holds a registry (--if-missing)", highlight=False)
+        return 0
+    init_registry(args.out, prefix=args.prefix, url=url, force=args.force)
+    console.print(
+        f"wrote {args.out}/nats-server.conf (operator mode: bots' accounts are added at run time) and "
+        f"{args.out}/registry.json (the operator's keys: keep it private); logins {args.out}/referee.env, "
+        f"spectator.env, replay.env, system.env.\n"
+        f"Start with: nats-server -js -c {args.out}/nats-server.conf\n"
+        f"      then: spielbus ladder registrar LADDER.toml --auth {args.out}   (docs/ladder.md)",
+        highlight=False,
+    )
+    return 0
+
+
 def _cmd_auth(args: argparse.Namespace) -> int:
     from bus.auth import ensure_auth, write_auth
     from bus.connect import nats_servers, nats_url
 
     console = Console()
     try:
+        url = nats_url(args.nats)
+        nats_servers(url, source="--nats")
+        if args.registry:
+            return _auth_init_registry(args, url, console)
         agents: list[str] = []
         if args.tournament:
-            agents += list(load_config(args.tournament).agents)
+            agents += _file_agents(args.tournament)
         if args.agents:
             agents += [a.strip() for a in args.agents.split(",") if a.strip()]
         if not agents:
-            raise AuthError("name the agents: --agents a,b,... or a tournament file")
-        url = nats_url(args.nats)
-        nats_servers(url, source="--nats")
+            raise AuthError("name the agents: --agents a,b,... or a tournament or ladder file")
         if args.if_missing:
             bundle, written = ensure_auth(agents, args.out, prefix=args.prefix, url=url)
         else:

@@ -8,6 +8,10 @@ Stopping it leaves the matches in flight to the referees; a restart counts them 
 service it waits for the bus to come up (and rides out its restarts). Exit 2 for a bad file, a
 busy port or a missing login; 1 when the streams cannot be set up.
 
+`spielbus ladder register|registrar|approve|revoke|bots`: self-registered bots (spielbus/register.py).
+With `--auth DIR` a registry folder (`spielbus auth init --registry`), the ladder logs in with
+`DIR/referee.creds` and adds the folder's active registered bots to the file's agents each round.
+
 `spielbus ladder standings` reads every result of the ladder's key-value bucket
 (referee/ladder/store.py; no ladder process needed, only NATS), rates them with Bradley-Terry
 and its 95% profile-likelihood intervals (referee/ladder/board.py) and prints game, entry, games
@@ -24,16 +28,19 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from bus.auth import AuthError, load_auth
 from bus.connect import connect
+from bus.registry import is_registry, registered_names
 from observability.web import port_arg
 from referee.ladder.board import BoardRow, board
 from referee.ladder.store import BUCKET, LadderStore
 
+REGISTRY_COMMANDS = ("register", "registrar", "approve", "revoke", "bots")
 HOST_HELP = "address the live page and metrics listen on (default 127.0.0.1; 0.0.0.0: every interface)"
 
 
@@ -99,15 +106,31 @@ async def _serve(args: argparse.Namespace) -> None:
 
     config = load_ladder(args.file)
     check_ladder_games(config)
-    login = load_auth(args.auth).referee() if args.auth else None
-    nc = await connect(
-        nats_url(args.nats),
-        name="spielbus-ladder",
-        service=True,
-        user=login.user if login else None,
-        password=login.password if login else None,
-    )
-    ladder = Ladder(nc, config, subjects=Subjects())
+    registered = None
+    if args.auth and is_registry(args.auth):
+        # Operator mode (`auth init --registry`): the referee's creds, and the registered bots join
+        # the pool beside the file's agents (read again every round: no restart to admit one).
+        folder = args.auth
+        nc = await connect(
+            nats_url(args.nats),
+            name="spielbus-ladder",
+            service=True,
+            creds=str(Path(folder) / "referee.creds"),
+        )
+
+        def registered() -> list[str]:
+            return registered_names(folder)
+
+    else:
+        login = load_auth(args.auth).referee() if args.auth else None
+        nc = await connect(
+            nats_url(args.nats),
+            name="spielbus-ladder",
+            service=True,
+            user=login.user if login else None,
+            password=login.password if login else None,
+        )
+    ladder = Ladder(nc, config, subjects=Subjects(), registered=registered)
     try:
         obs = await start_observability(
             nc,
@@ -148,6 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["standings"]:
         return _standings(argv[1:])
+    if argv[:1] and argv[0] in REGISTRY_COMMANDS:
+        from spielbus.register import main as register_main
+
+        return register_main(argv)
     args = _run_parser().parse_args(argv)
     # `spielbus` set up logging already (at its --log-level); this service logs at its own.
     logging.basicConfig(format="%(asctime)s %(name)s %(levelname)s %(message)s")

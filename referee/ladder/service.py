@@ -113,8 +113,11 @@ class Ladder:
         *,
         subjects: Subjects | None = None,
         clock: Callable[[], float] = time.time,
+        registered: Callable[[], list[str]] | None = None,
     ) -> None:
         self.nc = nc
+        # Self-registered bots (bus/registry.py), asked each round beside the file's agents.
+        self.registered = registered
         self.config = config
         self.subjects = subjects or Subjects()
         self.clock = clock
@@ -175,6 +178,13 @@ class Ladder:
         self._stop.set()
 
     async def _round(self) -> None:
+        if self.registered is not None:
+            try:
+                names = self.registered()
+            except Exception:  # a registry mid-write or unreadable: keep the last pool's names
+                log.warning("ladder: reading the registered bots failed", exc_info=True)
+            else:
+                self.pool.allowed = list(dict.fromkeys([*self.config.agents, *names]))
         try:
             joined, left = await self.pool.update(self.nc, wait_s=min(2.0, self.config.probe_s))
         except Exception:  # the bus away: keep the last pool, try again next round
@@ -209,7 +219,11 @@ class Ladder:
             return
         busy = self._busy()
         members = {m.name: m for m in self.pool.members.values() if self.quarantine.schedulable(m.entry, now)}
-        slots = {m.entry: self.config.agents[n].concurrency - busy[n] for n, m in members.items()}
+        # A registered bot (not in the file) plays one match at a time.
+        slots = {
+            m.entry: (a.concurrency if (a := self.config.agents.get(n)) else 1) - busy[n]
+            for n, m in members.items()
+        }
         games = list(self.config.games)
         # Rotate which game goes first so one game cannot take every free slot for ever.
         start = self.scheduled % len(games)
