@@ -528,6 +528,9 @@ class Registrar:
 
     async def register(self, name: str, user: str, checker: str, invite: str | None = None) -> Answer:
         reg = load_registry(self.folder)
+        if reg.limits != self.policy.limits:  # the ladder file's limits changed: every bot gets them
+            await self.sync()
+            reg = load_registry(self.folder)
         known = reg.bots.get(name)
         if known is None:
             if len(reg.bots) >= self.policy.max_bots:
