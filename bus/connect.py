@@ -15,6 +15,10 @@ Every Spielbus process connects through `connect()` here (agents, referee worker
   bot-check) give up after a few attempts so that a wrong URL fails fast with a clear message.
 - Disconnects and reconnects are logged at WARNING (with the server and the outage's
   length); the failed attempts in between at DEBUG, so a long outage does not flood the log.
+- A login the server refuses on a live connection (credentials replaced by `auth init --force`
+  and a reload, or revoked by `spielbus ladder revoke`) ends that connection for good (nats-py
+  does not retry it): logged as CRITICAL, and a service process exits with code 3 at once
+  rather than run on deaf.
 - Pings every `PING_INTERVAL_S`: a server whose machine vanished without closing the
   connection is noticed within about `PING_INTERVAL_S * (MAX_OUTSTANDING_PINGS + 1)`.
 
@@ -35,6 +39,7 @@ import logging
 import os
 import random
 import time
+from collections.abc import Callable
 from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
@@ -171,6 +176,7 @@ class _ConnectionLog:
         self.failed_attempts = 0
         self.last_warned = 0.0
         self.cause = ""
+        self.fatal: Callable[[], None] | None = None
 
     def up(self, nc: NATS) -> None:
         self.nc = nc
@@ -224,12 +230,42 @@ class _ConnectionLog:
         return on_reconnect
 
     async def on_closed(self) -> None:
+        nc = self.nc
+        if (
+            self.connected_once
+            and nc is not None
+            and isinstance(nc.last_error, nats.errors.AuthorizationError)
+        ):
+            # The server closed a live connection refusing its login: the credentials were replaced
+            # (`auth init --force` and a reload) or revoked (`spielbus ladder revoke`). nats-py does
+            # not reconnect after that, so a service would go on deaf (issue 41): say so and exit.
+            log.critical(
+                "nats %s: the server refused this login (Authorization Violation) and closed the "
+                "connection for good: its credentials were replaced or revoked; get the new login "
+                "file and start again",
+                self.name,
+            )
+            if self.fatal is not None:
+                self.fatal()
+            return
         log.info("nats %s: connection closed", self.name)
+
+
+EXIT_LOGIN_REFUSED = 3
+
+
+def _exit_login_refused() -> None:
+    """A service whose login was refused exits at once with EXIT_LOGIN_REFUSED (its supervisor, e.g.
+    compose's restart policy, starts it again with the login file as it is now). Nothing can be sent
+    on a connection closed for good, and the referee's matches in flight stay in JetStream."""
+    logging.shutdown()
+    os._exit(EXIT_LOGIN_REFUSED)
 
 
 class Login(TypedDict, total=False):
     """Who logs in: the keyword arguments of `connect` passed on as `**login` (none: the environment's)."""
 
+    creds: str
     user: str
     password: str
     inbox_prefix: str
@@ -249,7 +285,9 @@ async def connect(
     """Connect to NATS (one URL or a comma-separated cluster list; default `$NATS_URL`).
 
     `service=True` waits for the first connection forever; otherwise it fails after a few
-    attempts per server with a ConnectionError. Either way, reconnects never stop.
+    attempts per server with a ConnectionError. Either way, reconnects never stop, except when the
+    server refuses the login of a live connection (credentials replaced or revoked): nats-py closes
+    it for good, and a service process then logs it and exits with EXIT_LOGIN_REFUSED (3).
     `inbox_prefix`: a private inbox for accounts without `_INBOX.>`; `extra` goes to nats-py.
     """
     env = os.environ.get("NATS_URL")
@@ -259,6 +297,8 @@ async def connect(
     except NatsURLError as exc:
         raise ConnectionError(str(exc)) from exc
     events = _ConnectionLog(name)
+    if service:
+        events.fatal = _exit_login_refused
     nc = NATS()
     opts: dict[str, Any] = {  # nats-py keyword arguments of many types
         "name": name,
