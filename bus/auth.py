@@ -418,6 +418,8 @@ def _env_text(user: AuthUser, what: str, url: str | None = None) -> str:
 
 
 BOTCHECK_ENV = ("SPIELBUS_BOTCHECK_USER", "SPIELBUS_BOTCHECK_PASSWORD", "SPIELBUS_BOTCHECK_INBOX")
+# A registered bot's bot-check login is a creds file (`spielbus ladder register`, bus/registry.py).
+BOTCHECK_CREDS = "SPIELBUS_BOTCHECK_CREDS"
 
 
 def bot_login_text(bundle: AuthBundle, name: str, url: str | None = None) -> str:
@@ -445,7 +447,7 @@ def read_login_file(path: str | Path) -> dict[str, str]:
         if line and not line.startswith("#") and "=" in line:
             key, value = line.split("=", 1)
             out[key.strip()] = value.strip()
-    if "NATS_USER" not in out and BOTCHECK_ENV[0] not in out:
+    if not {"NATS_USER", "NATS_CREDS", BOTCHECK_ENV[0], BOTCHECK_CREDS} & out.keys():
         raise AuthError(f"{path} holds no login (NATS_USER=...): is it a `spielbus auth init` file?")
     return out
 

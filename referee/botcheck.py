@@ -47,7 +47,7 @@ import nats.errors
 from nats.aio.client import Client as NATS
 from pydantic import BaseModel, ValidationError
 
-from bus.auth import BOTCHECK_ENV, AuthError, read_login_file
+from bus.auth import BOTCHECK_CREDS, BOTCHECK_ENV, AuthError, read_login_file
 from bus.connect import Login, connect, flush, nats_url
 from bus.protocol import (
     PROBE_HEADER,
@@ -406,8 +406,12 @@ def login_from_file(path: str | Path) -> tuple[Login, str | None]:
     (`agents/NAME.env` of `spielbus auth init`, or the one `spielbus run` writes for an external bot)."""
     values = read_login_file(str(path))
     name, password, inbox = (values.get(k, "") for k in BOTCHECK_ENV)
+    if values.get(BOTCHECK_CREDS):  # a registered bot's file (`spielbus ladder register`)
+        return {"creds": values[BOTCHECK_CREDS], "inbox_prefix": inbox}, values.get("NATS_URL") or None
     if not name:
-        raise AuthError(f"{path} holds no bot-check login (SPIELBUS_BOTCHECK_USER=...)")
+        raise AuthError(
+            f"{path} holds no bot-check login (SPIELBUS_BOTCHECK_USER= or SPIELBUS_BOTCHECK_CREDS=)"
+        )
     return {"user": name, "password": password, "inbox_prefix": inbox}, values.get("NATS_URL") or None
 
 

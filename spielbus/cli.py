@@ -472,7 +472,7 @@ def _botcheck_login(args: argparse.Namespace) -> Login:
     """`bot-check --auth DIR`: the narrow `botcheck-NAME` user (never the referee's), with its inbox;
     `--login FILE` or the environment: the `SPIELBUS_BOTCHECK_*` login of a bot's one login file
     (its `NATS_URL` too, unless `--nats` names one); else the environment's NATS_USER."""
-    from bus.auth import BOTCHECK_ENV, login_for
+    from bus.auth import BOTCHECK_CREDS, BOTCHECK_ENV, login_for
     from referee.botcheck import login_from_file
 
     if args.auth:
@@ -483,6 +483,8 @@ def _botcheck_login(args: argparse.Namespace) -> Login:
         args.nats = args.nats or url
         return login
     name, password, inbox = (os.environ.get(k, "") for k in BOTCHECK_ENV)
+    if os.environ.get(BOTCHECK_CREDS):
+        return {"creds": os.environ[BOTCHECK_CREDS], "inbox_prefix": inbox}
     return {"user": name, "password": password, "inbox_prefix": inbox} if name else {}
 
 

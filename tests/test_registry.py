@@ -253,3 +253,24 @@ def test_auth_init_takes_a_ladder_file(tmp_path: Path) -> None:
     done = _cli("auth", "init", str(ROOT / "examples" / "ladder.toml"), "--out", str(tmp_path / "a"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "a" / "agents" / "node_bot.env").exists()
+
+
+async def test_bot_check_with_the_registered_login_file(
+    server: EmbeddedNats, folder: Path, system: NATS, tmp_path: Path
+) -> None:
+    """The one login file of `spielbus ladder register` serves the bot and `bot-check --login`."""
+    from referee.botcheck import BotCheckOptions, check_bot, login_from_file
+
+    ivy = uid("ivy")
+    async with registrar_at(folder, OPEN, system) as url:
+        assert await sign_up(url, ivy, tmp_path) == 0
+    login, _ = login_from_file(tmp_path / f"{ivy}.env")
+    assert login.get("creds") and login.get("inbox_prefix")
+    bot = await as_bot(server, tmp_path, ivy)
+    try:
+        async with serving(bot, RandomStrategy.from_options({"seed": 1}), ivy):
+            options = BotCheckOptions(games=["tic_tac_toe"], concurrency=2)
+            report = await check_bot(ivy, server.url, options=options, login=login)
+        assert all(r.ok for r in report.results), [r for r in report.results if not r.ok]
+    finally:
+        await bot.close()
