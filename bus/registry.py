@@ -48,7 +48,6 @@ from bus.auth import (
     REPLAY_INBOX,
     SPECTATOR_INBOX,
     AuthError,
-    _spectator_reads,
     agent_permissions,
     agent_services,
     botcheck_account,
@@ -57,10 +56,13 @@ from bus.auth import (
     replay_permissions,
     spectator_api,
     spectator_permissions,
+    spectator_reads,
+    where_text,
     write_private,
 )
 from bus.identity import account_of
 from bus.subjects import Subjects, check_agent_name
+from bus.tls import TlsFiles, server_block
 
 REGISTRY_FILE = "registry.json"
 CONFIG_FILE = "nats-server.conf"
@@ -101,6 +103,7 @@ class Registry(BaseModel):
     spectators_seed: str
     replay_seed: str
     limits: BotLimits = Field(default_factory=BotLimits)
+    tls: TlsFiles | None = None
     bots: dict[str, Bot] = {}
     used_invites: dict[str, str] = Field(default={}, description="invite code -> the bot it admitted")
 
@@ -135,7 +138,7 @@ def _referee_jwt(reg: Registry) -> str:
     exports: list[dict[str, Any]] = [
         {"name": e, "subject": s.match_all(e), "type": "stream", "token_req": True} for e in PUBLIC_EVENTS
     ]
-    exports += [{"name": r, "subject": r, "type": "service", "token_req": True} for r in _spectator_reads(s)]
+    exports += [{"name": r, "subject": r, "type": "service", "token_req": True} for r in spectator_reads(s)]
     imports = []
     for name in reg.active():
         bot = reg.bots[name]
@@ -179,7 +182,7 @@ def _replay_jwt(reg: Registry) -> str:
             "token": J.activation_jwt(reg.referee_seed, me, r, "service"),
             "type": "service",
         }
-        for r in _spectator_reads(s)
+        for r in spectator_reads(s)
     ]
     nats = {"type": "account", "limits": _UNLIMITED, "imports": imports}
     return J.encode(me, "replay", nats, reg.operator_seed)
@@ -310,7 +313,7 @@ def render_server_config(reg: Registry, folder: Path) -> str:
         J.public_key(reg.spectators_seed): _spectators_jwt(reg),
         J.public_key(reg.replay_seed): _replay_jwt(reg),
     }
-    conf = {
+    conf: dict[str, Any] = {
         "operator": J.operator_jwt(reg.operator_seed, "spielbus", J.public_key(reg.system_seed)),
         "system_account": J.public_key(reg.system_seed),
         "resolver": {
@@ -322,6 +325,8 @@ def render_server_config(reg: Registry, folder: Path) -> str:
         },
         "resolver_preload": preload,
     }
+    if reg.tls is not None:
+        conf["tls"] = server_block(reg.tls)
     head = (
         "# nats-server configuration written by `spielbus auth init --registry`: operator mode,\n"
         "# bots' accounts added at run time by the registrar (bus/registry.py).\n"
@@ -330,11 +335,11 @@ def render_server_config(reg: Registry, folder: Path) -> str:
     return head + json.dumps(conf, indent=2) + "\n"
 
 
-def _env(creds: Path, what: str, url: str | None, inbox: str | None = None) -> str:
+def _env(creds: Path, what: str, reg: Registry, inbox: str | None = None) -> str:
     text = f"# spielbus credentials: {what}\nNATS_CREDS={creds.resolve()}\n"
     if inbox:
         text += f"NATS_INBOX_PREFIX={inbox}\n"
-    return text + (f"NATS_URL={url}\n" if url else "")
+    return text + where_text(reg.url, reg.tls.ca if reg.tls else None)
 
 
 def init_registry(
@@ -344,6 +349,7 @@ def init_registry(
     url: str | None = None,
     limits: BotLimits | None = None,
     force: bool = False,
+    tls: TlsFiles | None = None,
 ) -> Registry:
     """Write an operator-mode folder (module docstring). Refuses an existing one unless `force`."""
     Subjects(prefix).turn("x")
@@ -362,6 +368,7 @@ def init_registry(
         spectators_seed=J.new_key("account"),
         replay_seed=J.new_key("account"),
         limits=limits or BotLimits(),
+        tls=tls,
     )
     _save(out, reg)
     write_private(out / CONFIG_FILE, render_server_config(reg, out))
@@ -375,7 +382,7 @@ def init_registry(
     for name, account_seed, perms, inbox, what in services:
         creds, _ = _service_user(reg, account_seed, name, perms)
         write_private(out / f"{name}.creds", creds)
-        write_private(out / f"{name}.env", _env(out / f"{name}.creds", what, url, inbox))
+        write_private(out / f"{name}.env", _env(out / f"{name}.creds", what, reg, inbox))
     return reg
 
 
@@ -496,6 +503,7 @@ class Answer(BaseModel):
     jwt: str | None = None
     checker_jwt: str | None = None
     url: str | None = Field(default=None, description="where the bot reaches NATS, if the registry knows")
+    ca_pem: str | None = Field(default=None, description="the private CA of the server's TLS certificate")
 
 
 class Registrar:
@@ -548,7 +556,9 @@ def answer(reg: Registry, name: str) -> Answer:
     bot = reg.bots[name]
     own, check = bot_user_jwts(reg, name) if bot.status == "active" else (None, None)
     account = J.public_key(bot.account_seed)
+    ca = Path(reg.tls.ca).read_text(encoding="utf-8") if reg.tls is not None and reg.tls.ca else None
     return Answer(
+        ca_pem=ca,
         status=bot.status,
         name=name,
         account=account,

@@ -53,13 +53,19 @@ from referee.config import ConfigError, load_config
 
 if TYPE_CHECKING:
     from bus.connect import Login
+    from bus.tls import TlsFiles
 
 EPILOG = (
     "Environment: NATS_URL (default NATS server; several servers of one cluster comma-separated), "
     "NATS_CREDS / NATS_USER / NATS_PASSWORD (credentials; an explicit --auth DIR wins over them), "
+    "NATS_TLS_CA (CA file for a TLS server, as --tls-ca), "
     "SPIELBUS_STREAM_REPLICAS (replicas of new streams, default 1)."
 )
 NATS_HELP = "NATS URL, or several servers of one cluster comma-separated (default $NATS_URL)"
+TLS_CA_HELP = (
+    "CA file to verify the NATS server's TLS certificate with (default $NATS_TLS_CA; the system's CAs "
+    "always): what `auth init --tls-generate` writes as tls/ca.pem"
+)
 
 
 def _add_nats_flags(p: argparse.ArgumentParser, nats_help: str = NATS_HELP, replicas: bool = True) -> None:
@@ -67,6 +73,7 @@ def _add_nats_flags(p: argparse.ArgumentParser, nats_help: str = NATS_HELP, repl
     from bus.streams import replicas_arg
 
     p.add_argument("--nats", default=None, type=nats_url_arg, metavar="URL[,URL...]", help=nats_help)
+    p.add_argument("--tls-ca", default=None, metavar="FILE", help=TLS_CA_HELP)
     if replicas:
         p.add_argument(
             "--stream-replicas",
@@ -317,6 +324,19 @@ def _auth_flags(p: argparse.ArgumentParser) -> None:
         help="where bots reach the server, written as NATS_URL into every login file, so "
         "`spielbus bot-check NAME --login FILE` and the example bots need nothing else "
         "(default: $NATS_URL, else nats://127.0.0.1:4222)",
+    )
+    tls = init.add_argument_group("TLS (clients must then speak TLS; docs/deploy.md)")
+    tls.add_argument(
+        "--tls-generate",
+        default=None,
+        metavar="HOST[,HOST...]",
+        help="make a private CA and a server certificate for these names and addresses "
+        "(OUT/tls/; bots verify with OUT/tls/ca.pem, written as NATS_TLS_CA into every login file)",
+    )
+    tls.add_argument("--tls-cert", default=None, metavar="FILE", help="the server's certificate (PEM)")
+    tls.add_argument("--tls-key", default=None, metavar="FILE", help="its private key (PEM)")
+    tls.add_argument(
+        "--tls-ca", default=None, metavar="FILE", help="the CA clients verify it with, if not a public one"
     )
     existing = init.add_mutually_exclusive_group()
     existing.add_argument("--force", action="store_true", help="replace an existing folder's passwords")
@@ -668,7 +688,29 @@ def _file_agents(path: str) -> list[str]:
             raise tournament_error from None
 
 
-def _auth_init_registry(args: argparse.Namespace, url: str, console: Console) -> int:
+def _tls_files(args: argparse.Namespace) -> TlsFiles | None:
+    """`auth init --tls-generate` / `--tls-cert --tls-key [--tls-ca]`: the server's TLS files."""
+    from bus.tls import generate, given
+
+    if args.tls_generate and (args.tls_cert or args.tls_key):
+        raise AuthError("--tls-generate makes the certificate: give it or --tls-cert/--tls-key, not both")
+    held = any((Path(args.out) / f).exists() for f in ("auth.json", "registry.json"))
+    if args.tls_generate and held and not (args.force or args.if_missing):
+        raise AuthError(f"{args.out} already holds an auth folder; pass --force to replace it")
+    if args.tls_generate:
+        if args.if_missing and (Path(args.out) / "tls" / "server.pem").exists():
+            return None  # keep the certificate bots already trust
+        return generate(args.out, args.tls_generate.split(","))
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key):
+            raise AuthError("--tls-cert and --tls-key go together")
+        return given(args.tls_cert, args.tls_key, args.tls_ca)
+    return None
+
+
+def _auth_init_registry(
+    args: argparse.Namespace, url: str, console: Console, tls: TlsFiles | None = None
+) -> int:
     """`auth init --registry`: an operator-mode folder (bus/registry.py); bots register themselves."""
     from bus.registry import init_registry
 
@@ -677,7 +719,7 @@ def _auth_init_registry(args: argparse.Namespace, url: str, console: Console) ->
     if args.if_missing and (Path(args.out) / "registry.json").exists():
         console.print(f"kept {args.out}: it holds a registry (--if-missing)", highlight=False)
         return 0
-    init_registry(args.out, prefix=args.prefix, url=url, force=args.force)
+    init_registry(args.out, prefix=args.prefix, url=url, force=args.force, tls=tls)
     console.print(
         f"wrote {args.out}/nats-server.conf (operator mode: bots' accounts are added at run time) and "
         f"{args.out}/registry.json (the operator's keys: keep it private); logins {args.out}/referee.env, "
@@ -697,8 +739,9 @@ def _cmd_auth(args: argparse.Namespace) -> int:
     try:
         url = nats_url(args.nats)
         nats_servers(url, source="--nats")
+        tls = _tls_files(args)
         if args.registry:
-            return _auth_init_registry(args, url, console)
+            return _auth_init_registry(args, url, console, tls)
         agents: list[str] = []
         if args.tournament:
             agents += _file_agents(args.tournament)
@@ -707,10 +750,10 @@ def _cmd_auth(args: argparse.Namespace) -> int:
         if not agents:
             raise AuthError("name the agents: --agents a,b,... or a tournament or ladder file")
         if args.if_missing:
-            bundle, written = ensure_auth(agents, args.out, prefix=args.prefix, url=url)
+            bundle, written = ensure_auth(agents, args.out, prefix=args.prefix, url=url, tls=tls)
         else:
             bundle, written = (
-                write_auth(agents, args.out, prefix=args.prefix, force=args.force, url=url),
+                write_auth(agents, args.out, prefix=args.prefix, force=args.force, url=url, tls=tls),
                 True,
             )
     except (ConfigError, AuthError, ValueError) as exc:
@@ -856,6 +899,8 @@ def _main(argv: Sequence[str] | None) -> int:
         from bus.streams import set_stream_replicas
 
         set_stream_replicas(args.stream_replicas)
+    if getattr(args, "tls_ca", None):
+        os.environ["NATS_TLS_CA"] = args.tls_ca  # bus.connect reads it, in this process and its children
     run = COMMANDS[args.command].run
     return run(args) if run is not None else 2
 

@@ -9,7 +9,8 @@
   runs. Makes the two user keys locally (kept in `OUT/NAME.seeds`, mode 0600, reused on a second
   run, so a pending registration is collected by running it again once approved), asks the
   registrar, and writes `OUT/NAME.creds`, `OUT/NAME-botcheck.creds` and the login file
-  `OUT/NAME.env` (`NATS_CREDS`, `NATS_URL`, `SPIELBUS_BOTCHECK_CREDS`, `SPIELBUS_BOTCHECK_INBOX`):
+  `OUT/NAME.env` (`NATS_CREDS`, `NATS_URL`, `SPIELBUS_BOTCHECK_CREDS`, `SPIELBUS_BOTCHECK_INBOX`,
+  and `NATS_TLS_CA=OUT/ca.pem` when the bus has a private CA, whose certificate the answer carries):
   what `spielbus agent`, the example bots and `spielbus bot-check NAME --login OUT/NAME.env` read.
   Exit 0 registered, 4 pending approval, 2 refused (the message says why), 1 registrar unreachable.
 - `spielbus ladder approve|revoke NAME --auth DIR [--nats URL]`: the operator's decision, pushed at
@@ -37,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from bus.auth import AuthError, botcheck_inbox, write_private
+from bus.auth import AuthError, botcheck_inbox, where_text, write_private
 
 if TYPE_CHECKING:
     from aiohttp import web
@@ -209,9 +210,11 @@ def register(name: str, ladder: str, out: Path, invite: str | None = None, ca: s
         f"SPIELBUS_BOTCHECK_CREDS={check_creds.resolve()}\n"
         f"SPIELBUS_BOTCHECK_INBOX={botcheck_inbox(name)}\n"
     )
-    if answer.url:
-        text += f"NATS_URL={answer.url}\n"
-    write_private(env, text)
+    bus_ca: Path | None = None
+    if answer.ca_pem:  # the bus's TLS certificate is signed by the ladder's private CA
+        bus_ca = out / "ca.pem"
+        bus_ca.write_text(answer.ca_pem, encoding="utf-8")
+    write_private(env, text + where_text(answer.url, str(bus_ca.resolve()) if bus_ca else None))
     print(f"{name}: registered as account {answer.account}; login file {env} (see docs/ladder.md)")
     return 0
 
