@@ -274,3 +274,46 @@ async def test_bot_check_with_the_registered_login_file(
         assert all(r.ok for r in report.results), [r for r in report.results if not r.ok]
     finally:
         await bot.close()
+
+
+async def test_referee_and_ladder_commands_log_in_with_the_registry_folder(
+    server: EmbeddedNats, folder: Path, tmp_path: Path
+) -> None:
+    """`spielbus referee --auth REG` and `spielbus ladder FILE --auth REG` use the referee's creds."""
+    ladder = tmp_path / "ladder.toml"
+    ladder.write_text(
+        'name = "reg"\nprobe_s = 0.5\n[[games]]\nname = "tic_tac_toe"\n[registration]\npolicy = "open"\n'
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
+    env["PYTHONPATH"] = str(ROOT)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "spielbus.cli", *argv, "--auth", str(folder), "--nats", server.url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for argv in (["referee"], ["ladder", str(ladder)])
+    ]
+    ref = await connect(server.url, name="test-referee", creds=str(folder / "referee.creds"))
+    try:
+
+        async def referee_answers() -> bool:
+            try:
+                await ref.request("$SRV.PING.spielbus-referee", b"", timeout=1)
+            except (nats.errors.TimeoutError, nats.errors.NoRespondersError):
+                return False
+            return True
+
+        await until(referee_answers, "the referee process serves under the registry's referee login", 60)
+        out = procs[1].stdout
+        assert out is not None
+        line = await asyncio.to_thread(out.readline)
+        assert line.startswith("ladder reg on "), line
+    finally:
+        await ref.close()
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            assert proc.wait(60) == 0, proc.stdout.read() if proc.stdout else ""
