@@ -60,6 +60,7 @@ from bus.auth import (
     where_text,
     write_private,
 )
+from bus.connect import Login
 from bus.identity import account_of
 from bus.subjects import Subjects, check_agent_name
 from bus.tls import TlsFiles, server_block
@@ -278,6 +279,20 @@ def load_registry(folder: str | Path) -> Registry:
 
 def is_registry(folder: str | Path) -> bool:
     return (Path(folder) / REGISTRY_FILE).is_file()
+
+
+def service_login(folder: str | Path, who: Literal["referee", "system"]) -> Login:
+    """`bus.connect` keyword arguments of a service of registry `folder`: its creds file, and the
+    folder's CA when the bus has a private one (TLS). AuthError if `folder` is not a registry."""
+    if not is_registry(folder):
+        raise AuthError(
+            f"{folder} is not a registry folder: make one with `spielbus auth init --registry --out {folder}`"
+        )
+    login: Login = {"creds": str(Path(folder) / f"{who}.creds")}
+    tls = load_registry(folder).tls
+    if tls is not None and tls.ca:
+        login["tls_ca"] = tls.ca
+    return login
 
 
 def registered_names(folder: str | Path) -> list[str]:

@@ -483,10 +483,10 @@ def _referee_login(args: argparse.Namespace) -> Login:
     if not args.auth:
         return {}
     from bus.auth import login_for
-    from bus.registry import is_registry
+    from bus.registry import is_registry, service_login
 
     if is_registry(args.auth):  # operator mode (`auth init --registry`): the referee's creds file
-        return {"creds": str(Path(args.auth) / "referee.creds")}
+        return service_login(args.auth, "referee")
     user = login_for(args.auth, "referee", prefix=args.prefix)
     return {"user": user.user, "password": user.password}
 

@@ -28,14 +28,13 @@ import logging
 import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from bus.auth import AuthError, load_auth
 from bus.connect import connect
-from bus.registry import is_registry, registered_names
+from bus.registry import is_registry, registered_names, service_login
 from observability.web import port_arg
 from referee.ladder.board import BoardRow, board
 from referee.ladder.store import BUCKET, LadderStore
@@ -85,11 +84,17 @@ def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="spielbus ladder",
         description="Run a ladder until SIGINT/SIGTERM (docs/ladder.md). `spielbus ladder standings` "
-        "prints its table offline from JetStream (see its --help).",
+        "prints its table offline from JetStream; `spielbus ladder register|registrar|approve|revoke|bots` "
+        "are self-registered bots (see each one's --help).",
     )
     p.add_argument("file", metavar="FILE.toml", help="the ladder file (examples/ladder.toml)")
     p.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL)")
-    p.add_argument("--auth", default=None, metavar="DIR", help="log in as the referee of this auth folder")
+    p.add_argument(
+        "--auth",
+        default=None,
+        metavar="DIR",
+        help="log in as the referee of this auth folder (a registry folder: its registered bots join too)",
+    )
     p.add_argument("--web-port", type=port_arg, default=None, help="live page with the leaderboard (off)")
     p.add_argument("--metrics-port", type=port_arg, default=None, help="Prometheus metrics (off)")
     p.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
@@ -115,7 +120,7 @@ async def _serve(args: argparse.Namespace) -> None:
             nats_url(args.nats),
             name="spielbus-ladder",
             service=True,
-            creds=str(Path(folder) / "referee.creds"),
+            **service_login(folder, "referee"),
         )
 
         def registered() -> list[str]:

@@ -43,6 +43,7 @@ from bus.auth import AuthError, botcheck_inbox, where_text, write_private
 if TYPE_CHECKING:
     from aiohttp import web
 
+    from bus.connect import Login
     from bus.registry import Registrar
 
 MAX_BODY = 16 * 1024
@@ -100,7 +101,7 @@ async def _serve_registrar(args: argparse.Namespace) -> None:
     if config.registration is None:
         raise ConfigError(f"{args.file}: no [registration] table: this ladder admits no registered bots")
     nc = await connect(
-        nats_url(args.nats), name="spielbus-registrar", service=True, creds=_system_creds(args.auth)
+        nats_url(args.nats), name="spielbus-registrar", service=True, **_system_login(args.auth)
     )
     try:
         registrar = Registrar(args.auth, config.registration, nc)
@@ -132,14 +133,10 @@ def _server_tls(args: argparse.Namespace) -> ssl.SSLContext | None:
     return ctx
 
 
-def _system_creds(folder: str) -> str:
-    from bus.registry import is_registry
+def _system_login(folder: str) -> Login:
+    from bus.registry import service_login
 
-    if not is_registry(folder):
-        raise AuthError(
-            f"{folder} is not a registry folder: make one with `spielbus auth init --registry --out {folder}`"
-        )
-    return str(Path(folder) / "system.creds")
+    return service_login(folder, "system")
 
 
 # -- the bot author ------------------------------------------------------------------------------
@@ -226,7 +223,7 @@ async def _decide(folder: str, name: str, status: str, url: str | None) -> None:
     from bus.connect import connect, nats_url
     from bus.registry import change_status
 
-    nc = await connect(nats_url(url), name="spielbus-registry", creds=_system_creds(folder))
+    nc = await connect(nats_url(url), name="spielbus-registry", **_system_login(folder))
     try:
         await change_status(folder, name, "active" if status == "approve" else "revoked", nc)
     finally:
