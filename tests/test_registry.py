@@ -317,3 +317,31 @@ async def test_referee_and_ladder_commands_log_in_with_the_registry_folder(
             proc.terminate()
         for proc in procs:
             assert proc.wait(60) == 0, proc.stdout.read() if proc.stdout else ""
+
+
+async def test_the_operators_subscription_and_payload_limits_hold(tmp_path: Path) -> None:
+    """`[registration.limits]` on a ladder of its own: a 4th subscription and a 4 KB message are
+    refused by the server (it closes the connection), as the operator set."""
+    folder, bots = tmp_path / "reg", tmp_path / "bots"
+    init_registry(folder)
+    policy = RegistrationPolicy(policy="open", limits=BotLimits(conn=2, subs=3, payload=2048))
+    with EmbeddedNats(config=folder / "nats-server.conf") as srv:
+        system = await connect(srv.url, name="test-system", creds=str(folder / "system.creds"))
+        name = uid("lim")
+        try:
+            async with registrar_at(folder, policy, system) as url:
+                assert await sign_up(url, name, bots) == 0
+        finally:
+            await system.close()
+        creds = str(bots / f"{name}.creds")
+        subs = await nats.connect(srv.url, user_credentials=creds, allow_reconnect=False)
+        for _ in range(4):
+            await subs.subscribe(S.notify(name))
+        await until(lambda: subs.is_closed, "the 4th subscription refused", 30)
+        assert "maximum subscriptions exceeded" in str(subs.last_error).lower()
+        big = await nats.connect(srv.url, user_credentials=creds, allow_reconnect=False)
+        with contextlib.suppress(Exception):  # the server closes the connection at once
+            await big.publish(S.notify(name), b"x" * 4096)
+            await big.flush(timeout=5)
+        await until(lambda: big.is_closed, "the 4 KB message refused", 30)
+        assert "maximum payload" in str(big.last_error).lower()
