@@ -288,5 +288,10 @@ def main(argv: Sequence[str]) -> int:
         print(f"spielbus ladder {args.what}: {exc}", file=sys.stderr)
         return 2
     except (OSError, urllib.error.URLError) as exc:
-        print(f"spielbus ladder {args.what}: {exc}", file=sys.stderr)
+        hint = (
+            "; give the CA that signed it with --tls-ca FILE"
+            if "CERTIFICATE_VERIFY_FAILED" in str(exc)
+            else ""
+        )
+        print(f"spielbus ladder {args.what}: {exc}{hint}", file=sys.stderr)
         return 1

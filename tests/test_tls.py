@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import ssl
 import subprocess
 import sys
+import urllib.error
 from pathlib import Path
 
 import pytest
@@ -168,6 +170,7 @@ def test_agent_takes_a_ca_file(tls_auth: tuple[Path, int], tls_server: EmbeddedN
 
 
 async def test_registered_bots_get_the_ca_with_their_login(tmp_path: Path) -> None:
+    """A registry over TLS: `register` (over HTTPS, `--tls-ca`) hands the bot the bus's CA."""
     folder, bots = tmp_path / "registry", tmp_path / "bots"
     port = free_port()
     init_registry(folder, url=f"tls://127.0.0.1:{port}", tls=generate(folder, HOSTS.split(",")))
@@ -180,10 +183,16 @@ async def test_registered_bots_get_the_ca_with_their_login(tmp_path: Path) -> No
 
         runner = web.AppRunner(_registrar_app(Registrar(folder, RegistrationPolicy(policy="open"), system)))
         await runner.setup()
-        await web.TCPSite(runner, "127.0.0.1", 0).start()
+        # The registrar over HTTPS with the same certificate; `register --tls-ca` verifies it.
+        https = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        https.load_cert_chain(folder / "tls" / "server.pem", folder / "tls" / "server-key.pem")
+        await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=https).start()
         name = uid("tina")
         try:
-            code = await asyncio.to_thread(register, name, f"http://127.0.0.1:{runner.addresses[0][1]}", bots)
+            where = f"https://127.0.0.1:{runner.addresses[0][1]}"
+            with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+                await asyncio.to_thread(register, uid("nobody"), where, bots)
+            code = await asyncio.to_thread(register, name, where, bots, None, ca)
             assert code == 0
         finally:
             await runner.cleanup()
