@@ -2,9 +2,10 @@
 
 `Ladder(nc, config).run()` loops until `stop()`:
 
-1. Asks the pool (referee/ladder/pool.py) who of the ladder file's agents is on the bus, under
-   which entry (name@provenance: a changed prompt or model is a new entry). Under accounts only
-   the holder of `agent-<name>`'s login can answer for `<name>`.
+1. Asks the pool (referee/ladder/pool.py) who of the ladder file's agents (and, given
+   `registered`, the bots registered at run time: bus/registry.py) is on the bus, under which
+   entry (name@provenance: a changed prompt or model is a new entry). Under accounts only the
+   holder of `agent-<name>`'s login can answer for `<name>` (bus/identity.py).
 2. Picks pairings by information (referee/ladder/matchmaking.py) among the present, not benched
    (referee/ladder/quarantine.py) entries that play the game, only entries of one budget class
    together (config.budget_class), within each agent's concurrency,
