@@ -13,20 +13,25 @@
 
 `Registrar(dir).register(name, user, checker, ...)` admits bot `name` (by the policy: open, an
 invite code, or the operator's approval), makes account `agent-<name>` (bus/identity.py) exporting
-only its turn, notify and discovery services (private exports: activation tokens for `referee`
-and `botcheck-<name>` only) and `botcheck-<name>` importing them, re-issues the referee account
-with the new imports, pushes the three to the server, and returns the two user JWTs. The bot's
-author made the user keys (`spielbus ladder register`, spielbus/register.py): seeds never leave
-its machine; the registrar sees public keys only. `revoke(name)` re-issues the bot's accounts
-with every user revoked (`revocations: {"*": now}`: the server closes their connections and
-refuses them again) and the referee account without its imports; the name stays taken.
+only its turn, notify and discovery services and `botcheck-<name>` importing them, re-issues the
+referee account with the new imports, pushes the three to the server, and returns the two user JWTs.
+The bot's author made the user keys (`spielbus ladder register`, spielbus/register.py): seeds never
+leave its machine; the registrar sees public keys only. `revoke(name)` re-issues the bot's accounts
+with every user revoked (`revocations: {"*": now}`: the server closes their connections and refuses
+them again) and the referee account without its imports; the name stays taken.
 
 Every bot account carries the operator's limits (`BotLimits`: connections, subscriptions,
 payload, data), on the account and on each user.
 
+The bots' exports are public within this operator (no activation tokens): every account is
+signed by the registrar, which gives the imports to `referee` and `botcheck-<name>` only, and no
+bot holds an account key. The fixed accounts' exports (the match events, the stored reads) are
+private, with activation tokens naming `spectators` and `replay`.
+
 Limits: `registry.json` is the registrar's state and the operator's keys: one file, locked
 (fcntl) around each change, on one machine; a lost file means a new operator (every login
-re-issued). The referee account's JWT grows with every bot (4 imports each: fine for thousands).
+re-issued). The referee account's JWT grows with every bot (4 imports, about 0.75 KiB, each), and is
+re-issued at every registration: benchmarks/registry_scale.py (docs/ladder.md) measures it.
 """
 
 from __future__ import annotations
@@ -133,24 +138,21 @@ def _service_kind(kind: str) -> str:
 
 def _referee_jwt(reg: Registry) -> str:
     s = Subjects(reg.prefix)
-    referee, spectators, replay = (
-        J.public_key(x) for x in (reg.referee_seed, reg.spectators_seed, reg.replay_seed)
-    )
+    referee = J.public_key(reg.referee_seed)
     exports: list[dict[str, Any]] = [
         {"name": e, "subject": s.match_all(e), "type": "stream", "token_req": True} for e in PUBLIC_EVENTS
     ]
     exports += [{"name": r, "subject": r, "type": "service", "token_req": True} for r in spectator_reads(s)]
-    imports = []
+    imports: list[dict[str, Any]] = []
     for name in reg.active():
         bot = reg.bots[name]
         exporter = J.public_key(bot.account_seed)
-        for subject, _ in agent_services(name, s):
-            token = J.activation_jwt(bot.account_seed, referee, subject, "service")
-            imports.append(
-                {"name": subject, "subject": subject, "account": exporter, "token": token, "type": "service"}
-            )
+        # No activation token: the bots' exports are public within this operator (see `_agent_jwt`).
+        imports += [
+            {"name": subject, "subject": subject, "account": exporter, "type": "service"}
+            for subject, _ in agent_services(name, s)
+        ]
     nats = {"type": "account", "limits": {**_UNLIMITED, **_JETSTREAM}, "exports": exports, "imports": imports}
-    del spectators, replay  # importers prove their right with the activation tokens below
     return J.encode(referee, "referee", nats, reg.operator_seed)
 
 
@@ -215,7 +217,10 @@ def _agent_jwt(reg: Registry, bot: Bot) -> str:
             "name": subj,
             "subject": subj,
             "type": "service",
-            "token_req": True,
+            # Public within this operator: only accounts the registrar signs exist, and it gives the
+            # import to `referee` and `botcheck-<name>` only. Private exports need one activation
+            # token per import in the referee's JWT: 772 KiB and 3.6 s a registration at 200 bots
+            # (benchmarks/registry_scale.py), past nats-server's 1 MB payload near 260.
             "response_type": _service_kind(k),
         }
         for subj, k in agent_services(bot.name, s)
@@ -232,7 +237,6 @@ def _checker_jwt(reg: Registry, bot: Bot) -> str:
             "name": subj,
             "subject": subj,
             "account": J.public_key(bot.account_seed),
-            "token": J.activation_jwt(bot.account_seed, me, subj, "service"),
             "type": "service",
         }
         for subj, _ in agent_services(bot.name, s)
