@@ -36,6 +36,7 @@ re-issued at every registration: benchmarks/registry_scale.py (docs/ladder.md) m
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -531,18 +532,25 @@ class Registrar:
 
     def __init__(self, folder: str | Path, policy: RegistrationPolicy, nc: Any) -> None:
         self.folder, self.policy, self.nc = Path(folder), policy, nc
+        # One change at a time in this process: `publish` holds the folder's (blocking) file lock
+        # across its pushes, which a second coroutine of this process must not wait for.
+        self._lock = asyncio.Lock()
 
     async def sync(self) -> int:
         """Apply the policy's limits to every registered bot and push every account (a registrar's
         start: a server whose resolver directory was lost gets them back). Returns bots pushed."""
+        async with self._lock:
+            return await self._sync()
+
+    async def _sync(self) -> int:
         with _locked(self.folder):
             reg = load_registry(self.folder)
             if reg.limits != self.policy.limits:
                 reg = reg.model_copy(update={"limits": self.policy.limits})
                 _save(self.folder, reg)
-        for name in reg.bots:
-            await push(self.nc, account_jwts(reg, name)[:2])
-        await push(self.nc, [_referee_jwt(reg)])
+            for name in reg.bots:
+                await push(self.nc, account_jwts(reg, name)[:2])
+            await push(self.nc, [_referee_jwt(reg)])
         return len(reg.bots)
 
     def _check_invite(self, reg: Registry, invite: str | None) -> None:
@@ -554,9 +562,13 @@ class Registrar:
             raise RegistrationError("this invite code was used already")
 
     async def register(self, name: str, user: str, checker: str, invite: str | None = None) -> Answer:
+        async with self._lock:
+            return await self._register(name, user, checker, invite)
+
+    async def _register(self, name: str, user: str, checker: str, invite: str | None) -> Answer:
         reg = load_registry(self.folder)
         if reg.limits != self.policy.limits:  # the ladder file's limits changed: every bot gets them
-            await self.sync()
+            await self._sync()
             reg = load_registry(self.folder)
         known = reg.bots.get(name)
         if known is None:
@@ -567,7 +579,7 @@ class Registrar:
         code = invite if self.policy.policy == "invite" and known is None else None
         reg, bot, changed = admit(self.folder, name, user, checker, status=status, invite=code)
         if changed and bot.status == "active":
-            await push(self.nc, account_jwts(reg, name))
+            reg = await publish(self.folder, name, self.nc)
         return answer(reg, name)
 
 
@@ -590,6 +602,15 @@ def answer(reg: Registry, name: str) -> Answer:
 
 async def change_status(folder: str | Path, name: str, status: Status, nc: Any) -> Registry:
     """`spielbus ladder approve|revoke NAME`: record it and push the bot's accounts and the referee's."""
-    reg = set_status(folder, name, status)
-    await push(nc, account_jwts(reg, name))
+    set_status(folder, name, status)
+    return await publish(folder, name, nc)
+
+
+async def publish(folder: str | Path, name: str, nc: Any) -> Registry:
+    """Push bot `name`'s accounts and the referee's as the registry is now, holding its file lock, so
+    that a referee account built before another process's change (a revoke, a registration) is
+    never pushed after that change's own."""
+    with _locked(Path(folder)):
+        reg = load_registry(folder)
+        await push(nc, account_jwts(reg, name))
     return reg

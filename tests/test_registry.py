@@ -23,6 +23,7 @@ import nats.errors
 import pytest
 from aiohttp import web
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 
 from agents.random_agent import RandomStrategy
 from bus import nats_jwt as J
@@ -345,3 +346,33 @@ async def test_the_operators_subscription_and_payload_limits_hold(tmp_path: Path
             await big.flush(timeout=5)
         await until(lambda: big.is_closed, "the 4 KB message refused", 30)
         assert "maximum payload" in str(big.last_error).lower()
+
+
+async def test_registrations_at_once_all_reach_the_referee(
+    server: EmbeddedNats, folder: Path, system: NATS, tmp_path: Path
+) -> None:
+    """Six authors register at the same moment: every bot's imports end up in the referee account
+    (each registration re-issues it: one pushed late must not drop another's)."""
+    names = [uid("rush") for _ in range(6)]
+    async with registrar_at(folder, OPEN, system) as url:
+        codes = await asyncio.gather(*(sign_up(url, n, tmp_path) for n in names))
+    assert codes == [0] * len(names)
+    ref = await connect(server.url, name="test-referee", creds=str(folder / "referee.creds"))
+    bots = [await as_bot(server, tmp_path, n) for n in names]
+    try:
+        for n, nc in zip(names, bots, strict=True):
+
+            async def info(msg: Msg) -> None:
+                await msg.respond(b"{}")
+
+            await nc.subscribe(f"$SRV.INFO.{n}", cb=info)
+            await nc.flush()
+        reached = []
+        for n in names:
+            with contextlib.suppress(nats.errors.NoRespondersError, nats.errors.TimeoutError):
+                await ref.request(f"$SRV.INFO.{n}", b"", timeout=2)
+                reached.append(n)
+        assert reached == names
+    finally:
+        for nc in [*bots, ref]:
+            await nc.close()
