@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 import types
 import typing
@@ -94,6 +95,12 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
         help="NATS URL, or several servers of one cluster comma-separated "
         "(default: $NATS_URL or nats://127.0.0.1:4222)",
     )
+    parser.add_argument(
+        "--tls-ca",
+        default=None,
+        metavar="FILE",
+        help="CA file to verify the NATS server's TLS certificate with (default $NATS_TLS_CA)",
+    )
     parser.add_argument("--prefix", default="spielbus", type=prefix_arg, help="subject prefix")
     parser.add_argument("--max-concurrency", type=int, default=16, help="turns handled at once")
     parser.add_argument(
@@ -159,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"spielbus agent: {exc}", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
+    if args.tls_ca:
+        os.environ["NATS_TLS_CA"] = args.tls_ca  # read by bus.connect
     try:
         check_token(args.name, "agent name")  # it becomes subject tokens: refuse it before anything starts
         if args.max_concurrency < 1 or args.max_backlog < 0:

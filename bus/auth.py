@@ -62,15 +62,16 @@ or restart when agents change: run `auth init` again with `--force`).
 from __future__ import annotations
 
 import json
-import os
 import secrets
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from bus.files import write_private
 from bus.identity import account_of
 from bus.subjects import LADDER_BUCKET, REFEREE_SERVICE, Subjects, check_agent_name
+from bus.tls import TlsFiles, server_block
 
 Role = Literal["agent", "referee", "spectator", "botcheck", "replay"]
 
@@ -113,6 +114,13 @@ class AuthBundle(BaseModel):
         default=None,
         description="where clients reach the server (`auth init --nats`): each login file's NATS_URL",
     )
+    tls: TlsFiles | None = Field(
+        default=None, description="the server's TLS files (`auth init --tls-*`): its `tls {}` block"
+    )
+
+    def ca(self) -> str | None:
+        """The CA file clients verify the server with (each login file's NATS_TLS_CA), if any."""
+        return self.tls.ca if self.tls is not None else None
 
     def referee(self) -> AuthUser:
         return self._only("referee")
@@ -279,7 +287,7 @@ def spectator_api(subjects: Subjects) -> str:
     return f"{subjects.prefix}.replay.API"
 
 
-def _spectator_reads(subjects: Subjects) -> list[str]:
+def spectator_reads(subjects: Subjects) -> list[str]:
     """The JetStream API subjects a spectator may ask, as the `referee` account exports them."""
     matches, _ = _streams(subjects)
     return [f"$JS.API.STREAM.MSG.GET.{matches}", f"$JS.API.STREAM.INFO.{matches}"]
@@ -294,7 +302,7 @@ def replay_permissions(subjects: Subjects) -> dict[str, Any]:
     """The stored events' reader: ask the two read services, hear its own inbox."""
     api = spectator_api(subjects)
     return {
-        "publish": {"allow": [s.replace("$JS.API", api, 1) for s in _spectator_reads(subjects)]},
+        "publish": {"allow": [s.replace("$JS.API", api, 1) for s in spectator_reads(subjects)]},
         "subscribe": {"allow": [f"{REPLAY_INBOX}.>"]},
     }
 
@@ -368,7 +376,7 @@ def render_accounts(bundle: AuthBundle) -> dict[str, Any]:
             ],
         }
         accounts[botcheck_account(name)] = {"users": users("botcheck", name), "imports": imports}
-    reads = _spectator_reads(subjects)
+    reads = spectator_reads(subjects)
     events = [subjects.match_all(e) for e in PUBLIC_EVENTS]
     accounts[REFEREE_ACCOUNT] = {
         "jetstream": "enabled",
@@ -418,7 +426,10 @@ def _add_llm_limits(accounts: dict[str, Any], agents: list[str], subjects: Subje
 
 def render_config(bundle: AuthBundle) -> str:
     """The nats-server configuration text. JSON syntax is valid nats-server configuration."""
-    body = json.dumps({"accounts": render_accounts(bundle)}, indent=2)
+    conf: dict[str, Any] = {"accounts": render_accounts(bundle)}
+    if bundle.tls is not None:  # clients must speak TLS (`auth init --tls-*`, bus/tls.py)
+        conf["tls"] = server_block(bundle.tls)
+    body = json.dumps(conf, indent=2)
     head = (
         "# nats-server configuration written by `spielbus auth init`: one account per party (the\n"
         "# referee, with JetStream; each agent; each agent's bot-check; the spectators; the replay\n"
@@ -429,24 +440,29 @@ def render_config(bundle: AuthBundle) -> str:
     return head + body + "\n"
 
 
-def _env_text(user: AuthUser, what: str, url: str | None = None) -> str:
+def _env_text(user: AuthUser, what: str, url: str | None = None, ca: str | None = None) -> str:
     text = f"# spielbus credentials: {what}\nNATS_USER={user.user}\nNATS_PASSWORD={user.password}\n"
     inbox = user.inbox_prefix()
     if inbox:
         text += f"NATS_INBOX_PREFIX={inbox}\n"
-    if url:
-        text += f"NATS_URL={url}\n"
-    return text
+    return text + where_text(url, ca)
+
+
+def where_text(url: str | None, ca: str | None) -> str:
+    """The `NATS_URL=` and `NATS_TLS_CA=` lines of a login file (each only when known)."""
+    return (f"NATS_URL={url}\n" if url else "") + (f"NATS_TLS_CA={ca}\n" if ca else "")
 
 
 BOTCHECK_ENV = ("SPIELBUS_BOTCHECK_USER", "SPIELBUS_BOTCHECK_PASSWORD", "SPIELBUS_BOTCHECK_INBOX")
+# A registered bot's bot-check login is a creds file (`spielbus ladder register`, bus/registry.py).
+BOTCHECK_CREDS = "SPIELBUS_BOTCHECK_CREDS"
 
 
 def bot_login_text(bundle: AuthBundle, name: str, url: str | None = None) -> str:
     """The one login file of bot `name`'s author: the bot's own login (`NATS_USER`, `NATS_PASSWORD`,
     and `NATS_URL` when given) and its bot-check login (`SPIELBUS_BOTCHECK_*`, what `spielbus
     bot-check NAME --login FILE` uses). Both reach only this bot's own account (module docstring)."""
-    text = _env_text(bundle.agent(name), f"bot {name} (keep it private)", url or bundle.url)
+    text = _env_text(bundle.agent(name), f"bot {name} (keep it private)", url or bundle.url, bundle.ca())
     try:
         check = bundle.botcheck(name)
     except AuthError:  # a folder from before bot-check users: the bot's own login still works
@@ -467,20 +483,14 @@ def read_login_file(path: str | Path) -> dict[str, str]:
         if line and not line.startswith("#") and "=" in line:
             key, value = line.split("=", 1)
             out[key.strip()] = value.strip()
-    if "NATS_USER" not in out and BOTCHECK_ENV[0] not in out:
+    if not {"NATS_USER", "NATS_CREDS", BOTCHECK_ENV[0], BOTCHECK_CREDS} & out.keys():
         raise AuthError(f"{path} holds no login (NATS_USER=...): is it a `spielbus auth init` file?")
     return out
 
 
-def write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.chmod(path, 0o600)  # O_CREAT's mode does not apply to a file that already existed
-
-
-def make_bundle(agents: list[str], prefix: str = "spielbus", url: str | None = None) -> AuthBundle:
+def make_bundle(
+    agents: list[str], prefix: str = "spielbus", url: str | None = None, tls: TlsFiles | None = None
+) -> AuthBundle:
     names = list(dict.fromkeys(check_agent_name(a) for a in agents))
     if not names:
         raise AuthError("no agents given")
@@ -495,7 +505,7 @@ def make_bundle(agents: list[str], prefix: str = "spielbus", url: str | None = N
         *(AuthUser(role="agent", user=agent_user(n), password=pw(), agent=n) for n in names),
         *(AuthUser(role="botcheck", user=botcheck_user(n), password=pw(), agent=n) for n in names),
     ]
-    return AuthBundle(prefix=prefix, users=users, url=url)
+    return AuthBundle(prefix=prefix, users=users, url=url, tls=tls)
 
 
 def write_auth(
@@ -505,6 +515,7 @@ def write_auth(
     prefix: str = "spielbus",
     force: bool = False,
     url: str | None = None,
+    tls: TlsFiles | None = None,
 ) -> AuthBundle:
     """Write a fresh auth folder. Refuses to overwrite one unless `force` (new passwords break old bots).
     `url`: the server's address for clients, written into every login file as NATS_URL."""
@@ -512,7 +523,7 @@ def write_auth(
     out = Path(out_dir)
     if (out / MANIFEST_FILE).exists() and not force:
         raise AuthError(f"{out} already holds an auth folder; pass --force to replace every password")
-    bundle = make_bundle(agents, prefix, url)
+    bundle = make_bundle(agents, prefix, url, tls)
     _write_bundle(bundle, out)
     return bundle
 
@@ -524,18 +535,18 @@ def _write_bundle(bundle: AuthBundle, out: Path, only: list[AuthUser] | None = N
     write_private(out / MANIFEST_FILE, bundle.model_dump_json(indent=2) + "\n")
     for u in bundle.users if only is None else only:
         if u.role == "referee":
-            write_private(out / "referee.env", _env_text(u, "the referee", bundle.url))
+            write_private(out / "referee.env", _env_text(u, "the referee", bundle.url, bundle.ca()))
         elif u.role == "spectator":
             what = "read-only spectator (the live events)"
-            write_private(out / "spectator.env", _env_text(u, what, bundle.url))
+            write_private(out / "spectator.env", _env_text(u, what, bundle.url, bundle.ca()))
         elif u.role == "replay":
             what = "read-only reader of the stored match events"
-            write_private(out / "replay.env", _env_text(u, what, bundle.url))
+            write_private(out / "replay.env", _env_text(u, what, bundle.url, bundle.ca()))
         elif u.role == "agent" and u.agent:
             write_private(out / "agents" / f"{u.agent}.env", bot_login_text(bundle, u.agent))
         elif u.agent:
             what = f"`spielbus bot-check {u.agent}` (asks only agent {u.agent})"
-            write_private(out / "botcheck" / f"{u.agent}.env", _env_text(u, what, bundle.url))
+            write_private(out / "botcheck" / f"{u.agent}.env", _env_text(u, what, bundle.url, bundle.ca()))
             # The bot's own file carries its bot-check login too (one file for its author).
             write_private(out / "agents" / f"{u.agent}.env", bot_login_text(bundle, u.agent))
 
@@ -587,14 +598,20 @@ def login_for(
 
 
 def ensure_auth(
-    agents: list[str], out_dir: str | Path, *, prefix: str = "spielbus", url: str | None = None
+    agents: list[str],
+    out_dir: str | Path,
+    *,
+    prefix: str = "spielbus",
+    url: str | None = None,
+    tls: TlsFiles | None = None,
 ) -> tuple[AuthBundle, bool]:
     """`auth init --if-missing`: keep an existing folder (its passwords are in use) if it has a
     user for every agent and the same prefix; otherwise write a fresh one. Returns (bundle, written).
     A `url` other than the folder's is written into its login files, every password kept."""
     bundle, written = _ensure_users(agents, out_dir, prefix, url)
-    if url is not None and url != bundle.url:
-        bundle = bundle.model_copy(update={"url": url})
+    changed = {k: v for k, v in (("url", url), ("tls", tls)) if v is not None and v != getattr(bundle, k)}
+    if changed:
+        bundle = bundle.model_copy(update=changed)
         _write_bundle(bundle, Path(out_dir))
         written = True
     return bundle, written

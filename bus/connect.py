@@ -15,6 +15,13 @@ Every Spielbus process connects through `connect()` here (agents, referee worker
   bot-check) give up after a few attempts so that a wrong URL fails fast with a clear message.
 - Disconnects and reconnects are logged at WARNING (with the server and the outage's
   length); the failed attempts in between at DEBUG, so a long outage does not flood the log.
+- A login the server refuses on a live connection (credentials replaced by `auth init --force`
+  and a reload, or revoked by `spielbus ladder revoke`) ends that connection for good (nats-py
+  does not retry it): logged as CRITICAL, and a service process exits with code 3 at once
+  rather than run on deaf.
+- TLS: a `tls://` URL, or a CA file (`tls_ca`, `NATS_TLS_CA`, the commands' `--tls-ca`), gives
+  nats-py a verifying context (the system's CAs plus that file); an unverifiable certificate ends
+  the first connection at once with a message naming the fix (bot-check used to retry 150 s).
 - Pings every `PING_INTERVAL_S`: a server whose machine vanished without closing the
   connection is noticed within about `PING_INTERVAL_S * (MAX_OUTSTANDING_PINGS + 1)`.
 
@@ -35,12 +42,15 @@ import logging
 import os
 import random
 import time
+from collections.abc import Callable
 from typing import Any, TypedDict
 from urllib.parse import urlsplit
 
 import nats.errors
 from nats.aio.client import Client as NATS
 from nats.aio.client import Server
+
+from bus.tls import client_context, is_certificate_error
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +167,10 @@ _CONNECTION_LOST = (
 )
 
 
+class CertificateError(ConnectionError):
+    """The server's TLS certificate cannot be verified (the message says how to fix it)."""
+
+
 class _ConnectionLog:
     """The callbacks that log one connection's life: loud at the edges, quiet in between."""
 
@@ -171,6 +185,7 @@ class _ConnectionLog:
         self.failed_attempts = 0
         self.last_warned = 0.0
         self.cause = ""
+        self.fatal: Callable[[], None] | None = None
 
     def up(self, nc: NATS) -> None:
         self.nc = nc
@@ -179,6 +194,18 @@ class _ConnectionLog:
         self.connected_once = True
 
     async def on_error(self, exc: Exception) -> None:
+        if is_certificate_error(exc):
+            # No retry fixes an unverifiable certificate: the first connection ends here (nats-py
+            # lets an error callback's exception out of `connect`); a reconnect says it loudly.
+            why = getattr(exc, "verify_message", "") or exc
+            text = (
+                f"TLS: the server's certificate could not be verified ({why}); "
+                "name the CA that signed it with --tls-ca FILE or NATS_TLS_CA=FILE"
+            )
+            if not self.connected_once:
+                raise CertificateError(text) from exc
+            log.critical("nats %s: %s", self.name, text)
+            return
         if isinstance(exc, (OSError, TimeoutError)) and (
             self.down_since is not None or not self.connected_once
         ):
@@ -224,12 +251,43 @@ class _ConnectionLog:
         return on_reconnect
 
     async def on_closed(self) -> None:
+        nc = self.nc
+        if (
+            self.connected_once
+            and nc is not None
+            and isinstance(nc.last_error, nats.errors.AuthorizationError)
+        ):
+            # The server closed a live connection refusing its login: the credentials were replaced
+            # (`auth init --force` and a reload) or revoked (`spielbus ladder revoke`). nats-py does
+            # not reconnect after that, so a service would go on deaf (issue 41): say so and exit.
+            log.critical(
+                "nats %s: the server refused this login (Authorization Violation) and closed the "
+                "connection for good: its credentials were replaced or revoked; get the new login "
+                "file and start again",
+                self.name,
+            )
+            if self.fatal is not None:
+                self.fatal()
+            return
         log.info("nats %s: connection closed", self.name)
+
+
+EXIT_LOGIN_REFUSED = 3
+
+
+def _exit_login_refused() -> None:
+    """A service whose login was refused exits at once with EXIT_LOGIN_REFUSED (its supervisor, e.g.
+    compose's restart policy, starts it again with the login file as it is now). Nothing can be sent
+    on a connection closed for good, and the referee's matches in flight stay in JetStream."""
+    logging.shutdown()
+    os._exit(EXIT_LOGIN_REFUSED)
 
 
 class Login(TypedDict, total=False):
     """Who logs in: the keyword arguments of `connect` passed on as `**login` (none: the environment's)."""
 
+    creds: str
+    tls_ca: str
     user: str
     password: str
     inbox_prefix: str
@@ -244,13 +302,18 @@ async def connect(
     user: str | None = None,
     password: str | None = None,
     inbox_prefix: str | None = None,
+    tls_ca: str | None = None,
     **extra: Any,
 ) -> NATS:
     """Connect to NATS (one URL or a comma-separated cluster list; default `$NATS_URL`).
 
     `service=True` waits for the first connection forever; otherwise it fails after a few
-    attempts per server with a ConnectionError. Either way, reconnects never stop.
+    attempts per server with a ConnectionError. Either way, reconnects never stop, except when the
+    server refuses the login of a live connection (credentials replaced or revoked): nats-py closes
+    it for good, and a service process then logs it and exits with EXIT_LOGIN_REFUSED (3).
     `inbox_prefix`: a private inbox for accounts without `_INBOX.>`; `extra` goes to nats-py.
+    `tls_ca` (default `$NATS_TLS_CA`): a CA file to verify the server's TLS certificate with, beside
+    the system's CAs; a certificate that cannot be verified fails at once (CertificateError).
     """
     env = os.environ.get("NATS_URL")
     source = "--nats" if url and url != env else ("NATS_URL" if env else "NATS URL")
@@ -259,6 +322,8 @@ async def connect(
     except NatsURLError as exc:
         raise ConnectionError(str(exc)) from exc
     events = _ConnectionLog(name)
+    if service:
+        events.fatal = _exit_login_refused
     nc = NATS()
     opts: dict[str, Any] = {  # nats-py keyword arguments of many types
         "name": name,
@@ -288,6 +353,10 @@ async def connect(
         inbox_prefix = inbox_prefix or os.environ.get("NATS_INBOX_PREFIX")
     if inbox_prefix:
         opts["inbox_prefix"] = inbox_prefix
+    tls_ca = tls_ca or os.environ.get("NATS_TLS_CA")
+    if tls_ca or any(urlsplit(s).scheme == "tls" for s in servers):
+        # With a context nats-py also upgrades a `nats://` URL whose server requires TLS.
+        opts.setdefault("tls", client_context(tls_ca))
     if creds:
         opts["user_credentials"] = creds
     if user:
@@ -295,6 +364,8 @@ async def connect(
         opts["password"] = password or ""
     try:
         await nc.connect(servers, **opts)
+    except CertificateError as exc:
+        raise CertificateError(f"cannot connect to NATS at {redact(','.join(servers))}: {exc}") from exc
     except Exception as exc:  # nats-py raises a mix of its own and OS errors here
         raise ConnectionError(f"cannot connect to NATS at {redact(','.join(servers))}: {exc}") from exc
     # Connected: from now on reconnect without limit, whatever the first connection allowed.

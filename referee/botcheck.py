@@ -47,7 +47,7 @@ import nats.errors
 from nats.aio.client import Client as NATS
 from pydantic import BaseModel, ValidationError
 
-from bus.auth import BOTCHECK_ENV, AuthError, read_login_file
+from bus.auth import BOTCHECK_CREDS, BOTCHECK_ENV, AuthError, read_login_file
 from bus.connect import Login, connect, flush, nats_url
 from bus.protocol import (
     PROBE_HEADER,
@@ -402,13 +402,22 @@ def options_for(
 
 
 def login_from_file(path: str | Path) -> tuple[Login, str | None]:
-    """The bot-check login (`SPIELBUS_BOTCHECK_*`) and `NATS_URL` of a bot's login file
+    """The bot-check login (`SPIELBUS_BOTCHECK_*`, and NATS_TLS_CA) and `NATS_URL` of a bot's login file
     (`agents/NAME.env` of `spielbus auth init`, or the one `spielbus run` writes for an external bot)."""
     values = read_login_file(str(path))
     name, password, inbox = (values.get(k, "") for k in BOTCHECK_ENV)
-    if not name:
-        raise AuthError(f"{path} holds no bot-check login (SPIELBUS_BOTCHECK_USER=...)")
-    return {"user": name, "password": password, "inbox_prefix": inbox}, values.get("NATS_URL") or None
+    login: Login
+    if values.get(BOTCHECK_CREDS):  # a registered bot's file (`spielbus ladder register`)
+        login = {"creds": values[BOTCHECK_CREDS], "inbox_prefix": inbox}
+    elif name:
+        login = {"user": name, "password": password, "inbox_prefix": inbox}
+    else:
+        raise AuthError(
+            f"{path} holds no bot-check login (SPIELBUS_BOTCHECK_USER= or SPIELBUS_BOTCHECK_CREDS=)"
+        )
+    if values.get("NATS_TLS_CA"):  # a bus over TLS with a private CA (`auth init --tls-generate`)
+        login["tls_ca"] = values["NATS_TLS_CA"]
+    return login, values.get("NATS_URL") or None
 
 
 async def check_bot(

@@ -43,6 +43,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console
@@ -54,13 +55,19 @@ from referee.config import ConfigError, load_config
 
 if TYPE_CHECKING:
     from bus.connect import Login
+    from bus.tls import TlsFiles
 
 EPILOG = (
     "Environment: NATS_URL (default NATS server; several servers of one cluster comma-separated), "
     "NATS_CREDS / NATS_USER / NATS_PASSWORD (credentials; an explicit --auth DIR wins over them), "
+    "NATS_TLS_CA (CA file for a TLS server, as --tls-ca), "
     "SPIELBUS_STREAM_REPLICAS (replicas of new streams, default 1)."
 )
 NATS_HELP = "NATS URL, or several servers of one cluster comma-separated (default $NATS_URL)"
+TLS_CA_HELP = (
+    "CA file to verify the NATS server's TLS certificate with (default $NATS_TLS_CA; the system's CAs "
+    "always): what `auth init --tls-generate` writes as tls/ca.pem"
+)
 
 
 def _add_nats_flags(p: argparse.ArgumentParser, nats_help: str = NATS_HELP, replicas: bool = True) -> None:
@@ -68,6 +75,7 @@ def _add_nats_flags(p: argparse.ArgumentParser, nats_help: str = NATS_HELP, repl
     from bus.streams import replicas_arg
 
     p.add_argument("--nats", default=None, type=nats_url_arg, metavar="URL[,URL...]", help=nats_help)
+    p.add_argument("--tls-ca", default=None, metavar="FILE", help=TLS_CA_HELP)
     if replicas:
         p.add_argument(
             "--stream-replicas",
@@ -297,8 +305,16 @@ def _bot_check_flags(p: argparse.ArgumentParser) -> None:
 def _auth_flags(p: argparse.ArgumentParser) -> None:
     auth_sub = p.add_subparsers(dest="auth_command", required=True, metavar="SUBCOMMAND")
     init = auth_sub.add_parser("init", help="write a nats-server config and credentials per agent")
-    init.add_argument("tournament", nargs="?", default=None, help="take the agents from this tournament file")
+    init.add_argument(
+        "tournament", nargs="?", default=None, help="take the agents from this tournament or ladder file"
+    )
     init.add_argument("--agents", default=None, help="comma-separated agent names")
+    init.add_argument(
+        "--registry",
+        action="store_true",
+        help="operator mode for a ladder open to registration: no agents; bots get their own "
+        "accounts at run time from `spielbus ladder registrar` (docs/ladder.md)",
+    )
     init.add_argument("--out", required=True, help="folder to write (config, auth.json, *.env)")
     init.add_argument("--prefix", default="spielbus", type=prefix_arg)
     from bus.connect import nats_url_arg
@@ -310,6 +326,19 @@ def _auth_flags(p: argparse.ArgumentParser) -> None:
         help="where bots reach the server, written as NATS_URL into every login file, so "
         "`spielbus bot-check NAME --login FILE` and the example bots need nothing else "
         "(default: $NATS_URL, else nats://127.0.0.1:4222)",
+    )
+    tls = init.add_argument_group("TLS (clients must then speak TLS; docs/deploy.md)")
+    tls.add_argument(
+        "--tls-generate",
+        default=None,
+        metavar="HOST[,HOST...]",
+        help="make a private CA and a server certificate for these names and addresses "
+        "(OUT/tls/; bots verify with OUT/tls/ca.pem, written as NATS_TLS_CA into every login file)",
+    )
+    tls.add_argument("--tls-cert", default=None, metavar="FILE", help="the server's certificate (PEM)")
+    tls.add_argument("--tls-key", default=None, metavar="FILE", help="its private key (PEM)")
+    tls.add_argument(
+        "--tls-ca", default=None, metavar="FILE", help="the CA clients verify it with, if not a public one"
     )
     existing = init.add_mutually_exclusive_group()
     existing.add_argument("--force", action="store_true", help="replace an existing folder's passwords")
@@ -456,7 +485,10 @@ def _referee_login(args: argparse.Namespace) -> Login:
     if not args.auth:
         return {}
     from bus.auth import login_for
+    from bus.registry import is_registry, service_login
 
+    if is_registry(args.auth):  # operator mode (`auth init --registry`): the referee's creds file
+        return service_login(args.auth, "referee")
     user = login_for(args.auth, "referee", prefix=args.prefix)
     return {"user": user.user, "password": user.password}
 
@@ -465,7 +497,7 @@ def _botcheck_login(args: argparse.Namespace) -> Login:
     """`bot-check --auth DIR`: the narrow `botcheck-NAME` user (never the referee's), with its inbox;
     `--login FILE` or the environment: the `SPIELBUS_BOTCHECK_*` login of a bot's one login file
     (its `NATS_URL` too, unless `--nats` names one); else the environment's NATS_USER."""
-    from bus.auth import BOTCHECK_ENV, login_for
+    from bus.auth import BOTCHECK_CREDS, BOTCHECK_ENV, login_for
     from referee.botcheck import login_from_file
 
     if args.auth:
@@ -476,6 +508,8 @@ def _botcheck_login(args: argparse.Namespace) -> Login:
         args.nats = args.nats or url
         return login
     name, password, inbox = (os.environ.get(k, "") for k in BOTCHECK_ENV)
+    if os.environ.get(BOTCHECK_CREDS):
+        return {"creds": os.environ[BOTCHECK_CREDS], "inbox_prefix": inbox}
     return {"user": name, "password": password, "inbox_prefix": inbox} if name else {}
 
 
@@ -646,26 +680,85 @@ def _cmd_bot_check(args: argparse.Namespace) -> int:
     return 1 if failed else 0
 
 
+def _file_agents(path: str) -> list[str]:
+    """The agents of a tournament file, or of a ladder file (`[agents.NAME]` tables either way)."""
+    from referee.ladder.config import load_ladder
+
+    try:
+        return list(load_config(path).agents)
+    except ConfigError as tournament_error:
+        try:
+            return list(load_ladder(path).agents)
+        except ConfigError:
+            raise tournament_error from None
+
+
+def _tls_files(args: argparse.Namespace) -> TlsFiles | None:
+    """`auth init --tls-generate` / `--tls-cert --tls-key [--tls-ca]`: the server's TLS files."""
+    from bus.tls import generate, given
+
+    if args.tls_generate and (args.tls_cert or args.tls_key):
+        raise AuthError("--tls-generate makes the certificate: give it or --tls-cert/--tls-key, not both")
+    held = any((Path(args.out) / f).exists() for f in ("auth.json", "registry.json"))
+    if args.tls_generate and held and not (args.force or args.if_missing):
+        raise AuthError(f"{args.out} already holds an auth folder; pass --force to replace it")
+    if args.tls_generate:
+        if args.if_missing and (Path(args.out) / "tls" / "server.pem").exists():
+            return None  # keep the certificate bots already trust
+        return generate(args.out, args.tls_generate.split(","))
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key):
+            raise AuthError("--tls-cert and --tls-key go together")
+        return given(args.tls_cert, args.tls_key, args.tls_ca)
+    return None
+
+
+def _auth_init_registry(
+    args: argparse.Namespace, url: str, console: Console, tls: TlsFiles | None = None
+) -> int:
+    """`auth init --registry`: an operator-mode folder (bus/registry.py); bots register themselves."""
+    from bus.registry import init_registry
+
+    if args.tournament or args.agents:
+        raise AuthError("--registry takes no agents: bots register themselves (`spielbus ladder register`)")
+    if args.if_missing and (Path(args.out) / "registry.json").exists():
+        console.print(f"kept {args.out}: it holds a registry (--if-missing)", highlight=False)
+        return 0
+    init_registry(args.out, prefix=args.prefix, url=url, force=args.force, tls=tls)
+    console.print(
+        f"wrote {args.out}/nats-server.conf (operator mode: bots' accounts are added at run time) and "
+        f"{args.out}/registry.json (the operator's keys: keep it private); logins {args.out}/referee.env, "
+        f"spectator.env, replay.env, system.env.\n"
+        f"Start with: nats-server -js -c {args.out}/nats-server.conf\n"
+        f"      then: spielbus ladder registrar LADDER.toml --auth {args.out}   (docs/ladder.md)",
+        highlight=False,
+    )
+    return 0
+
+
 def _cmd_auth(args: argparse.Namespace) -> int:
     from bus.auth import ensure_auth, write_auth
     from bus.connect import nats_servers, nats_url
 
     console = Console()
     try:
+        url = nats_url(args.nats)
+        nats_servers(url, source="--nats")
+        tls = _tls_files(args)
+        if args.registry:
+            return _auth_init_registry(args, url, console, tls)
         agents: list[str] = []
         if args.tournament:
-            agents += list(load_config(args.tournament).agents)
+            agents += _file_agents(args.tournament)
         if args.agents:
             agents += [a.strip() for a in args.agents.split(",") if a.strip()]
         if not agents:
-            raise AuthError("name the agents: --agents a,b,... or a tournament file")
-        url = nats_url(args.nats)
-        nats_servers(url, source="--nats")
+            raise AuthError("name the agents: --agents a,b,... or a tournament or ladder file")
         if args.if_missing:
-            bundle, written = ensure_auth(agents, args.out, prefix=args.prefix, url=url)
+            bundle, written = ensure_auth(agents, args.out, prefix=args.prefix, url=url, tls=tls)
         else:
             bundle, written = (
-                write_auth(agents, args.out, prefix=args.prefix, force=args.force, url=url),
+                write_auth(agents, args.out, prefix=args.prefix, force=args.force, url=url, tls=tls),
                 True,
             )
     except (ConfigError, AuthError, ValueError) as exc:
@@ -815,6 +908,8 @@ def _main(argv: Sequence[str] | None) -> int:
         from bus.streams import set_stream_replicas
 
         set_stream_replicas(args.stream_replicas)
+    if getattr(args, "tls_ca", None):
+        os.environ["NATS_TLS_CA"] = args.tls_ca  # bus.connect reads it, in this process and its children
     run = COMMANDS[args.command].run
     return run(args) if run is not None else 2
 

@@ -8,6 +8,10 @@ Stopping it leaves the matches in flight to the referees; a restart counts them 
 service it waits for the bus to come up (and rides out its restarts). Exit 2 for a bad file, a
 busy port or a missing login; 1 when the streams cannot be set up.
 
+`spielbus ladder register|registrar|approve|revoke|bots`: self-registered bots (spielbus/register.py).
+With `--auth DIR` a registry folder (`spielbus auth init --registry`), the ladder logs in with
+`DIR/referee.creds` and adds the folder's active registered bots to the file's agents each round.
+
 `spielbus ladder standings` reads every result of the ladder's key-value bucket
 (referee/ladder/store.py; no ladder process needed, only NATS), rates them with Bradley-Terry
 and its 95% profile-likelihood intervals (referee/ladder/board.py) and prints game, entry, games
@@ -42,12 +46,14 @@ from rich.table import Table
 from bus import identity
 from bus.auth import AuthError, load_auth
 from bus.connect import connect
+from bus.registry import is_registry, registered_names, service_login
 from observability.web import port_arg
 from referee.ladder.audit import audit
 from referee.ladder.board import BoardRow, board
 from referee.ladder.quarantine import BenchState
 from referee.ladder.store import BUCKET, LadderResult, LadderStore
 
+REGISTRY_COMMANDS = ("register", "registrar", "approve", "revoke", "bots")
 HOST_HELP = "address the live page and metrics listen on (default 127.0.0.1; 0.0.0.0: every interface)"
 
 
@@ -192,11 +198,17 @@ def _run_parser() -> argparse.ArgumentParser:
         prog="spielbus ladder",
         description="Run a ladder until SIGINT/SIGTERM (docs/ladder.md). `spielbus ladder standings` "
         "prints its table offline from JetStream, `spielbus ladder audit` its collusion report, "
-        "`spielbus ladder bench ACCOUNT` benches an account (see their --help).",
+        "`spielbus ladder bench ACCOUNT` benches an account; `spielbus ladder register|registrar|approve|"
+        "revoke|bots` are self-registered bots (see each one's --help).",
     )
     p.add_argument("file", metavar="FILE.toml", help="the ladder file (examples/ladder.toml)")
     p.add_argument("--nats", default=None, help="NATS URL (default $NATS_URL)")
-    p.add_argument("--auth", default=None, metavar="DIR", help="log in as the referee of this auth folder")
+    p.add_argument(
+        "--auth",
+        default=None,
+        metavar="DIR",
+        help="log in as the referee of this auth folder (a registry folder: its registered bots join too)",
+    )
     p.add_argument("--web-port", type=port_arg, default=None, help="live page with the leaderboard (off)")
     p.add_argument("--metrics-port", type=port_arg, default=None, help="Prometheus metrics (off)")
     p.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
@@ -213,15 +225,31 @@ async def _serve(args: argparse.Namespace) -> None:
 
     config = load_ladder(args.file)
     check_ladder_games(config)
-    login = load_auth(args.auth).referee() if args.auth else None
-    nc = await connect(
-        nats_url(args.nats),
-        name="spielbus-ladder",
-        service=True,
-        user=login.user if login else None,
-        password=login.password if login else None,
-    )
-    ladder = Ladder(nc, config, subjects=Subjects())
+    registered = None
+    if args.auth and is_registry(args.auth):
+        # Operator mode (`auth init --registry`): the referee's creds, and the registered bots join
+        # the pool beside the file's agents (read again every round: no restart to admit one).
+        folder = args.auth
+        nc = await connect(
+            nats_url(args.nats),
+            name="spielbus-ladder",
+            service=True,
+            **service_login(folder, "referee"),
+        )
+
+        def registered() -> list[str]:
+            return registered_names(folder)
+
+    else:
+        login = load_auth(args.auth).referee() if args.auth else None
+        nc = await connect(
+            nats_url(args.nats),
+            name="spielbus-ladder",
+            service=True,
+            user=login.user if login else None,
+            password=login.password if login else None,
+        )
+    ladder = Ladder(nc, config, subjects=Subjects(), registered=registered)
     try:
         obs = await start_observability(
             nc,
@@ -266,6 +294,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _audit(argv[1:])
     if argv[:1] == ["bench"]:
         return _bench_cmd(argv[1:])
+    if argv[:1] and argv[0] in REGISTRY_COMMANDS:
+        from spielbus.register import main as register_main
+
+        return register_main(argv)
     args = _run_parser().parse_args(argv)
     # `spielbus` set up logging already (at its --log-level, without times); this service logs at
     # its own, each line with its time (a summary per `[limits] log_interval_s`, not one per match).

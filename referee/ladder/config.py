@@ -35,6 +35,11 @@ same match terms (referee/terms.py: name, games, agents, deadline_ms, max_turns,
     concurrency = 2               # this agent's matches at once (default 1)
     [agents.mcts]
     budget = { per_move = { llm_calls = 4 }, label = "4 calls" }
+    [registration]                # optional: bots register themselves (`spielbus ladder registrar`)
+    policy = "invite"             # "open", "invite" (one code per bot) or "approval" (the operator's)
+    invites = ["c0ffee-1", "c0ffee-2"]
+    max_bots = 1000
+    limits = { conn = 4, subs = 64, payload = 1048576, data = -1 }   # every registered bot's account
 
 Agents are not started by the ladder: each joins by serving on the bus under its name (with that
 name's login under accounts) and leaves by stopping. Quarantine, rate limits and pace follow the
@@ -54,6 +59,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 
+from bus.registry import RegistrationPolicy
 from bus.subjects import check_stream_name
 from referee.budget import budget_label
 from referee.config import parse_toml, read_file
@@ -117,7 +123,10 @@ class LadderConfig(MatchTerms):
 
     term_defaults: ClassVar[dict[str, Any]] = {"name": "ladder", "deadline_ms": 5000}
 
-    agents: dict[str, LadderAgent] = Field(min_length=2)
+    agents: dict[str, LadderAgent] = Field(default={})
+    registration: RegistrationPolicy | None = Field(
+        default=None, description="bots may register themselves (`spielbus ladder registrar`, docs/ladder.md)"
+    )
     concurrency: int = Field(default=4, ge=1, le=1024)
     rate_per_minute: float = Field(default=60.0, ge=0.01, le=60_000)
     probe_s: float = Field(default=5.0, ge=0.1, le=3600)
@@ -133,6 +142,15 @@ class LadderConfig(MatchTerms):
     def _bucket(cls, v: str) -> str:
         # A bad name passed parsing and failed at run time with a traceback (issue 40).
         return check_stream_name(v, "bucket", kv=True)
+
+    @model_validator(mode="after")
+    def _enough_agents(self) -> LadderConfig:
+        # Registered bots join at run time: a ladder with [registration] may list none.
+        if self.registration is None and len(self.agents) < 2:
+            raise ValueError(
+                "agents: at least 2 agents (or a [registration] table: bots register themselves)"
+            )
+        return self
 
     def new_match_id(self) -> str:
         """`<name>-<16 hex>`: unique without coordination between ladder processes."""

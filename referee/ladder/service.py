@@ -2,9 +2,10 @@
 
 `Ladder(nc, config).run()` loops until `stop()`:
 
-1. Asks the pool (referee/ladder/pool.py) who of the ladder file's agents is on the bus, under
-   which entry (name@provenance: a changed prompt or model is a new entry). Under accounts only
-   the holder of `agent-<name>`'s login can answer for `<name>`.
+1. Asks the pool (referee/ladder/pool.py) who of the ladder file's agents (and, given
+   `registered`, the bots registered at run time: bus/registry.py) is on the bus, under which
+   entry (name@provenance: a changed prompt or model is a new entry). Under accounts only the
+   holder of `agent-<name>`'s login can answer for `<name>` (bus/identity.py).
 2. Picks pairings by information (referee/ladder/matchmaking.py) among the present, not benched
    (referee/ladder/quarantine.py) entries that play the game, only entries of one budget class
    together (config.budget_class), within each agent's concurrency,
@@ -128,8 +129,11 @@ class Ladder:
         subjects: Subjects | None = None,
         clock: Callable[[], float] = time.time,
         account_of: Callable[[str], str] = identity.account_of,
+        registered: Callable[[], list[str]] | None = None,
     ) -> None:
         self.nc = nc
+        # Self-registered bots (bus/registry.py), asked each round beside the file's agents.
+        self.registered = registered
         self.config = config
         self.subjects = subjects or Subjects()
         self.clock = clock
@@ -206,6 +210,13 @@ class Ladder:
         self._stop.set()
 
     async def _round(self) -> None:
+        if self.registered is not None:
+            try:
+                names = self.registered()
+            except Exception:  # a registry mid-write or unreadable: keep the last pool's names
+                log.warning("ladder: reading the registered bots failed", exc_info=True)
+            else:
+                self.pool.allowed = list(dict.fromkeys([*self.config.agents, *names]))
         try:
             joined, left = await self.pool.update(self.nc, wait_s=min(2.0, self.config.probe_s))
         except Exception:  # the bus away: keep the last pool, try again next round
@@ -334,12 +345,14 @@ class Ladder:
             return
         busy = self._busy()
         self.paced = paced(self._pace_matches(), self.config.pace, now)
+        # A registered bot (not in the file) plays one match at a time.
         members = {
             m.name: m for m in self.pool.members.values() if self.quarantine.schedulable(m.account, now)
         }
         slots = {
             m.entry: min(
-                self.config.agents[n].concurrency - busy[n], self.account_rate.available(m.account, now)
+                (a.concurrency if (a := self.config.agents.get(n)) else 1) - busy[n],
+                self.account_rate.available(m.account, now),
             )
             for n, m in members.items()
         }
