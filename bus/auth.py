@@ -250,6 +250,8 @@ def referee_permissions(subjects: Subjects) -> dict[str, Any]:
                 f"{p}.turn.*",
                 f"{p}.notify.*",
                 f"{p}.match.>",
+                # `spielbus analyst` run with the referee's login publishes its live verdicts.
+                f"{p}.analysis.*",
                 f"{p}.schedule",
                 "$SRV.>",
                 "$JS.API.INFO",
@@ -266,6 +268,8 @@ def referee_permissions(subjects: Subjects) -> dict[str, Any]:
             "allow": [
                 "_INBOX.>",
                 f"{p}.match.>",
+                # The run's own live feed hears the analyst's verdicts.
+                f"{p}.analysis.*",
                 # The collector learns of specs that failed for good (max deliveries, terminated).
                 f"$JS.EVENT.ADVISORY.CONSUMER.*.{schedule}.*",
                 # Each worker is the nats.micro service REFEREE_SERVICE (referee/service.py).
@@ -295,7 +299,8 @@ def spectator_reads(subjects: Subjects) -> list[str]:
 
 def spectator_permissions(subjects: Subjects) -> dict[str, Any]:
     """The live feed only: hear the match events, publish nothing (so ask nothing)."""
-    return {"publish": {"deny": [">"]}, "subscribe": {"allow": [f"{subjects.prefix}.match.>"]}}
+    p = subjects.prefix
+    return {"publish": {"deny": [">"]}, "subscribe": {"allow": [f"{p}.match.>", subjects.analysis_all()]}}
 
 
 def replay_permissions(subjects: Subjects) -> dict[str, Any]:
@@ -377,7 +382,8 @@ def render_accounts(bundle: AuthBundle) -> dict[str, Any]:
         }
         accounts[botcheck_account(name)] = {"users": users("botcheck", name), "imports": imports}
     reads = spectator_reads(subjects)
-    events = [subjects.match_all(e) for e in PUBLIC_EVENTS]
+    # The analyst's live verdicts judge perfect-information games only, so they are as public as the moves.
+    events = [*(subjects.match_all(e) for e in PUBLIC_EVENTS), subjects.analysis_all()]
     accounts[REFEREE_ACCOUNT] = {
         "jetstream": "enabled",
         "users": users("referee"),
