@@ -535,6 +535,11 @@ class MatchRecord(BaseModel):
     training: bool | None = Field(
         default=None, description="True for a match played through a training environment (docs/env.md)."
     )
+    cost_usd: list[float] | None = Field(
+        default=None,
+        description="Dollars each seat's LLM calls cost in this match by its agent's price table "
+        "(v1 addition); absent when no call of the match was priced.",
+    )
     voided: list[VoidedAttempt] | None = Field(
         default=None,
         max_length=64,
@@ -542,6 +547,17 @@ class MatchRecord(BaseModel):
         '"void"`), each with its cause; absent when none was (v1 addition). Outcome `void`: every '
         "replay was voided too and the match is unplayed.",
     )
+
+
+def seat_costs(record: MatchRecord) -> list[float] | None:
+    """The match's cost per seat: the sum of its moves' priced calls, or None when none was priced."""
+    costs = [0.0] * len(record.seats)
+    priced = False
+    for m in record.moves:
+        if m.usage is not None and m.usage.cost_usd is not None and 0 <= m.player < len(costs):
+            costs[m.player] += m.usage.cost_usd
+            priced = True
+    return [round(c, 6) for c in costs] if priced else None
 
 
 def _without_thinking(calls: list[LLMCall] | None) -> list[LLMCall] | None:

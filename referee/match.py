@@ -61,6 +61,7 @@ from bus.protocol import (
     MoveRecord,
     Provenance,
     VoidedAttempt,
+    seat_costs,
 )
 from bus.replies import MAX_REPLY_BYTES as MAX_REPLY_BYTES  # re-exported: tests and tools read it here
 from bus.subjects import Subjects
@@ -384,6 +385,7 @@ class MatchRunner:
             self.record.returns = self.record.returns or [0.0] * n
             self.record.ranks = self.record.ranks or [1] * n
         self.record.ended_at = time.time()
+        self.record.cost_usd = seat_costs(self.record)
         # Revealed only now: the match is over, nothing private is left to protect.
         self.record.secret = self.secret
         self.record = repair_record(self.record)

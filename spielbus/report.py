@@ -108,6 +108,8 @@ def print_report(
     cols += ["fallbacks", "calls/move", "tokens/move"]
     if n_player:
         cols.insert(6, "mean place")
+    priced = any(s.cost_usd is not None for s in table)
+    cols += ["cost $"] if priced else []
     st = Table(title="Standings")
     for col in cols:
         st.add_column(col, justify="left" if col == "agent" else "right")
@@ -116,6 +118,7 @@ def print_report(
         cells += [f"{s.mean_place:.2f}"] if n_player else []
         cells += [f"{s.mean_return:+.3g}", f"{s.faults_per_100_moves:.2f}"]
         cells += [f"{s.fallback_rate:.1%}", f"{s.calls_per_move:.2f}", f"{s.tokens_per_move:.0f}"]
+        cells += [f"{s.cost_usd:.4f}" if s.cost_usd is not None else "-"] if priced else []
         st.add_row(*cells)
     console.print(st)
     print_provider_table(console, table)

@@ -85,7 +85,9 @@ class Flaky(Strategy):
             raise ProviderFailure("503 Service Unavailable after 3 attempts", [f"c{self.failed}"])
         action = decision_rng(self.options.seed, turn).choice(turn.legal_actions).id
         return Decision(
-            action=action, calls=[_call(turn.turn, reasoning=f"my secret view {turn.observation}")]
+            action=action,
+            usage=Usage(llm_calls=1, cost_usd=0.001),
+            calls=[_call(turn.turn, reasoning=f"my secret view {turn.observation}")],
         )
 
 
@@ -351,6 +353,33 @@ def test_standings_sum_each_agents_cost_and_leave_unpriced_agents_unknown() -> N
     )
     table = {s.agent: s for s in standings([rec, rec])}
     assert table["a"].cost_usd == 1.5 and table["b"].cost_usd is None  # unknown, not 0
+
+
+async def test_a_match_record_carries_each_seats_cost(nc) -> None:
+    rec, _, agent = await _play(nc, "tic_tac_toe", 0, _policy("void"))
+    priced = sum(1 for m in rec.moves if m.agent == agent)
+    assert priced and rec.cost_usd == [pytest.approx(0.001 * priced), 0.0]  # the random seat cost nothing
+
+
+def test_the_printed_standings_show_cost_only_when_a_call_was_priced() -> None:
+    from rich.console import Console
+
+    from spielbus.report import print_report
+
+    def printed(cost: float | None) -> str:
+        move = MoveRecord(
+            turn=1, player=0, action=0, text="x", agent="a", usage=Usage(llm_calls=1, cost_usd=cost)
+        )
+        rec = MatchRecord(
+            match_id="m", tournament="t", game={"name": "tic_tac_toe"}, seats=["a", "b"], seed=1,
+            moves=[move], outcome="draw", returns=[0.0, 0.0], ranks=[1, 1],
+        )  # fmt: skip
+        console = Console(record=True, width=240)
+        print_report(console, [rec], standings([rec]), [], "run")
+        return console.export_text()
+
+    assert "cost $" in printed(0.125) and "0.1250" in printed(0.125)
+    assert "cost $" not in printed(None)
 
 
 # -- what spectators see --------------------------------------------------------------------------
