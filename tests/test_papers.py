@@ -118,6 +118,15 @@ def test_llm_mcts_paper_scale_has_the_papers_sizes() -> None:
     assert len(llm_mcts.TABLES["table2"]) == 24 and len(llm_mcts.TABLES["table5"]) == 9
 
 
+def test_a_quick_cell_title_says_the_sizes_it_played() -> None:
+    paper = llm_mcts.run_title("t2-d3-llm_vote", "llm_vote", llm_mcts.FULL)
+    quick = llm_mcts.run_title("t2-d3-llm_vote", "llm_vote", llm_mcts.QUICK)
+    assert "majority vote of 20 samples" in paper and "this run" not in paper
+    assert quick.startswith(paper) and "this run: a vote of 5 samples" in quick
+    assert "4 simulations and 3 samples" in llm_mcts.run_title("t2-d3-llm_mcts", "llm_mcts", llm_mcts.QUICK)
+    assert "MCTS with 50 simulations" in llm_mcts.run_title("t5-l1-mcts", "mcts", llm_mcts.QUICK)
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 async def test_llm_mcts_quick_report_every_cell_has_a_run(tmp_path: Path) -> None:

@@ -274,6 +274,19 @@ def _title(name: str) -> str:
     return numbers[name].title if name in numbers else name
 
 
+def run_title(name: str, method: str, s: Scale) -> str:
+    """The paper cell's title, and, below paper scale, the sizes this run played instead of the
+    paper's (a quick cell must not read as a 20-sample vote when it took 5)."""
+    if s is FULL:
+        return _title(name)
+    ours = {
+        "llm_vote": f"a vote of {s.vote_k} samples",
+        "llm_mcts": f"LLM-MCTS with {s.sims} simulations and {s.k} samples per new node",
+        "mcts": f"MCTS with {s.mcts_chess} simulations",
+    }.get(method)
+    return f"{_title(name)} (this run: {ours})" if ours else _title(name)
+
+
 async def run(args: argparse.Namespace, out: Path, console: Console) -> list[Cell]:
     """Measure the cells of `args.table` (default: all three tables) into the report folder `out`."""
     s = SCALES[args.scale]
@@ -287,7 +300,7 @@ async def run(args: argparse.Namespace, out: Path, console: Console) -> list[Cel
             continue
         table, *rest = name.split("-")
         method = rest[-1]
-        title, model = _title(name), llm["model"] if method in LLM_METHODS else "-"
+        title, model = run_title(name, method, s), llm["model"] if method in LLM_METHODS else "-"
         try:
             if method in skip:
                 done[name] = Cell(name=name, title=title, why=skip[method])
