@@ -20,6 +20,7 @@ import pytest
 from bus.auth import config_path, write_auth
 from bus.connect import connect
 from bus.server import EmbeddedNats
+from tests.llm_standins import OpenAIStandIn
 
 # A shell starts background jobs (`make test &`, a CI runner's) with SIGINT ignored, and children
 # inherit that: the tests that interrupt a child with Ctrl-C's signal would then see it ignored.
@@ -69,3 +70,14 @@ def auth_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 def auth_server(auth_dir: Path) -> Iterator[EmbeddedNats]:
     with EmbeddedNats(config=config_path(auth_dir)) as srv:
         yield srv
+
+
+@pytest.fixture
+async def standin() -> AsyncIterator[OpenAIStandIn]:
+    """The OpenAI-compatible stand-in (tests/llm_standins.py), answering until the test ends."""
+    s = OpenAIStandIn()
+    await s.start()
+    try:
+        yield s
+    finally:
+        await s.stop()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -38,16 +37,6 @@ from tests.llm_standins import OllamaStandIn, OpenAIStandIn, Scene
 
 HTML = "<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>"
 CALL_KEYS = set(CallRecord(id="x", outcome="answered").summary())
-
-
-@pytest.fixture
-async def standin() -> AsyncIterator[OpenAIStandIn]:
-    s = OpenAIStandIn()
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
 
 
 def client(s: OpenAIStandIn, **cfg: Any) -> LLMClient:

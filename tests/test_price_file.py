@@ -8,7 +8,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -38,16 +37,6 @@ def _file(tmp_path: Path, text: str) -> Path:
     path = tmp_path / "prices.toml"
     path.write_text(text, encoding="utf-8")
     return path
-
-
-@pytest.fixture
-async def standin() -> AsyncIterator[OpenAIStandIn]:
-    s = OpenAIStandIn()
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
 
 
 def test_each_model_gets_its_own_prices(tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ the character estimate, or a local tokenizer file the test builds."""
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,16 +23,6 @@ from tests.llm_fixtures import check_server_token_estimate, llm_server
 from tests.llm_standins import OpenAIStandIn, Scene
 
 __all__ = ["llm_server"]
-
-
-@pytest.fixture
-async def standin() -> AsyncIterator[OpenAIStandIn]:
-    s = OpenAIStandIn()
-    await s.start()
-    try:
-        yield s
-    finally:
-        await s.stop()
 
 
 async def _ask(s: OpenAIStandIn, text: str, **cfg: Any) -> tuple[Any, list[dict[str, Any]]]:
