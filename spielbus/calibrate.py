@@ -21,6 +21,11 @@ Limits: an anchor is as good as its calibration run (its intervals are in the fi
 that never loses (tic-tac-toe's perfect play) or never wins gets a rating only the Bradley-Terry
 prior bounds, and its interval says so. Stockfish's `UCI_Elo` was calibrated at its own time
 control; here the levels search a fixed number of nodes. Exit 2 for a game that does not load.
+
+`--levels-only` (chess): no games are played; the file holds the Stockfish levels at their own
+`UCI_Elo`, each an anchor whose interval is its value, with no pairings (`matches` 0, no run
+folder). `examples/calibrations/chess.json` is that file for `--elo` 1350,1700,2050,2400,2850
+(Debian's Stockfish 15.1 accepts 1350-2850).
 """
 
 from __future__ import annotations
@@ -186,6 +191,34 @@ def calibration(
     )
 
 
+def levels_only(
+    game: str, agents: dict[str, dict[str, Any]], scale: str, seed: int, command: str
+) -> Calibration:
+    """The chess ladder's Stockfish levels held at their `UCI_Elo`, without a run: the scale is
+    Stockfish's own, so there is nothing to measure (and nothing measured: no pairings)."""
+    held = [
+        CalibratedAgent(
+            name=n, kind="stockfish", options=dict(a["options"]), rating=e, low=e, high=e, anchored=True
+        )
+        for n, a in agents.items()
+        if a["kind"] == "stockfish"
+        for e in [float(a["options"]["elo"])]
+    ]
+    return Calibration(
+        game=game,
+        scale=scale,
+        created=datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        command=command,
+        run_dir="",
+        seed=seed,
+        games_per_pairing=0,
+        matches=0,
+        agents=held,
+        pairs=[],
+        toml=toml_fragment(held),
+    )
+
+
 def _ints(text: str) -> list[int]:
     try:
         values = [int(x) for x in text.split(",") if x.strip()]
@@ -217,6 +250,11 @@ def _parser() -> argparse.ArgumentParser:
         "--out", default=None, help="the calibration file (default examples/calibrations/GAME.json)"
     )
     p.add_argument("--nats", default=None, help="an existing NATS server (default: an embedded one)")
+    p.add_argument(
+        "--levels-only",
+        action="store_true",
+        help="chess: write the Stockfish levels at their own UCI_Elo as anchors, play no games",
+    )
     return p
 
 
@@ -229,16 +267,25 @@ def main(argv: list[str] | None = None) -> int:
         agents = ladder(spec.name, args.simulations, args.elo, args.seed)
         anchors, scale = anchors_of(spec.name, agents)
         config = config_of(args.game, agents, anchors, args)
+        if args.levels_only and spec.name != "chess":
+            raise ValueError("--levels-only is for chess (Stockfish's UCI_Elo is the only outside scale)")
     except (GameSpecError, ConfigError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
-    opts = RunOptions(nats=args.nats, run_dir=args.run_dir, quiet=True)
-    result = asyncio.run(run_tournament(config, opts, console))
-    if result.failed:
-        console.print(f"[red]{len(result.failed)} matches without a record[/red]: {sorted(result.failed)}")
-        return 1
     command = "spielbus calibrate " + " ".join(argv if argv is not None else sys.argv[1:])
-    cal = calibration(spec.label(), config, result.records, result.path, scale, command)
+    if args.levels_only:
+        cal = levels_only(spec.label(), agents, scale, args.seed, command)
+        where = "no games played"
+    else:
+        opts = RunOptions(nats=args.nats, run_dir=args.run_dir, quiet=True)
+        result = asyncio.run(run_tournament(config, opts, console))
+        if result.failed:
+            console.print(
+                f"[red]{len(result.failed)} matches without a record[/red]: {sorted(result.failed)}"
+            )
+            return 1
+        cal = calibration(spec.label(), config, result.records, result.path, scale, command)
+        where = f"run folder {result.path}"
     out = Path(args.out or f"examples/calibrations/{spec.label()}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(cal.model_dump_json(indent=2) + "\n", encoding="utf-8")
@@ -248,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     for a in cal.agents:
         table.add_row(a.name, f"{a.rating:.1f}", f"{a.low:.1f} - {a.high:.1f}", "yes" if a.anchored else "")
     console.print(table)
-    console.print(f"calibration: {out} (run folder {result.path})")
+    console.print(f"calibration: {out} ({where})")
     return 0
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from bus.protocol import MatchRecord
-from referee.config import parse_config
+from referee.config import load_config, parse_config
 from referee.records import read_jsonl
 from spielbus.calibrate import RANDOM_RATING, Calibration, main
 
@@ -47,4 +47,37 @@ def test_calibrate_rates_the_ladder_and_writes_its_run(nats_url: str, tmp_path: 
 
 def test_a_game_that_does_not_load_is_exit_2(tmp_path: Path) -> None:
     assert main(["no_such_game", "--out", str(tmp_path / "x.json")]) == 2
+    assert not (tmp_path / "x.json").exists()
+
+
+SHIPPED = Path(__file__).resolve().parent.parent / "examples" / "calibrations"
+
+
+def test_shipped_chess_levels_load_as_anchors_on_stockfish_scale(tmp_path: Path) -> None:
+    """examples/calibrations/chess.json needs no run: each Stockfish level held at its own UCI_Elo,
+    within Debian's Stockfish 15.1 range, and its fragment loads as `[ratings] anchors` of a
+    tournament that adds an agent of its own."""
+    from agents.stockfish_agent import StockfishOptions
+
+    cal = Calibration.model_validate(json.loads((SHIPPED / "chess.json").read_text()))
+    assert cal.game == "chess" and cal.matches == 0 and cal.pairs == [] and len(cal.agents) >= 3
+    for a in cal.agents:
+        elo = StockfishOptions.model_validate(a.options).elo
+        assert a.kind == "stockfish" and a.anchored and elo is not None and 1350 <= elo <= 2850
+        assert a.rating == a.low == a.high == float(elo)
+    f = tmp_path / "t.toml"
+    f.write_text('name = "c"\n[[games]]\nname = "chess"\n[agents.mine]\nkind = "random"\n' + cal.toml)
+    config = load_config(f)
+    assert config.ratings.anchors == {a.name: float(a.options["elo"]) for a in cal.agents}
+    assert config.agents["stockfish_elo1350"].options == {"elo": 1350}
+    # The same file again from the command: only when it was written differs.
+    out = tmp_path / "chess.json"
+    elos = ",".join(str(a.options["elo"]) for a in cal.agents)
+    assert main(["chess", "--levels-only", "--elo", elos, "--out", str(out)]) == 0
+    again = Calibration.model_validate(json.loads(out.read_text()))
+    assert again.model_dump(exclude={"created", "command"}) == cal.model_dump(exclude={"created", "command"})
+
+
+def test_levels_only_is_for_chess(tmp_path: Path) -> None:
+    assert main(["tic_tac_toe", "--levels-only", "--out", str(tmp_path / "x.json")]) == 2
     assert not (tmp_path / "x.json").exists()
