@@ -1,9 +1,11 @@
 """`spielbus ladder FILE.toml` (the ladder service) and `spielbus ladder standings` (its table offline).
 
-`spielbus ladder FILE.toml [--nats URL] [--auth DIR] [--web-port N] [--metrics-port N]` runs the
-ladder of the file (referee/ladder/service.py) until SIGINT/SIGTERM: it logs in as the referee
+`spielbus ladder FILE.toml [--nats URL] [--auth DIR] [--web-port N] [--metrics-port N] [--analysis
+DIR]` runs the ladder of the file (referee/ladder/service.py) until SIGINT/SIGTERM: it logs in as the referee
 (`--auth DIR`), schedules matches for the referees already on the bus (`spielbus referee`), and
 serves the live page with the leaderboard (`/api/ladder`) and the Prometheus series per entry.
+`--analysis DIR` (the folder `spielbus analyst --out` writes) adds each entry's move quality to the
+leaderboard (spielbus/ladder_quality.py).
 Stopping it leaves the matches in flight to the referees; a restart counts them once. Like every
 service it waits for the bus to come up (and rides out its restarts). Exit 2 for a bad file, a
 busy port or a missing login; 1 when the streams cannot be set up.
@@ -38,6 +40,7 @@ import signal
 import sys
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from nats.aio.client import Client as NATS
 from rich.console import Console
@@ -52,6 +55,9 @@ from referee.ladder.audit import audit
 from referee.ladder.board import BoardRow, board
 from referee.ladder.quarantine import BenchState
 from referee.ladder.store import BUCKET, LadderResult, LadderStore
+
+if TYPE_CHECKING:
+    from referee.ladder.service import Ladder
 
 REGISTRY_COMMANDS = ("register", "registrar", "approve", "revoke", "bots")
 HOST_HELP = "address the live page and metrics listen on (default 127.0.0.1; 0.0.0.0: every interface)"
@@ -212,6 +218,12 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--web-port", type=port_arg, default=None, help="live page with the leaderboard (off)")
     p.add_argument("--metrics-port", type=port_arg, default=None, help="Prometheus metrics (off)")
     p.add_argument("--host", default="127.0.0.1", help=HOST_HELP)
+    p.add_argument(
+        "--analysis",
+        default=None,
+        metavar="DIR",
+        help="the folder (or analysis.jsonl) `spielbus analyst --out` writes: move-quality columns",
+    )
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     return p
 
@@ -274,9 +286,14 @@ async def _serve(args: argparse.Namespace) -> None:
         f"{', '.join(g.label() for g in config.games)}",
         flush=True,
     )
+    watch = asyncio.create_task(_watch_quality(ladder, args.analysis)) if args.analysis else None
     try:
         await ladder.run()
     finally:
+        if watch is not None:
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await watch
         with contextlib.suppress(Exception):
             await asyncio.wait_for(obs.stop(), 10)
         with contextlib.suppress(Exception):
@@ -284,6 +301,21 @@ async def _serve(args: argparse.Namespace) -> None:
         with contextlib.suppress(Exception):
             await nc.close()
     print(f"ladder {config.name} stopped: {ladder.scheduled} scheduled, {ladder.counted} counted", flush=True)
+
+
+async def _watch_quality(ladder: Ladder, path: str) -> None:
+    """The analyst's rows of the ladder's matches as the board's quality columns, re-read when the
+    file changes (spielbus/ladder_quality.py), off the event loop."""
+    from spielbus.ladder_quality import QualityFile
+
+    qf = QualityFile(path)
+    while True:
+        try:
+            if await asyncio.to_thread(qf.refresh, list(ladder.results)):
+                ladder.quality = qf.figures
+        except Exception:  # a bad file must not stop the ladder: keep the last figures
+            logging.getLogger(__name__).warning("ladder: reading %s failed", qf.path, exc_info=True)
+        await asyncio.sleep(max(1.0, ladder.config.probe_s))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,7 +1,9 @@
 """The ladder's leaderboard on the live page, in a real headless Chromium: `spielbus ladder FILE.toml
 --web-port 0` as a process, two agents and a bot that answers garbage (benched after one faulted
-match), a referee worker; the page shows each entry's games, rating, interval and the bench reason,
-and its Prometheus endpoint the series per entry. The leaderboard is the page's focus: at 1024, 1280
+match), a referee worker and `spielbus analyst`, whose `analysis.jsonl` the ladder reads
+(`--analysis`); the page shows each entry's games, rating, interval, move quality (accuracy, mean
+loss, blunders per 100 moves, each with its 95% interval) and the bench reason, and its Prometheus
+endpoint the series per entry. The leaderboard is the page's focus: at 1024, 1280
 and 1920 px every column's right edge is inside the viewport (measured, beside screenshots), the
 live matches are beside it, it sorts by a column's heading and has a tab per game."""
 
@@ -11,6 +13,7 @@ import asyncio
 import re
 import signal
 import subprocess
+import threading
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -83,7 +86,8 @@ def _browse(url: str, bad: str, tmp: Path) -> tuple[list[list[str]], dict[int, A
                 "() => [...document.querySelectorAll('#ladder tr.ladder-entry')]"
                 f".some(r => r.innerText.includes('{bad}') && r.innerText.includes('benched'))"
                 " && [...document.querySelectorAll('#ladder tr.ladder-entry')]"
-                ".filter(r => Number(r.cells[2].innerText) > 0 && r.cells[4].innerText.includes('..'))"
+                ".filter(r => Number(r.cells[2].innerText) > 0 && r.cells[4].innerText.includes('..')"
+                " && /\\d\\n\\d/.test(r.cells[5].innerText))"
                 ".length >= 2",
                 timeout=120_000,
             )
@@ -125,11 +129,24 @@ async def test_leaderboard_in_headless_chromium(nats_url: str, tmp_path: Path) -
     cfg.write_text(
         f'name = "{uid("lp")}"\nbucket = "{uid("LPAGE").replace("-", "_")}"\nprobe_s = 0.5\n'
         "concurrency = 2\ndeadline_ms = 500\n[quarantine]\nlimit = 1\nbackoff_s = 600\n"
-        f'[[games]]\nname = "tic_tac_toe"\n[[games]]\nname = "connect_four"\n'
+        f'[[games]]\nname = "tic_tac_toe"\n[[games]]\nname = "kuhn_poker"\n'
         f"[agents.{a}]\n[agents.{b}]\n[agents.{bad}]\n"
     )
     nc = await connect(nats_url, name="ladder-page")
-    proc = spielbus_process("ladder", str(cfg), "--nats", nats_url, "--web-port", "0", "--metrics-port", "0")
+    scored = tmp_path / "analysis"
+    proc = spielbus_process(
+        "ladder",
+        str(cfg),
+        "--nats",
+        nats_url,
+        "--web-port",
+        "0",
+        "--metrics-port",
+        "0",
+        "--analysis",
+        str(scored),
+    )
+    analyst = None
 
     async def garbage(turn: object, msg: object) -> bytes:
         return b"{not json"
@@ -144,19 +161,38 @@ async def test_leaderboard_in_headless_chromium(nats_url: str, tmp_path: Path) -
             raw_responder(nc, bad, garbage),
         ):
             page, metrics = await asyncio.to_thread(_read_urls, proc)
+            # Exact tic-tac-toe and CFR+ Kuhn: both references score a match in well under a second.
+            analyst = spielbus_process("analyst", "--nats", nats_url, "--out", str(scored), "--no-live")
+            threading.Thread(target=analyst.communicate, daemon=True).start()  # drain its output
             rows, measured, tabs = await asyncio.to_thread(_browse, page, bad, tmp_path)
             text = await asyncio.to_thread(_scrape, metrics)
         by_name = {r[1].split("@")[0]: r for r in rows}
         assert set(by_name) == {a, b, bad}
-        assert "faulted matches in a row" in by_name[bad][6]
-        assert tabs == ["connect_four", "tic_tac_toe"] or tabs == ["tic_tac_toe", "connect_four"]
+        assert "faulted matches in a row" in by_name[bad][9]
+        assert tabs == ["kuhn_poker", "tic_tac_toe"] or tabs == ["tic_tac_toe", "kuhn_poker"]
         for name in (a, b):
             assert re.fullmatch(r"-?\d+ \.\. -?\d+", by_name[name][4])
+            # Accuracy, mean loss, blunders per 100: the figure over its interval, lo <= it <= hi.
+            for cell, digits in zip(by_name[name][5:8], (1, 3, 1), strict=True):
+                m = re.fullmatch(rf"(\d+\.\d{{{digits}}})\n(\d+\.\d+)\u2013(\d+\.\d+)", cell)
+                assert m and float(m[2]) <= float(m[1]) <= float(m[3]), (name, cell)
             assert f'spielbus_ladder_games{{entry="{by_name[name][1]}",game="tic_tac_toe"}}' in text
-        heads = ["#", "entry", "games", "BT", "95% interval", "budget", "status"]
+        heads = [
+            "#",
+            "entry",
+            "games",
+            "BT",
+            "95% interval",
+            "accuracy",
+            "loss",
+            "blunders",
+            "budget",
+            "status",
+        ]
         for width, m in measured.items():
-            # Every column, the interval and the status included, within the viewport and the
-            # section (issue 41: the table clipped its own status, budget and mu columns at 1400 px).
+            # Every column, the interval, the move quality and the status included, within the
+            # viewport and the section (issue 41: the table clipped its own status, budget and mu
+            # columns at 1400 px).
             assert [h.rstrip(" \u25b2\u25bc") for h in m["heads"]] == heads, (width, m)
             assert m["right"] <= m["box"] <= m["vw"] == width and m["scroll"] <= width, (width, m)
             assert m["top"] < 100, m  # the leaderboard first, under the header
@@ -172,4 +208,5 @@ async def test_leaderboard_in_headless_chromium(nats_url: str, tmp_path: Path) -
         worker.stop()
         await asyncio.wait_for(wt, 60)
         stop_process(proc)
+        stop_process(analyst)
         await nc.drain()

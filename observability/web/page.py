@@ -11,9 +11,11 @@ rating chart draws the tournament's own Elo as the feed computed it over time (t
 same numbers as the standings and the run report).
 A ladder process (`spielbus ladder FILE.toml`) puts its leaderboard (`/api/ladder`) at the top,
 full width, as the page's focus: one game at a time (tabs), rank, entry, games, rating with its
-interval, budget class, status (benched with the reason) and, for games of more than two
-players, openskill's mu and sigma, sortable by any column, with the ladder's live matches beside
-it, the paced pairings and the collusion audit under it. Every column fits at 1280 px
+interval, move quality when the ladder reads the analyst's rows (`--analysis`: accuracy, mean
+winning-chances loss and blunders per 100 moves, each over its 95% interval), budget class, status
+(benched with the reason) and, for games of more than two players, openskill's mu and sigma,
+sortable by any column, with the ladder's live matches beside it, the paced pairings and the
+collusion audit under it. Every column fits at 1280 px
 (tests/test_ladder_page.py measures it in headless Chromium).
 While `spielbus analyst` runs on the bus, the match view shows its live verdicts (`move_verdict`):
 an evaluation bar (seat 0's winning chances after the last judged move) and each move's class.
@@ -79,12 +81,16 @@ _HEAD = r"""<!doctype html>
   #ladder-top { display: grid; grid-template-columns: minmax(0, 1fr) minmax(200px, 280px); gap: 12px;
                 padding: 12px 12px 0; }
   #ladder-top[hidden] { display: none; }
+  /* Below 1200 px the quality columns need the whole width: the live matches go under the table. */
+  @media (max-width: 1199px) { #ladder-top { grid-template-columns: minmax(0, 1fr); } }
   #ladder td.entry { overflow-wrap: anywhere; min-width: 8em; }
   #ladder td.num { white-space: nowrap; }
   #ladder th[data-key] { cursor: pointer; user-select: none; white-space: nowrap; }
   #ladder th[aria-sort="ascending"]::after { content: " \25B2"; }
   #ladder th[aria-sort="descending"]::after { content: " \25BC"; }
   #ladder.no-pl .pl { display: none; }
+  #ladder.no-q .q { display: none; }
+  #ladder td.q { white-space: pre; line-height: 1.15; }
   #ladder-games { display: flex; flex-wrap: wrap; gap: 4px; margin-bottom: 6px; }
   #ladder-games button { border: 1px solid #c9d0d7; background: #f3f5f7; border-radius: 4px;
                          padding: 2px 8px; }
@@ -108,6 +114,12 @@ _HEAD = r"""<!doctype html>
     <table id="ladder"><thead><tr><th class="num" data-key="rank">#</th><th data-key="entry">entry</th>
       <th class="num" data-key="games">games</th><th class="num" data-key="bt">BT</th>
       <th class="num" data-key="bt_low" title="95% profile-likelihood interval">95% interval</th>
+      <th class="num q" data-key="accuracy"
+        title="move accuracy, percent (spielbus analyst), over its 95% interval">accuracy</th>
+      <th class="num q" data-key="mean_loss"
+        title="mean winning-chances loss per move, over its 95% interval">loss</th>
+      <th class="num q" data-key="blunders"
+        title="blunders per 100 moves, over its 95% interval">blunders</th>
       <th data-key="budget">budget</th><th data-key="status">status</th>
       <th class="num pl" data-key="pl_mu"
         title="openskill Plackett-Luce, games of more than two players">μ ± σ</th>
@@ -519,10 +531,12 @@ function drawLadder() {
     }));
   }
   [...tabs.children].forEach(b => b.setAttribute("aria-selected", String(b.textContent === ladderGame)));
+  // Move quality flattened for sorting: figures, and their intervals under them (2 lines per cell).
   const rated = l.rows.filter(r => r.game === ladderGame)
-    .map((r, i) => Object.assign({}, r, { rank: i + 1 }));
+    .map((r, i) => Object.assign({}, r, r.quality || { accuracy: null, mean_loss: null, blunders: null },
+                                 { rank: i + 1 }));
   const waiting = l.unrated.map(r => Object.assign({}, r, { rank: null, games: 0, bt: null, bt_low: null,
-    pl_mu: null, rated: false, present: true }));
+    pl_mu: null, accuracy: null, mean_loss: null, blunders: null, rated: false, present: true }));
   const all = [...rated, ...waiting].map(r => Object.assign(r, { status: ladderStatus(r) }));
   const { key, dir } = ladderSort;
   all.sort((a, b) => {
@@ -537,11 +551,16 @@ function drawLadder() {
   });
   const table = document.getElementById("ladder");
   table.classList.toggle("no-pl", !rated.some(r => r.players > 2));
+  table.classList.toggle("no-q", !rated.some(r => r.quality));
+  const q = (r, k, d) => r[k] === null ? ""
+    : r[k].toFixed(d) + "\n" + r[k + "_low"].toFixed(d) + "\u2013" + r[k + "_high"].toFixed(d);
   fill(table.querySelector("tbody"), all.map(r => {
     const tr = row([
       [r.rank === null ? "" : r.rank, "num"], [r.entry, "entry"], [r.games, "num"],
       [r.bt === null ? "" : r.bt.toFixed(0), "num"],
-      [r.bt_low === null ? "" : r.bt_low.toFixed(0) + " .. " + r.bt_high.toFixed(0), "num"], [r.budget],
+      [r.bt_low === null ? "" : r.bt_low.toFixed(0) + " .. " + r.bt_high.toFixed(0), "num"],
+      [q(r, "accuracy", 1), "num q"], [q(r, "mean_loss", 3), "num q"], [q(r, "blunders", 1), "num q"],
+      [r.budget],
       [r.status, r.benched ? "fault" : r.playing ? "playing" : ""],
       [r.pl_mu === null ? "" : r.pl_mu.toFixed(1) + " ± " + r.pl_sigma.toFixed(1), "num pl"],
     ], "ladder-entry");

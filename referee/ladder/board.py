@@ -7,6 +7,12 @@ on referee/bradley_terry.py) and returns rows, best first. The same rows feed `s
 standings`, the live page's leaderboard and the Prometheus series, so they agree. Live status (in
 the pool, benched and why) is added by the ladder service, which knows it.
 
+Move quality (`Quality`, docs/ladder.md "Move quality"): when the ladder is given the analyst's
+`analysis.jsonl` (`spielbus ladder FILE.toml --analysis DIR`), each row also carries the entry's
+accuracy, mean winning-chances loss and blunders per 100 moves with their 95% intervals, computed
+by the analysis package (which the referee side may not import: the figures are handed in, keyed
+by game and entry, and `with_quality` puts them on the rows).
+
 Limits: the profile intervals cost a few hundred milliseconds for tens of entries; callers
 recompute only when a result was added, off the event loop.
 """
@@ -14,12 +20,32 @@ recompute only when a result was added, off the event loop.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from referee.config import RatingsConfig
 from referee.ladder.store import LadderResult
 from referee.ratings import Pair, PairTally
+
+
+class Quality(BaseModel):
+    """An entry's move quality in one game, over its scored ladder moves (analysis/summary.py's
+    figures: bootstrap 95% intervals over matches)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False)
+    reference: str
+    moves: int = Field(ge=0)
+    matches: int = Field(ge=0)
+    accuracy: float
+    accuracy_low: float
+    accuracy_high: float
+    mean_loss: float
+    mean_loss_low: float
+    mean_loss_high: float
+    blunders: float = Field(description="blunders per 100 moves")
+    blunders_low: float
+    blunders_high: float
 
 
 class BoardRow(BaseModel):
@@ -33,6 +59,7 @@ class BoardRow(BaseModel):
     players: int = 2
     pl_mu: float | None = None
     pl_sigma: float | None = None
+    quality: Quality | None = None
 
 
 def _comparisons(r: LadderResult, i: int) -> tuple[list[Pair], list[str], list[int]]:
@@ -88,3 +115,8 @@ def board(results: list[LadderResult]) -> list[BoardRow]:
     for r in results:
         by_game[r.game].append(r)
     return [row for g in sorted(by_game) for row in game_rows(by_game[g])]
+
+
+def with_quality(rows: list[BoardRow], quality: Mapping[tuple[str, str], Quality]) -> list[BoardRow]:
+    """The rows with each entry's move quality (keyed by game and entry) where there is one."""
+    return [r.model_copy(update={"quality": quality.get((r.game, r.entry))}) for r in rows]

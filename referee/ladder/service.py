@@ -55,7 +55,7 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from nats.aio.client import Client as NATS
@@ -71,7 +71,7 @@ from games.probe import check_game
 from referee.acceptance import record_problem
 from referee.config import ConfigError
 from referee.ladder.audit import Audit, audit
-from referee.ladder.board import BoardRow, board
+from referee.ladder.board import BoardRow, Quality, board, with_quality
 from referee.ladder.bounds import visible_rows
 from referee.ladder.config import LadderConfig
 from referee.ladder.matchmaking import next_pairings
@@ -157,6 +157,8 @@ class Ladder:
         self.counted = 0  # results this process counted
         self.rows: list[BoardRow] = []  # the leaderboard as of the last counted result
         self.on_board: list[Callable[[list[BoardRow]], None]] = []
+        # Move quality per (game, entry), set from the analyst's rows by `spielbus ladder --analysis`.
+        self.quality: Mapping[tuple[str, str], Quality] = {}
         self.ready = asyncio.Event()  # set once the bucket is read and the loop runs
         self._stop = asyncio.Event()
         self._wake = asyncio.Event()
@@ -615,7 +617,7 @@ class Ladder:
         benched = self.quarantine.benched(now)
         present = {m.entry for m in self.pool.members.values()}
         busy = self._busy()
-        shown = self.visible()
+        shown = with_quality(self.visible(), self.quality)
         rows = [
             {
                 **r.model_dump(),
