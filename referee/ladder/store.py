@@ -29,6 +29,7 @@ from nats.js.kv import KeyValue
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bus.protocol import MatchRecord, MatchSpec
+from bus.streams import stream_replicas
 from bus.subjects import LADDER_BUCKET
 from referee.config import RatingsConfig
 from referee.ladder.quarantine import BenchState
@@ -154,7 +155,9 @@ class LadderStore:
             kv = await js.key_value(bucket)
         except Exception:  # nats-py raises BucketNotFoundError or a NotFound API error by version
             try:
-                kv = await js.create_key_value(bucket=bucket, history=1)
+                # As many copies as the match streams (a cluster's `--stream-replicas`): with one, losing
+                # its server would stop the ladder's records.
+                kv = await js.create_key_value(bucket=bucket, history=1, replicas=stream_replicas())
             except nats.errors.TimeoutError as exc:  # under accounts: a bucket the login may not use
                 raise ConnectionError(
                     f"cannot open the key-value bucket {bucket} (under accounts the referee login may "
