@@ -15,6 +15,7 @@ import signal
 import subprocess
 import threading
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from nats.micro.service import ServiceConfig
 from agents.random_agent import RandomStrategy
 from bus.connect import connect
 from bus.process import stop_process
+from bus.server import EmbeddedNats
 from referee.worker import RefereeWorker
 from tests.helpers import raw_responder, serving, spielbus_process, uid
 from tests.test_live_page import CHROMIUM_ARGS, _chromium
@@ -121,8 +123,17 @@ def _browse(url: str, bad: str, tmp: Path) -> tuple[list[list[str]], dict[int, A
             browser.close()
 
 
+@pytest.fixture
+def own_nats_url() -> Iterator[str]:
+    """A server of this test's own: on the session's shared one the ladder's live box showed the
+    matches of tests running beside it (a worker's other files), whose rows widened the page."""
+    with EmbeddedNats() as srv:
+        yield srv.url
+
+
 @pytest.mark.slow
-async def test_leaderboard_in_headless_chromium(nats_url: str, tmp_path: Path) -> None:
+async def test_leaderboard_in_headless_chromium(own_nats_url: str, tmp_path: Path) -> None:
+    nats_url = own_nats_url
     _chromium()
     a, b, bad = uid("pa"), uid("pb"), uid("px")
     cfg = tmp_path / "ladder.toml"
