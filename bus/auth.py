@@ -326,6 +326,10 @@ def permissions_for(user: AuthUser, subjects: Subjects) -> dict[str, Any]:
     return spectator_permissions(subjects)
 
 
+# What one bot's login may hold at once (nats-server's account `limits`), so a hostile login cannot
+# exhaust the server (one login opened 500 of 500 connections before): room for a bot, its replicas
+# and a reconnect, each with the dozen subscriptions an agent service makes.
+AGENT_ACCOUNT_LIMITS = {"max_connections": 16, "max_subscriptions": 1024, "max_payload": 1024 * 1024}
 REFEREE_ACCOUNT = "referee"
 SPECTATORS_ACCOUNT = "spectators"
 REPLAY_ACCOUNT = "replay"
@@ -375,12 +379,17 @@ def render_accounts(bundle: AuthBundle) -> dict[str, Any]:
         importers = [REFEREE_ACCOUNT, botcheck_account(name)]
         accounts[agent_account(name)] = {
             "users": users("agent", name),
+            "limits": dict(AGENT_ACCOUNT_LIMITS),
             "exports": [
                 {"service": subject, "response_type": kind, "accounts": importers}
                 for subject, kind in agent_services(name, subjects)
             ],
         }
-        accounts[botcheck_account(name)] = {"users": users("botcheck", name), "imports": imports}
+        accounts[botcheck_account(name)] = {
+            "users": users("botcheck", name),
+            "imports": imports,
+            "limits": dict(AGENT_ACCOUNT_LIMITS),
+        }
     reads = spectator_reads(subjects)
     # The analyst's live verdicts judge perfect-information games only, so they are as public as the moves.
     events = [*(subjects.match_all(e) for e in PUBLIC_EVENTS), subjects.analysis_all()]
