@@ -186,7 +186,11 @@ def _check_all_answered(played: list[tuple[Move, Turn]], api: OpenAIStandIn) -> 
 
 @pytest.mark.slow
 async def test_four_turns_in_flight_share_one_request_every_3_s(nats_url: str, nc) -> None:
-    api = OpenAIStandIn(min_interval_s=3.0)
+    # The provider allows one request every 2 s, the file's limit is one every 3 s (20 a minute): a
+    # grant and its request's arrival are apart by the agent's own scheduling, so requests spaced
+    # at exactly the provider's limit can arrive closer than it (one 429 in 19 in a full run). Two
+    # unshared limiters would still send twice the rate, gaps of 1.5 s on average.
+    api = OpenAIStandIn(min_interval_s=2.0)
     api.default = Scene(content=answer_for)  # a legal move, varied over the positions
     await api.start()
     prefix = uid("lim").replace("-", "_")
@@ -219,7 +223,11 @@ async def _login(srv: EmbeddedNats, auth_dir: Path, role: str, agent: str | None
 async def test_limits_are_shared_under_accounts_and_a_bot_login_cannot_starve_them(
     auth_server: EmbeddedNats, auth_dir: Path
 ) -> None:
-    api = OpenAIStandIn(min_interval_s=3.0)
+    # The provider allows one request every 2 s, the file's limit is one every 3 s (20 a minute): a
+    # grant and its request's arrival are apart by the agent's own scheduling, so requests spaced
+    # at exactly the provider's limit can arrive closer than it (one 429 in 19 in a full run). Two
+    # unshared limiters would still send twice the rate, gaps of 1.5 s on average.
+    api = OpenAIStandIn(min_interval_s=2.0)
     api.default = Scene(content=answer_for)  # a legal move, varied over the positions
     await api.start()
     names = ["llm-a", "llm-b"]
@@ -265,7 +273,11 @@ async def test_limits_are_shared_under_accounts_and_a_bot_login_cannot_starve_th
 async def test_spielbus_run_under_accounts_shares_the_limits_of_its_tournament_file(tmp_path: Path) -> None:
     """`spielbus run --auth`: the limiter's table comes from the file, and its keys are the ones the
     agent processes ask under (a mismatch would refuse every slot and void every match)."""
-    api = OpenAIStandIn(min_interval_s=3.0)
+    # The provider allows one request every 2 s, the file's limit is one every 3 s (20 a minute): a
+    # grant and its request's arrival are apart by the agent's own scheduling, so requests spaced
+    # at exactly the provider's limit can arrive closer than it (one 429 in 19 in a full run). Two
+    # unshared limiters would still send twice the rate, gaps of 1.5 s on average.
+    api = OpenAIStandIn(min_interval_s=2.0)
     api.default = Scene(content=answer_for)
     url = await api.start()
     auth = tmp_path / "auth"
