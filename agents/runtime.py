@@ -121,6 +121,21 @@ def move_calls(raw: list[dict[str, Any]] | None) -> list[LLMCall] | None:
     return out or None
 
 
+def move_for(turn: Turn | CompactTurn, decision: Decision) -> Move:
+    """The reply answering `turn` with `decision`."""
+    return Move(
+        match_id=turn.match_id,
+        turn=turn.turn,
+        action=decision.action,
+        action_text=decision.action_text,
+        policy=decision.policy,
+        usage=decision.usage,
+        stats=decision.stats,
+        note=decision.note,
+        calls=move_calls(decision.calls),
+    )
+
+
 def fitted(move: Move) -> bytes:
     """The move's JSON, within `MAX_REPLY_BYTES`: the calls' thinking and answers are dropped, longest
     first, until it fits (the agent's call store keeps them whole)."""
@@ -316,7 +331,7 @@ class AgentService:
                         if isinstance(turn, Turn)
                         else self.strategy.decide_compact(turn, ctx)
                     )
-                move = self._move(turn, decision)
+                move = move_for(turn, decision)
             except TimeoutError:
                 raise _Refused("504", "the strategy did not decide before the deadline") from None
             except ProviderFailure as failed:
@@ -342,20 +357,6 @@ class AgentService:
         finally:
             self._sem.release()
             await self._observe(turn, move, arrival)
-
-    @staticmethod
-    def _move(turn: Turn | CompactTurn, decision: Decision) -> Move:
-        return Move(
-            match_id=turn.match_id,
-            turn=turn.turn,
-            action=decision.action,
-            action_text=decision.action_text,
-            policy=decision.policy,
-            usage=decision.usage,
-            stats=decision.stats,
-            note=decision.note,
-            calls=move_calls(decision.calls),
-        )
 
     @staticmethod
     def _failure(turn: Turn | CompactTurn, failed: ProviderFailure) -> Move:

@@ -44,7 +44,7 @@ import logging
 import random
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import pyspiel
@@ -81,8 +81,8 @@ from referee.outcome import ranks_from_returns
 from referee.presence import Presence
 from referee.records import repair_record
 from referee.request import LAG_TOLERANCE_S as LAG_TOLERANCE_S  # re-exported: tests read it here
+from referee.request import LocalSeat, RefereeLag, Reply, TurnRequest, ask_local
 from referee.request import MatchAborted as MatchAborted  # re-exported: the worker catches it
-from referee.request import RefereeLag, Reply, TurnRequest
 from referee.turns import Offer, TurnFrame, encode_compact_turn, encode_turn
 
 log = logging.getLogger(__name__)
@@ -137,6 +137,7 @@ class MatchRunner:
         voided: list[VoidedAttempt] | None = None,
         compact: frozenset[str] = frozenset(),
         moved_events: bool = True,
+        local_seats: Mapping[str, LocalSeat] | None = None,
     ) -> None:
         self.nc = nc
         self.spec = spec
@@ -175,6 +176,8 @@ class MatchRunner:
         self._compact = compact
         # False: no live `moved` events (training sessions nobody watches live; the record has every move).
         self._moved_events = moved_events
+        # Agents answered in this process, not over the bus (a training environment's learner).
+        self._local = dict(local_seats or {})
         # `moved` and `forfeit` events wait here and go out while the referee waits for a reply
         # (`_pump`), not between a reply and the next turn; `ended` drains them first.
         self._events: asyncio.Queue[tuple[str, dict[str, object]] | None] = asyncio.Queue()
@@ -316,6 +319,9 @@ class MatchRunner:
                 tensors=agent in self._tensors,
                 budget=self.budget.turn_budget(agent),
             )
+        local = self._local.get(agent)
+        if local is not None:
+            return await ask_local(local, turn, self.spec.deadline_ms)
         request = TurnRequest(
             self.nc, self._subject[agent], turn, agent, self.spec.deadline_ms, self.presence
         )

@@ -14,6 +14,11 @@ with its detail); what is not the agent's it raises:
   received before its timer fired is in time, whatever the measured latency (which includes the
   referee's own lag) says (`read_late`).
 
+`ask_local` asks a seat answered in the referee's own process instead (`LocalSeat`: a training
+environment's learner, docs/env.md): the same encoded turn's bytes in, the same reply bytes and
+service-error headers out, judged by the same `check_reply`, on the same clock; only the bus is left
+out (no request, so no `no_responder`, lost connection or late timer to read).
+
 Limits: what to do about the agent's faults (forfeit, retry, random) is not decided here but by
 the policy (referee/faults.py); a reply's content is checked by `bus.replies.check_reply`.
 """
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 import nats.errors
@@ -210,3 +216,22 @@ class TurnRequest:
         await asyncio.sleep(self._backoff)
         self._backoff = min(self._backoff * 2, NO_RESPONDER_BACKOFF_S[1])
         return None
+
+
+# A seat answered in the referee's own process: the turn's bytes in, the reply's bytes and its
+# service-error headers (None: a move) out, exactly what an agent on the bus would send.
+LocalSeat = Callable[[bytes], Awaitable[tuple[bytes, Mapping[str, str] | None]]]
+
+
+async def ask_local(seat: LocalSeat, turn: EncodedTurn, deadline_ms: int) -> Reply:
+    """`seat`'s reply to `turn`, or a `timeout` when none came within `deadline_ms`."""
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
+    try:
+        async with asyncio.timeout(deadline_ms / 1000):
+            data, headers = await seat(turn.data)
+    except TimeoutError:
+        return Reply(None, "timeout", f"no reply within {deadline_ms} ms", deadline_ms)
+    latency = (loop.time() - t0) * 1000
+    move, reason, detail = check_reply(turn, data, headers)
+    return Reply(move, reason, detail, latency)

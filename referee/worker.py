@@ -34,7 +34,7 @@ import json
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import nats.errors
 import nats.js.errors
@@ -60,6 +60,7 @@ from referee.acceptance import record_problem
 from referee.caps import cap_provenance
 from referee.match import MatchAborted, MatchRunner, MatchVoided
 from referee.presence import DEFAULT_ABSENT_LIMIT_S, Presence
+from referee.request import LocalSeat
 from referee.service import RefereeService
 from referee.wake import any_set
 
@@ -186,6 +187,7 @@ class RefereeWorker:
         drain_grace_s: float = DRAIN_GRACE_S,
         provenance_ttl_s: float = 0.0,
         moved_events: bool = True,
+        local_seats: Mapping[str, LocalSeat] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError(f"concurrency must be at least 1, not {concurrency}")
@@ -198,6 +200,8 @@ class RefereeWorker:
             self.publisher.listeners.append(on_event)
         self.provenance = ProvenanceCache(nc, provenance_ttl_s)
         self.moved_events = moved_events
+        # Agents answered in this process (a training environment's learner; referee/request.py).
+        self.local_seats = dict(local_seats or {})
         self.presence = Presence(absent_limit_s)
         self.drain_grace_s = drain_grace_s
         self.in_flight = 0
@@ -276,6 +280,7 @@ class RefereeWorker:
             voided=voided,
             compact=frozenset(a for a in spec.seats if a in self.provenance.compact),
             moved_events=self.moved_events,
+            local_seats=self.local_seats,
         )
         self.in_flight += 1
         try:

@@ -7,6 +7,13 @@ thread) and waits for the caller's action. The turn's clock runs meanwhile: a ca
 longer than the tournament's `deadline_ms` between two calls gets the runtime's refusal, which the
 referee records as a `timeout` of the learner (and the fault policy decides).
 
+The referee, which runs in the environment's process, asks the learning seat there too
+(`LocalLearner`, a `referee.request.LocalSeat`): the turn's bytes, validated as the agent runtime
+validates them, go to `decide` and the move's bytes come back to the referee's `check_reply`, on the
+turn's clock, without the two trips through nats-server a bus request took (half of a step's round
+trips against a bus opponent: docs/env.md). The learner's agent service stays registered (its
+provenance, its notifications); its turn subject is simply not asked.
+
 An abandoned episode (a `reset()` or `close()` while its match is live) refuses every further turn of
 its learning seats at once with a service error: the referee records an `error` fault and applies the
 tournament's fault policy (`forfeit` ends the match, `retry` asks again and then forfeits, `random`
@@ -22,7 +29,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions
+from agents.runtime import fitted, move_for
 from bus.protocol import MatchRecord, MatchSpec, Turn
 
 
@@ -123,3 +133,27 @@ class BridgeStrategy(Strategy):
             return await fut
         finally:
             ep.waiting.discard(fut)
+
+
+class LocalLearner:
+    """The learning seats' turns answered in this process (see the module docstring): a turn the
+    agent runtime would refuse is refused with the same service-error codes (400 malformed, 500
+    the strategy's failure, such as an abandoned episode)."""
+
+    def __init__(self, bridge: BridgeStrategy) -> None:
+        self.bridge = bridge
+
+    async def __call__(self, data: bytes) -> tuple[bytes, dict[str, str] | None]:
+        try:
+            turn = Turn.model_validate_json(data)
+        except ValidationError as exc:
+            return b"", _service_error("400", f"malformed turn: {exc.error_count()} errors")
+        try:
+            decision = await self.bridge.decide(turn, MatchContext(match_id=turn.match_id))
+        except Exception as exc:
+            return b"", _service_error("500", f"{type(exc).__name__}: {exc}"[:500])
+        return fitted(move_for(turn, decision)), None
+
+
+def _service_error(code: str, description: str) -> dict[str, str]:
+    return {"Nats-Service-Error": description, "Nats-Service-Error-Code": code}

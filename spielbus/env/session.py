@@ -5,8 +5,10 @@ One `TrainingSession` serves any number of environments (a vector environment sh
 starts, in order: the embedded nats-server (unless `nats_url` or `NATS_URL` names one), the opponent
 agents of the tournament file's `[agents]` that are not `external` (child processes, exactly as
 `spielbus run` starts them; external ones must already be on the bus), the live page and metrics when
-ports are given, and `learner`: an ordinary agent service (`agents.runtime.AgentService`) whose
-strategy hands each turn to the environment's caller (`spielbus.env.bridge`). Matches are played by
+ports are given, and `learner`: an agent service (`agents.runtime.AgentService`, registered, so its
+provenance and notifications are an agent's) whose strategy hands each turn to the environment's
+caller (`spielbus.env.bridge`); the referee, in this process too, asks it here, not over the bus
+(`LocalLearner`). Matches are played by
 the referee's own code (`RefereeWorker.play`: the path every `spielbus run` match takes after the
 work queue), so legality, chance, hidden information, clocks and the fault policy stay the referee's,
 and every match is stored in `SPIELBUS_MATCHES` and appended to a run folder
@@ -56,7 +58,7 @@ from referee.match import MatchAborted
 from referee.run_folder import RunFolder, summarize, tournament_id
 from referee.worker import RefereeWorker
 from spielbus.bot_logins import AUTH_SUBDIR, write_bot_login
-from spielbus.env.bridge import Abandoned, BridgeStrategy, EnvError, Episode
+from spielbus.env.bridge import Abandoned, BridgeStrategy, EnvError, Episode, LocalLearner
 from spielbus.launch import AgentProcess, stop_all, wait_for_agents
 
 log = logging.getLogger(__name__)
@@ -229,6 +231,7 @@ class TrainingSession:
             absent_limit_s=self._absent_limit_s,
             provenance_ttl_s=PROVENANCE_TTL_S,
             moved_events=self._web_port is not None or self._metrics_port is not None,
+            local_seats={self.learner: LocalLearner(self.bridge)},
         )
         if self._obs.metrics is not None:
             self.worker.publisher.listeners.append(self._obs.metrics.on_event)
