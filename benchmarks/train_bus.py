@@ -9,6 +9,10 @@
     `action_mask`). Steps per second of `learn()` and the ratio bus / in process. Torch runs on one
     thread (`torch.set_num_threads(1)`): with its default (one per core, on cores the bus processes
     need too) both learners crawl.
+(2b) The same learner and hyperparameters (`n_steps` per sub-environment scaled so a rollout holds
+    as many steps) on `--envs` environments at once: in process SB3's `DummyVecEnv` of in-process
+    environments, through the bus `spielbus.env.sb3.SB3BusVecEnv` (every match on the bus at once).
+    This is how a learner that is slower than the bus's round trip is meant to use it.
 (3) The floor: a bare NATS request/reply (this process to a child process holding an echo, through
     an embedded nats-server), one at a time and 16 at a time. A learner's step through the bus
     holds at least two such round trips (the referee asks the opponent, the learner answers the
@@ -64,12 +68,12 @@ class LocalEnv(gym.Env[Obs, np.int64]):
     """The bus environments' game in process: same spaces and rewards, the opponent a random legal
     move from this process's RNG, the learner in seat 0."""
 
-    def __init__(self, game: str) -> None:
+    def __init__(self, game: str, seed: int = 1) -> None:
         self.game = load_game(parse_spec(game))
         self.views = Views(self.game)
         self.observation_space = self.views.observation_space  # type: ignore[assignment]
         self.action_space = self.views.action_space
-        self.rng = np.random.default_rng(1)
+        self.rng = np.random.default_rng(seed)
         self.state: pyspiel.State = initial_state(self.game)
 
     def _opponents(self) -> None:
@@ -125,13 +129,34 @@ class MaskFromObs(gym.Wrapper[Obs, np.int64, Obs, np.int64]):
         return self.mask
 
 
-def train(env: gym.Env[Obs, np.int64], steps: int) -> float:
+def train(env: Any, steps: int, envs: int = 1) -> float:
+    """MaskablePPO's `learn()` steps per second on `env` (a Gymnasium env, or an SB3 VecEnv of
+    `envs` sub-environments: `n_steps` per sub-environment divided so a rollout is as long)."""
     from sb3_contrib import MaskablePPO
 
-    model = MaskablePPO("MultiInputPolicy", MaskFromObs(env), verbose=0, device="cpu", **PPO)
+    if envs == 1:
+        env = MaskFromObs(env)
+    params = {**PPO, "n_steps": max(PPO["n_steps"] // envs, 8)}
+    model = MaskablePPO("MultiInputPolicy", env, verbose=0, device="cpu", **params)
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps)
-    return steps / (time.perf_counter() - t0)
+    return model.num_timesteps / (time.perf_counter() - t0)
+
+
+def train_vector(game: str, config: Any, run_dir: str, steps: int, envs: int) -> tuple[float, float]:
+    """(in process, through the bus) MaskablePPO steps per second on `envs` environments at once."""
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    from spielbus.env.sb3 import SB3BusVecEnv
+
+    local = DummyVecEnv([lambda i=i: MaskFromObs(LocalEnv(game, seed=i + 1)) for i in range(envs)])
+    local_rate = train(local, steps, envs)
+    bus = SB3BusVecEnv(config, num_envs=envs, run_dir=run_dir, seat=0)
+    try:
+        bus_rate = train(bus, steps, envs)
+    finally:
+        bus.close()
+    return local_rate, bus_rate
 
 
 async def _floor_async(seconds: float, in_flight: int) -> float:
@@ -211,6 +236,7 @@ def main() -> None:
             finally:
                 venv.close()
             local_train = train(LocalEnv(game), args.steps) if args.train else None
+            vector_train = train_vector(game, config, run_dir, args.steps, args.envs) if args.train else None
         print(f"{game} (load average {os.getloadavg()[0]:.1f}):")
         print(f"  raw, in process           {local:8.0f} steps/s")
         print(f"  raw, BusEnv               {one:8.0f} steps/s   BusEnv / in process = {one / local:.3f}")
@@ -222,6 +248,12 @@ def main() -> None:
             print(
                 f"  MaskablePPO, {args.steps} steps: in process {local_train:.0f} steps/s, through BusEnv "
                 f"{bus_train:.0f} steps/s   bus / in process = {bus_train / local_train:.2f}"
+            )
+        if vector_train is not None:
+            vl, vb = vector_train
+            print(
+                f"  MaskablePPO, {args.steps} steps on {args.envs} environments: in process (DummyVecEnv) "
+                f"{vl:.0f} steps/s, through SB3BusVecEnv {vb:.0f} steps/s   bus / in process = {vb / vl:.2f}"
             )
 
 

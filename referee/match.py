@@ -227,6 +227,8 @@ class MatchRunner:
             self._pump_task = None
 
     async def _notify(self, msg: MatchStarted | MatchEnded, agent: str) -> None:
+        if agent in self._local:
+            return  # a seat in this process reads the match from its turns; nobody hears its subject
         try:
             # exclude_none for `match_ended`: without its optional additions it keeps its old bytes,
             # and hidden history steps are written as in a turn (no action, no text).

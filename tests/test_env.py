@@ -368,7 +368,8 @@ def test_nobody_without_the_learners_login_hears_its_private_kuhn_turns(tmp_path
 def test_the_learners_turns_never_cross_the_bus(nats_url: str, tmp_path: Path) -> None:
     """Issue 44: the referee runs in the environment's process, so it asks the learning seat there
     (spielbus.env.bridge.LocalLearner), not through nats-server; the opponent is still asked on the
-    bus. A listener on the open bus hears the opponent's turns and none of the learner's, and the
+    bus. A listener on the open bus hears the opponent's turns and notifications and none of the
+    learner's, and the
     record still holds each learner move with its latency."""
     cfg = config(run_dir=tmp_path)
     with BusEnv(cfg, nats_url=nats_url, learner="learner-local", seat=0) as env:
@@ -381,7 +382,8 @@ def test_the_learners_turns_never_cross_the_bus(nats_url: str, tmp_path: Path) -
         finally:
             spy.stop()
         (rec,) = [r for r in env.session.folder.read_records() if r.match_id == match_id]
-    assert "spielbus.turn.rand" in heard  # the spy hears the bus's turns
+    assert "spielbus.turn.rand" in heard and "spielbus.notify.rand" in heard  # the spy hears the bus
     assert "spielbus.turn.learner-local" not in heard
+    assert "spielbus.notify.learner-local" not in heard
     learner = [m for m in rec.moves if m.agent == "learner-local"]
     assert learner and all(m.latency_ms >= 0 for m in learner)

@@ -11,8 +11,8 @@ The referee, which runs in the environment's process, asks the learning seat the
 (`LocalLearner`, a `referee.request.LocalSeat`): the turn's bytes, validated as the agent runtime
 validates them, go to `decide` and the move's bytes come back to the referee's `check_reply`, on the
 turn's clock, without the two trips through nats-server a bus request took (half of a step's round
-trips against a bus opponent: docs/env.md). The learner's agent service stays registered (its
-provenance, its notifications); its turn subject is simply not asked.
+trips against a bus opponent: docs/env.md). The learner's agent service stays registered (the
+referee reads its provenance there); its turn and notification subjects are simply not used.
 
 An abandoned episode (a `reset()` or `close()` while its match is live) refuses every further turn of
 its learning seats at once with a service error: the referee records an `error` fault and applies the

@@ -6,7 +6,7 @@ starts, in order: the embedded nats-server (unless `nats_url` or `NATS_URL` name
 agents of the tournament file's `[agents]` that are not `external` (child processes, exactly as
 `spielbus run` starts them; external ones must already be on the bus), the live page and metrics when
 ports are given, and `learner`: an agent service (`agents.runtime.AgentService`, registered, so its
-provenance and notifications are an agent's) whose strategy hands each turn to the environment's
+provenance is an agent's) whose strategy hands each turn to the environment's
 caller (`spielbus.env.bridge`); the referee, in this process too, asks it here, not over the bus
 (`LocalLearner`). Matches are played by
 the referee's own code (`RefereeWorker.play`: the path every `spielbus run` match takes after the
