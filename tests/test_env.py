@@ -386,4 +386,4 @@ def test_the_learners_turns_never_cross_the_bus(nats_url: str, tmp_path: Path) -
     assert "spielbus.turn.learner-local" not in heard
     assert "spielbus.notify.learner-local" not in heard
     learner = [m for m in rec.moves if m.agent == "learner-local"]
-    assert learner and all(m.latency_ms >= 0 for m in learner)
+    assert learner and all(m.latency_ms is not None and m.latency_ms >= 0 for m in learner)
