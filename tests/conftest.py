@@ -29,6 +29,37 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+# The files that take minutes, in the order pytest-xdist is to hand them out: it gives whole files
+# (`--dist loadfile`) in collection order when told not to reorder them (`--no-loadscope-reorder`,
+# the Makefile), so the longest start first and the many short files fill the workers in at the end.
+# With its default order (most tests first), the Docker stack test (5 tests, 6 minutes) started late
+# and ran alone at the end. Ranked by a full run's per-file durations (README, "How long `make test`
+# takes"); a file not listed keeps its place after these.
+LONG_FILES_FIRST = (
+    "test_llm_strategies.py",
+    "test_docker_stack.py",
+    "test_bad_files.py",
+    "test_papers.py",
+    "test_provider_outage.py",
+    "test_cli.py",
+    "test_provider_limits.py",
+    "test_train.py",
+    "test_env.py",
+    "test_llama_server.py",
+    "test_cwm_synthesis.py",
+    "test_run_cli.py",
+    "test_referee_reliability.py",
+    "test_deploy.py",
+    "test_coach.py",
+    "test_cluster.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: files keep their order
+
+
 @pytest.fixture(scope="session", autouse=True)
 def word_lists_from_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """Tests write their own word lists under pytest's temp folder: allow that folder (only)."""
