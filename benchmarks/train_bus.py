@@ -14,10 +14,12 @@
     environments, through the bus `spielbus.env.sb3.SB3BusVecEnv` (every match on the bus at once).
     This is how a learner that is slower than the bus's round trip is meant to use it.
 (3) The floor: a bare NATS request/reply (this process to a child process holding an echo, through
-    an embedded nats-server), one at a time and 16 at a time. A learner's step through the bus
-    holds at least two such round trips (the referee asks the opponent, the learner answers the
-    referee), so half the one-at-a-time rate bounds `BusEnv` and half the 16-at-a-time rate
-    bounds `BusVectorEnv(16)`, on this machine under this load, whatever the design.
+    an embedded nats-server), one at a time and 16 at a time. A learner's step against an
+    opponent in another process holds at least one such round trip (the referee asks the
+    opponent; the learner, in the referee's process, is asked there: spielbus/env/bridge.py), so
+    the one-at-a-time rate bounds `BusEnv` and the 16-at-a-time rate bounds `BusVectorEnv(16)`,
+    on this machine under this load, whatever the design. The script prints those bounds as
+    ratios to the in-process rates: the best any bus design could reach here.
 
 The load average (1 minute) is printed with each game: on a shared machine the ratios hold for that
 load. The learner sits in seat 0 in every phase.
@@ -200,6 +202,13 @@ async def _floor_async(seconds: float, in_flight: int) -> float:
     return rate
 
 
+def bound(learner_rate: float, floor_rate: float) -> float:
+    """The best ratio bus / in process for a learner stepping at `learner_rate` in process when each
+    bus step adds at least one round trip of the floor (`floor_rate` per second), the learner's own
+    work and the round trip taking turns (SB3 steps its environments, then acts, then steps)."""
+    return (1 / learner_rate) / (1 / learner_rate + 1 / floor_rate)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--games", nargs="+", default=["tic_tac_toe", "connect_four"])
@@ -217,8 +226,8 @@ def main() -> None:
     print(f"load average {os.getloadavg()[0]:.1f}")
     print(
         f"floor: bare NATS request/reply {floor1:.0f}/s one at a time, "
-        f"{floor_n:.0f}/s {args.envs} at a time: a bus step (two round trips) at most "
-        f"{floor1 / 2:.0f} and {floor_n / 2:.0f} steps/s"
+        f"{floor_n:.0f}/s {args.envs} at a time: a bus step (one round trip) at most "
+        f"{floor1:.0f} and {floor_n:.0f} steps/s"
     )
     for game in args.games:
         config = parse_config(CONFIG.format(game=game))
@@ -239,21 +248,26 @@ def main() -> None:
             vector_train = train_vector(game, config, run_dir, args.steps, args.envs) if args.train else None
         print(f"{game} (load average {os.getloadavg()[0]:.1f}):")
         print(f"  raw, in process           {local:8.0f} steps/s")
-        print(f"  raw, BusEnv               {one:8.0f} steps/s   BusEnv / in process = {one / local:.3f}")
+        print(
+            f"  raw, BusEnv               {one:8.0f} steps/s   BusEnv / in process = {one / local:.3f}"
+            f" (the floor allows {floor1 / local:.3f})"
+        )
         print(
             f"  raw, BusVectorEnv({args.envs})      {many:8.0f} steps/s   "
-            f"BusVectorEnv / in process = {many / local:.3f}"
+            f"BusVectorEnv / in process = {many / local:.3f} (the floor allows {floor_n / local:.3f})"
         )
         if bus_train is not None and local_train is not None:
             print(
                 f"  MaskablePPO, {args.steps} steps: in process {local_train:.0f} steps/s, through BusEnv "
                 f"{bus_train:.0f} steps/s   bus / in process = {bus_train / local_train:.2f}"
+                f" (the floor allows {bound(local_train, floor1):.2f})"
             )
         if vector_train is not None:
             vl, vb = vector_train
             print(
                 f"  MaskablePPO, {args.steps} steps on {args.envs} environments: in process (DummyVecEnv) "
                 f"{vl:.0f} steps/s, through SB3BusVecEnv {vb:.0f} steps/s   bus / in process = {vb / vl:.2f}"
+                f" (the floor allows {bound(vl, floor_n):.2f})"
             )
 
 
