@@ -145,6 +145,12 @@ def cost(rows: list[MoveAnalysis], records: list[MatchRecord]) -> dict[str, dict
     return out
 
 
+def _ms(value: float) -> str:
+    """Milliseconds to three significant digits, whole ones from 100: an exact reference's hundredths
+    of a millisecond must not print as 0."""
+    return f"{value:.0f}" if value >= 100 else f"{value:.3g}"
+
+
 def write_summary(
     run_dir: Path, table: list[AgentQuality], skipped: dict[str, str], costs: dict[str, dict[str, float]]
 ) -> None:
@@ -255,8 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     costs = cost(rows, records)
     for game, c in costs.items():
         console.print(
-            f"{game}: the reference took {c['analysis_ms_per_move']:.1f} ms per move, "
-            f"the agents {c['play_ms_per_move']:.1f} ms",
+            f"{game}: the reference took {_ms(c['analysis_ms_per_move'])} ms per move, "
+            f"the agents {_ms(c['play_ms_per_move'])} ms",
             highlight=False,
         )
     write_summary(run_dir, table, skipped, costs)

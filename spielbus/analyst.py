@@ -25,7 +25,8 @@ Limits: one scoring process, so a burst of long chess matches queues (and live v
 a match whose game has no reference, or whose steps are hidden (imperfect information), gets no live
 verdicts and is scored when it ends; moves played before the analyst started are not judged live.
 Under `spielbus auth init` accounts the spectator login may not publish: live verdicts need a login
-that may publish on `spielbus.analysis.>` (not set up by `auth init` yet).
+that may publish on `spielbus.analysis.>`, which the referee's has: `--auth DIR` logs in as the
+referee of that folder (as the compose stack's `analyst` service does).
 """
 
 from __future__ import annotations
@@ -50,7 +51,8 @@ from pydantic import ValidationError
 from analysis.match import Settings
 from analysis.scale import MoveAnalysis
 from analysis.summary import AgentQuality, agent_quality
-from bus.connect import connect, nats_url
+from bus.auth import AuthError, login_for
+from bus.connect import Login, connect, nats_url, redact
 from bus.follow import follow_stream
 from bus.protocol import MatchEvent, MatchRecord, MoveRecord, MoveVerdict
 from bus.subjects import Subjects
@@ -275,12 +277,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--metrics-port", type=port_arg, default=None, help="Prometheus metrics (off)")
     p.add_argument("--host", default="127.0.0.1", help="address of the metrics endpoint")
     p.add_argument("--no-live", action="store_true", help="score matches when they end only")
+    p.add_argument(
+        "--auth",
+        default=None,
+        metavar="DIR",
+        help="log in as the referee of this `spielbus auth init` folder (it may publish live verdicts); "
+        "default: the environment's login",
+    )
     args = p.parse_args(argv)
     if args.nodes < 1:
         p.error("--nodes must be at least 1")
+    login: Login = {}
+    if args.auth:
+        try:
+            user = login_for(args.auth, "referee", prefix=args.prefix)
+        except AuthError as exc:
+            p.error(f"--auth: {exc}")
+        login = {"user": user.user, "password": user.password}
 
     async def run() -> None:
-        nc = await connect(nats_url(args.nats), name="spielbus-analyst")
+        nc = await connect(nats_url(args.nats), name="spielbus-analyst", **login)
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM):
             asyncio.get_running_loop().add_signal_handler(sig, stop.set)
@@ -289,6 +305,11 @@ def main(argv: list[str] | None = None) -> int:
             metrics = QualityMetrics()
             server = serve_metrics(metrics.registry, args.metrics_port, host=args.host)
             log.info("metrics on %s", server.url)
+        # The ready line (compose logs; tests/test_deploy.py waits for it).
+        print(
+            f"analyst on {redact(nats_url(args.nats))}: scoring into {Path(args.out) / ANALYSIS_FILE}",
+            flush=True,
+        )
         try:
             await serve(
                 nc,

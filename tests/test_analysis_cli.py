@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from analysis.estimate import EstimateJudge
 from analysis.scale import MoveAnalysis
@@ -89,6 +91,12 @@ def test_a_run_is_scored_in_parallel_and_resumed_after_a_torn_write(tmp_path: Pa
     cost = summary["analysis"]["cost"]
     assert cost["tic_tac_toe"]["moves"] + cost["kuhn_poker"]["moves"] == len(first)
     assert cost["tic_tac_toe"]["analysis_ms_per_move"] > 0
+    # The printed time is the summary's, not rounded away (a tic-tac-toe move takes hundredths of a
+    # millisecond: one decimal printed it as "0.0 ms").
+    for game in ("tic_tac_toe", "kuhn_poker"):
+        shown = re.search(rf"{game}: the reference took (\S+) ms per move", out)
+        assert shown is not None, out
+        assert float(shown.group(1)) == pytest.approx(cost[game]["analysis_ms_per_move"], rel=0.01)
 
     # A crash mid-write: the last match's final line is torn. The rerun drops that match and scores it
     # again; the rest is kept as it was.

@@ -110,6 +110,27 @@ def test_compose_uses_nats_accounts() -> None:
         assert not {"NATS_USER", "NATS_PASSWORD", "NATS_CREDS"} & set(svc.get("environment", {}))
 
 
+def test_compose_runs_the_analyst() -> None:
+    """Issue 42: the stack scores every match as it ends (`spielbus analyst` on the stack's NATS,
+    logged in as the referee so that it may publish live verdicts), into the volume the run folders
+    go to, and the ladder's leaderboard reads that file. Its metrics port is scraped (the Prometheus
+    test below covers every service with one)."""
+    services = _compose()["services"]
+    analyst = services["analyst"]
+    cmd = analyst["command"]
+    assert cmd[:2] == ["spielbus", "analyst"] and _arg(cmd, "--auth") == AUTH
+    assert "--metrics-port" in cmd and _arg(cmd, "--host") == "0.0.0.0"
+    runs_volume, runs_dir = next(
+        v.split(":")[:2] for v in services["tournament"]["volumes"] if v.split(":")[1] == "/app/runs"
+    )
+    assert _arg(services["tournament"]["command"], "--run-dir") == runs_dir
+    out = _arg(cmd, "--out")
+    assert out.startswith(runs_dir + "/"), "the analysis goes beside the run folders"
+    assert f"{runs_volume}:{runs_dir}" in analyst["volumes"], "the analyst writes into the runs volume"
+    assert _arg(services["ladder"]["command"], "--analysis") == out
+    assert f"{runs_volume}:{runs_dir}:ro" in services["ladder"]["volumes"]
+
+
 def test_dockerfile_pins_the_llama_cpp_of_pyproject() -> None:
     """The image compiles llama.cpp in a layer of its own; its pin must be the `local` extra's."""
     import tomllib
@@ -242,9 +263,11 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
     compose arguments, serves its metrics port, and the one-shot `tournament` command submits the
     default tournament to them. Then all get SIGTERM and must exit cleanly."""
     services = _spielbus_services()
-    assert {"auth-init", "referee", "random", "mcts", "llm", "tournament"} <= set(services)
+    assert {"auth-init", "referee", "random", "mcts", "llm", "tournament", "analyst"} <= set(services)
     auth = tmp_path / "auth"
     paths = {"--out": str(auth), "--auth": str(auth), "--run-dir": str(tmp_path / "runs")}
+    # The analyst's folder (its --out, the ladder's --analysis): in the runs volume in compose.
+    analysis = tmp_path / "runs" / "analysis"
     # No login from the developer's shell: every service must log in through --auth alone.
     env = {k: v for k, v in os.environ.items() if not k.startswith("NATS_")}
     env["PYTHONUNBUFFERED"] = "1"
@@ -285,15 +308,17 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
                 # (default live page 8400, metrics 9400) must not fail the test.
                 flags = ("--metrics-port", "--web-port")
                 ports: dict[str, str] = {f: _unused_port(taken) for f in flags if f in cmd}
-                cmd = _local(cmd, {**paths, **ports})
+                cmd = _local(cmd, {**paths, **ports, "--out": str(analysis), "--analysis": str(analysis)})
                 local_cmds[name] = cmd
                 procs[name] = _start(cmd, env)
             # Started together and then awaited: one at a time, six Python starts on a loaded
             # machine outlasted the test's timeout.
             for name, cmd in local_cmds.items():
-                ready = {"referee": r"referee worker on", "ladder": r"ladder \S+ on "}.get(
-                    name, rf"agent {name} \(.*\) ready"
-                )
+                ready = {
+                    "referee": r"referee worker on",
+                    "ladder": r"ladder \S+ on ",
+                    "analyst": r"analyst on \S+: scoring into",
+                }.get(name, rf"agent {name} \(.*\) ready")
                 _wait_line(procs[name], ready)
                 if "--metrics-port" in cmd:
                     port = cmd[cmd.index("--metrics-port") + 1]
@@ -314,6 +339,19 @@ def test_compose_service_commands_start_here(tmp_path: Path) -> None:
             assert {tuple(m["seats"]) for m in matches} and all(
                 m["tournament"].startswith("compose-") for m in matches
             )
+            # The analyst, logged in as the referee, scores the tournament's matches as they end.
+            scored = analysis / "analysis.jsonl"
+            for _ in range(1500):
+                if scored.exists() and scored.read_text().strip():
+                    break
+                assert procs["analyst"].poll() is None, (
+                    procs["analyst"].stdout.read() if procs["analyst"].stdout else ""
+                )
+                time.sleep(0.2)
+            else:
+                pytest.fail("the analyst scored no match of the submitted tournament")
+            row = json.loads(scored.read_text().splitlines()[0])
+            assert row["agent"] in {"random", "mcts", "llm"} and row["game"] in {"tic_tac_toe", "kuhn_poker"}
         finally:
             for p in procs.values():
                 if p.poll() is None:
