@@ -44,10 +44,12 @@ train-deps: $(TRAIN_STAMP)
 run: install
 	$(BIN)/spielbus run examples/quickstart.toml
 
-# Two pytest workers (pytest-xdist): most tests wait on servers, processes and the bus, not on a
-# core. A test file runs whole on one worker (`loadfile`), so module fixtures such as the Docker
-# stack are set up once.
-PYTEST_ARGS ?= -n 2 --dist loadfile --durations=25
+# Three pytest workers (pytest-xdist) on two cores: much of the suite waits on servers, processes,
+# the bus and clocks, not on a core (even with three, a whole run kept the cores only 74% busy on
+# average; README, "How long `make test` takes"). A test file runs whole on one worker (`loadfile`), so module fixtures
+# such as the Docker stack are set up once; files are handed out in collection order
+# (`--no-loadscope-reorder`), which tests/conftest.py sorts longest first.
+PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder --durations=25
 
 test: install train-deps node-deps system-deps llama-server
 	$(BIN)/ruff check .
