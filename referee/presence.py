@@ -51,8 +51,10 @@ class Presence:
         self.waiters[agent] -= 1
         self._changed()
 
-    def wait_for(self, agent: str) -> bool:
-        """`agent` just ran out a turn's deadline unanswered: should the turn go on waiting?"""
+    def wait_for(self, agent: str) -> float:
+        """`agent` just ran out a turn's deadline unanswered: how many more seconds the turn may wait
+        for it (0: stop waiting). Never past the limit, whatever the turn's deadline: a turn that
+        waited a whole deadline again would keep a 1-second limit waiting for 30 seconds."""
         now = time.monotonic()
         since = self._since.get(agent)
         if since is None:
@@ -64,7 +66,7 @@ class Presence:
                     self.limit_s,
                 )
         if now - since < self.limit_s:
-            return True
+            return since + self.limit_s - now
         if agent not in self._given_up:
             self._given_up.add(agent)
             log.warning(
@@ -72,7 +74,7 @@ class Presence:
                 agent,
                 now - since,
             )
-        return False
+        return 0.0
 
     def mark_present(self, agent: str) -> None:
         since = self._since.pop(agent, None)

@@ -199,7 +199,8 @@ class TurnRequest:
         agent known absent within the presence limit; then the `no_responder` fault."""
         now = asyncio.get_running_loop().time()
         if now + self._backoff >= self._end:
-            if self.presence is None or not self.presence.wait_for(self.agent):
+            left = 0.0 if self.presence is None else self.presence.wait_for(self.agent)
+            if self.presence is None or left <= 0:
                 return Reply(
                     None,
                     "no_responder",
@@ -208,7 +209,7 @@ class TurnRequest:
                     0.0,
                 )
             # A known-absent agent within the presence limit: wait for it, not for its deadline.
-            self._end = now + self._backoff + self._deadline_s
+            self._end = now + self._backoff + min(self._deadline_s, left)
             if not self._waiting:
                 # Counted for the whole wait, so the worker parks the agent's other matches.
                 self._waiting = True

@@ -184,7 +184,11 @@ def test_an_opponent_that_disconnects_forfeits_and_nothing_is_left_running(
 ) -> None:
     gone = ThreadAgent(nats_url, "leaves")
     try:
-        cfg = config(agents='[agents.leaves]\nkind = "random"\nexternal = true\n', run_dir=tmp_path)
+        # A 5-second deadline: the gone opponent's turn is asked again until it, then waited for up to
+        # the 1-second absence limit (the test's time, where the default 30 s made it a minute).
+        cfg = config(
+            agents='[agents.leaves]\nkind = "random"\nexternal = true\n', deadline_ms=5_000, run_dir=tmp_path
+        )
         env = BusEnv(cfg, nats_url=nats_url, learner="learner-gone", absent_limit_s=1.0)
         _, info = env.reset(seed=1)
         gone.disconnect()

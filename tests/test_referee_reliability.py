@@ -593,6 +593,22 @@ async def test_an_absent_agent_is_given_up_after_the_limit(nc) -> None:
     assert all(r.outcome == "forfeit" for r in records)
 
 
+def test_an_absent_agent_is_waited_for_no_longer_than_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A turn that ran out its deadline waits for an absent agent only what is left of the limit: with a
+    1-second limit, never a whole 30-second deadline again (a learner waited a minute for one step)."""
+    from referee import presence as presence_module
+
+    now = [100.0]
+    monkeypatch.setattr(presence_module.time, "monotonic", lambda: now[0])
+    presence = presence_module.Presence(limit_s=1.0)
+    assert presence.wait_for("gone") == pytest.approx(1.0)  # absent from now: the whole limit is left
+    now[0] += 0.75
+    assert presence.wait_for("gone") == pytest.approx(0.25)
+    now[0] += 0.25
+    assert presence.wait_for("gone") == 0.0
+    assert presence_module.Presence(limit_s=0).wait_for("other") == 0.0  # 0: never waits
+
+
 # -- issue 10.7: full disk; `spielbus collect` ---------------------------------------------------------
 
 
