@@ -41,6 +41,13 @@ SERVICE_ERROR_HEADERS = ("Nats-Service-Error", "Nats-Service-Error-Code")
 TIMEOUT_CODE = "504"
 
 
+def service_error_headers(code: str, description: str) -> dict[str, str]:
+    """The headers nats.micro answers a request with when its handler fails (what `check_reply` reads):
+    for a seat answered in the referee's own process, which has no nats.micro service."""
+    name, code_name = SERVICE_ERROR_HEADERS
+    return {name: description, code_name: code}
+
+
 def check_reply(
     turn: TurnKey, data: bytes, headers: Mapping[str, str] | None = None
 ) -> tuple[Move | None, FaultReason | None, str]:

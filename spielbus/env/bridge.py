@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions
 from agents.runtime import fitted, move_for
 from bus.protocol import MatchRecord, MatchSpec, Turn
+from bus.replies import service_error_headers
 
 
 class EnvError(RuntimeError):
@@ -147,13 +148,9 @@ class LocalLearner:
         try:
             turn = Turn.model_validate_json(data)
         except ValidationError as exc:
-            return b"", _service_error("400", f"malformed turn: {exc.error_count()} errors")
+            return b"", service_error_headers("400", f"malformed turn: {exc.error_count()} errors")
         try:
             decision = await self.bridge.decide(turn, MatchContext(match_id=turn.match_id))
         except Exception as exc:
-            return b"", _service_error("500", f"{type(exc).__name__}: {exc}"[:500])
+            return b"", service_error_headers("500", f"{type(exc).__name__}: {exc}"[:500])
         return fitted(move_for(turn, decision)), None
-
-
-def _service_error(code: str, description: str) -> dict[str, str]:
-    return {"Nats-Service-Error": description, "Nats-Service-Error-Code": code}
