@@ -64,7 +64,7 @@ async def test_llm_policy_constrained_is_legal_and_counted(llm_server: EmbeddedS
     strat = policy(llm_server, mode=mode, k=3)
     ctx = MatchContext("m-test")
     try:
-        for actions in ([], [4], [4, 0, 8]):
+        for actions in ([], [4, 0, 8]):  # the first turn carries the rules, the second reads them cached
             turn = ttt(actions, rules="Tic-tac-toe: three in a row wins." if not actions else None)
             before, sent = strat.llm.replies, strat.llm.requests_sent
             d = await strat.decide(turn, ctx)
@@ -241,7 +241,9 @@ async def test_llm_mcts_sends_the_critic_calls_of_a_batch_together(parallel: int
 
 SMALL: dict[str, dict[str, Any]] = {
     "llm_policy": {"mode": "direct"},
-    "minimax_tot": {"depth": 2, "n": 2, "rollouts": 1, "rollout_max_steps": 3, "llm_check": False},
+    # Depth 2 (a minimax backup over the opponent's replies) with one one-step rollout per frontier
+    # state: 7 model calls a move, where 3-step rollouts took 15 (the suite's slowest test).
+    "minimax_tot": {"depth": 2, "n": 2, "rollouts": 1, "rollout_max_steps": 1, "llm_check": False},
     "tot": {"depth": 2, "n": 2, "llm_check": False, "max_attempts": 3},
     # Ghost's matches are long: a smaller tree keeps one on a loaded machine within the timeout.
     "llm_mcts": {"simulations": 3, "depth": 1, "k": 2, "critic": "llm"},
