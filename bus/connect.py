@@ -50,6 +50,7 @@ import nats.errors
 from nats.aio.client import Client as NATS
 from nats.aio.client import Server
 
+from bus.nats_import import websocket_ready
 from bus.tls import client_context, is_certificate_error
 
 log = logging.getLogger(__name__)
@@ -321,6 +322,8 @@ async def connect(
         servers = nats_servers(url, source=source)
     except NatsURLError as exc:
         raise ConnectionError(str(exc)) from exc
+    if any(urlsplit(s).scheme in ("ws", "wss") for s in servers):
+        websocket_ready()
     events = _ConnectionLog(name)
     if service:
         events.fatal = _exit_login_refused

@@ -5,3 +5,5 @@ machine (embedded nats-server, agent and LLM-server child processes, referee wor
 `spielbus.launch` and `spielbus.llm_launch` start and stop those children; `spielbus.report`
 prints standings and ratings. This package may import every other one; none imports it.
 """
+
+import bus  # noqa: F401  first: nats.py without aiohttp (bus/nats_import.py)

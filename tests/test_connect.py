@@ -325,3 +325,34 @@ async def test_nats_py_flush_alone_pings_ahead_of_a_queued_subscription(nats_ser
     finally:
         await nc.close()
         await tap.close()
+
+
+def test_an_agent_process_starts_without_aiohttp() -> None:
+    """nats.py's WebSocket transport alone needs aiohttp: an agent process (and the referee's code)
+    imports nats.py without it (bus/nats_import.py), a third of its start-up CPU."""
+    code = "import sys, agents.cli, referee.worker; print(sorted(m for m in sys.modules if 'aiohttp' in m))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
+async def test_a_websocket_url_connects_through_bus_connect(tmp_path) -> None:
+    """ws:// still works: `connect` gives nats.py its aiohttp when a URL needs it (a real
+    nats-server with its WebSocket listener)."""
+    ws_port = free_port()
+    conf = tmp_path / "ws.conf"
+    conf.write_text(f'websocket {{\n  listen: "127.0.0.1:{ws_port}"\n  no_tls: true\n}}\n')
+    with EmbeddedNats(config=conf, jetstream=False):
+        nc = await connect(f"ws://127.0.0.1:{ws_port}", name="ws-test")
+        try:
+            subject = uid("ws")
+
+            async def upper(msg: Msg) -> None:
+                await msg.respond(msg.data.upper())
+
+            sub = await nc.subscribe(subject, cb=upper)
+            reply = await nc.request(subject, b"over websocket", timeout=10)
+            assert reply.data == b"OVER WEBSOCKET"
+            await sub.unsubscribe()
+        finally:
+            await nc.close()
