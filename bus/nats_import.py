@@ -1,8 +1,8 @@
 """nats.py imported without aiohttp, which only its WebSocket transport needs, until a URL needs it.
 
 nats.py imports aiohttp when it is itself imported, for its `ws://`/`wss://` transport. That import
-was a third of an agent process's start-up (0.3 s of CPU of 0.8 s, measured with
-`python -c "import agents.cli"`), paid by every agent, referee and command, while nearly every run
+was a quarter of an agent process's start-up (0.18 s of CPU of 0.70 s on an idle machine,
+benchmarks/startup_cpu.py), paid by every agent, referee and command, while nearly every run
 uses `nats://` or `tls://`. Every package of ours that imports nats.py imports `bus` first (its
 `__init__`), which imports this module: it imports nats.py with `aiohttp` masked, so nats.py keeps
 `aiohttp = None`. `websocket_ready()` (called by `bus.connect.connect` for WebSocket URLs) then
