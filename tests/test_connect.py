@@ -7,6 +7,7 @@ on a single server fail with a message that says why. The cluster itself is in t
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import logging
@@ -327,13 +328,25 @@ async def test_nats_py_flush_alone_pings_ahead_of_a_queued_subscription(nats_ser
         await tap.close()
 
 
-def test_an_agent_process_starts_without_aiohttp() -> None:
-    """nats.py's WebSocket transport alone needs aiohttp: an agent process (and the referee's code)
-    imports nats.py without it (bus/nats_import.py), a third of its start-up CPU."""
-    code = "import sys, agents.cli, referee.worker; print(sorted(m for m in sys.modules if 'aiohttp' in m))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+def _loaded(code: str) -> list[str]:
+    """The modules named nats* or aiohttp* a fresh interpreter holds after running `code`."""
+    probe = (
+        f"import sys; {code}; print(sorted(m for m in sys.modules if m.split('.')[0] in ('nats', 'aiohttp')))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    return list(ast.literal_eval(out.stdout.strip()))
+
+
+def test_processes_start_without_aiohttp() -> None:
+    """nats.py's WebSocket transport alone needs aiohttp: an agent process, the referee, the command
+    line and the metrics import nats.py without it (bus/nats_import.py), a quarter of a start-up's
+    CPU; a process that imports only the games does not import nats.py at all."""
+    for package_first in ("agents.cli", "referee.worker", "spielbus.cli", "observability.metrics"):
+        loaded = _loaded(f"import {package_first}")
+        assert not [m for m in loaded if m.startswith("aiohttp")], (package_first, loaded)
+    assert "nats.aio.transport" in _loaded("import agents.cli")  # nats.py itself is there
+    assert _loaded("import games.loader") == []
 
 
 async def test_a_websocket_url_connects_through_bus_connect(tmp_path) -> None:

@@ -4,6 +4,7 @@ cache; a scripted stand-in backend (tests/llm_standins.py) for exactly-bad outpu
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -250,12 +251,27 @@ SMALL: dict[str, dict[str, Any]] = {
 }
 
 
+# Ghost on a list of short words: bluffing is legal, so against a random opponent (which seldom
+# challenges) a match runs until the fragment is as long as the list's longest word. On the shipped
+# list that was up to 46 plies, and one LLM-MCTS match took from 18 s to 144 s between runs of the
+# suite; here at most five letters and a challenge.
+SHORT_WORDS = "cat cart carts dog dogs door doors stop stops spot spots tree trees rain rains plane".split()
+
+
+def _game(game: str, tmp_path: Path) -> str | GameSpec:
+    if game != "ghost":
+        return game
+    words = tmp_path / "short_words.txt"  # under pytest's temp folder: allowed (tests/conftest.py)
+    words.write_text("\n".join(SHORT_WORDS) + "\n", encoding="utf-8")
+    return GameSpec(name="ghost", params={"words": str(words), "min_word_length": 3})
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # real-model matches: tens of model calls per move on a shared machine
 @pytest.mark.parametrize("game", ["tic_tac_toe", "ghost"])
 @pytest.mark.parametrize("kind", list(SMALL))
 async def test_plays_complete_match_against_random(
-    nc: Any, llm_server: EmbeddedServer, kind: str, game: str
+    nc: Any, llm_server: EmbeddedServer, kind: str, game: str, tmp_path: Path
 ) -> None:
     from agents.base import StrategyOptions
     from agents.llm.strategy import LLMStrategy
@@ -270,7 +286,7 @@ async def test_plays_complete_match_against_random(
     assert isinstance(strat, LLMStrategy)
     client = strat.llm
     me, rnd = uid(kind.replace("_", "-")), uid("rnd")
-    match = spec(game, [me, rnd], seed=7, deadline_ms=60_000)
+    match = spec(_game(game, tmp_path), [me, rnd], seed=7, deadline_ms=60_000)
     voided: list[VoidedAttempt] = []
     async with serving(nc, strat, me), serving(nc, RandomStrategy(StrategyOptions(seed=2)), rnd):
         # A clock a loaded two-core machine can meet: the test asserts that the model answered.
