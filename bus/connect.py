@@ -57,6 +57,14 @@ log = logging.getLogger(__name__)
 
 DEFAULT_URL = "nats://127.0.0.1:4222"
 SCHEMES = ("nats", "tls", "ws", "wss")
+WEBSOCKET_SCHEMES = ("ws", "wss")
+
+
+def is_websocket(server: str) -> bool:
+    """Whether a server URL (as `nats_servers` returns it) is a WebSocket one."""
+    return urlsplit(server).scheme in WEBSOCKET_SCHEMES
+
+
 RECONNECT_FIRST_WAIT_S = 0.25
 RECONNECT_MAX_WAIT_S = 5.0
 PING_INTERVAL_S = 10
@@ -105,7 +113,7 @@ def nats_servers(url: str | None = None, *, source: str = "NATS URL") -> list[st
         servers.append(full)
     if not servers:
         raise NatsURLError(f"{source}: no server URL in {text!r}")
-    web = {urlsplit(s).scheme in ("ws", "wss") for s in servers}
+    web = {is_websocket(s) for s in servers}
     if len(web) > 1:
         raise NatsURLError(f"{source}: do not mix WebSocket (ws://, wss://) and nats:// servers in one list")
     return servers
@@ -322,7 +330,7 @@ async def connect(
         servers = nats_servers(url, source=source)
     except NatsURLError as exc:
         raise ConnectionError(str(exc)) from exc
-    if any(urlsplit(s).scheme in ("ws", "wss") for s in servers):
+    if is_websocket(servers[0]):  # one kind per list (nats_servers)
         websocket_ready()
     events = _ConnectionLog(name)
     if service:
