@@ -173,6 +173,16 @@ async def _four_turns(
     return [(Move.model_validate_json(r.data), t) for r, (_, t) in zip(replies, turns, strict=True)]
 
 
+def _limited_provider() -> OpenAIStandIn:
+    """The provider of these tests: one request a second, where the limits they set allow one every
+    3 s (20 a minute). The margin is for timing, not for the limiter: the stand-in times a request
+    when its handler runs in the test's process, so a busy machine narrows the gaps it sees (with
+    the provider at the limit itself, one 429 in 19 in a full run; at 2 s, one in 18 in a cold run
+    beside the Docker stack's image build). Unshared limiters would not come near it: each grants
+    its own agent's first request at once, milliseconds after the other agent's."""
+    return OpenAIStandIn(min_interval_s=1.0)
+
+
 def _check_all_answered(played: list[tuple[Move, Turn]], api: OpenAIStandIn) -> None:
     for move, turn in played:
         assert move.failure is None and move.action in {a.id for a in turn.legal_actions}, move
@@ -186,11 +196,7 @@ def _check_all_answered(played: list[tuple[Move, Turn]], api: OpenAIStandIn) -> 
 
 @pytest.mark.slow
 async def test_four_turns_in_flight_share_one_request_every_3_s(nats_url: str, nc) -> None:
-    # The provider allows one request every 2 s, the file's limit is one every 3 s (20 a minute): a
-    # grant and its request's arrival are apart by the agent's own scheduling, so requests spaced
-    # at exactly the provider's limit can arrive closer than it (one 429 in 19 in a full run). Two
-    # unshared limiters would still send twice the rate, gaps of 1.5 s on average.
-    api = OpenAIStandIn(min_interval_s=2.0)
+    api = _limited_provider()
     api.default = Scene(content=answer_for)  # a legal move, varied over the positions
     await api.start()
     prefix = uid("lim").replace("-", "_")
@@ -223,11 +229,7 @@ async def _login(srv: EmbeddedNats, auth_dir: Path, role: str, agent: str | None
 async def test_limits_are_shared_under_accounts_and_a_bot_login_cannot_starve_them(
     auth_server: EmbeddedNats, auth_dir: Path
 ) -> None:
-    # The provider allows one request every 2 s, the file's limit is one every 3 s (20 a minute): a
-    # grant and its request's arrival are apart by the agent's own scheduling, so requests spaced
-    # at exactly the provider's limit can arrive closer than it (one 429 in 19 in a full run). Two
-    # unshared limiters would still send twice the rate, gaps of 1.5 s on average.
-    api = OpenAIStandIn(min_interval_s=2.0)
+    api = _limited_provider()
     api.default = Scene(content=answer_for)  # a legal move, varied over the positions
     await api.start()
     names = ["llm-a", "llm-b"]
@@ -273,11 +275,7 @@ async def test_limits_are_shared_under_accounts_and_a_bot_login_cannot_starve_th
 async def test_spielbus_run_under_accounts_shares_the_limits_of_its_tournament_file(tmp_path: Path) -> None:
     """`spielbus run --auth`: the limiter's table comes from the file, and its keys are the ones the
     agent processes ask under (a mismatch would refuse every slot and void every match)."""
-    # The provider allows one request every 2 s, the file's limit is one every 3 s (20 a minute): a
-    # grant and its request's arrival are apart by the agent's own scheduling, so requests spaced
-    # at exactly the provider's limit can arrive closer than it (one 429 in 19 in a full run). Two
-    # unshared limiters would still send twice the rate, gaps of 1.5 s on average.
-    api = OpenAIStandIn(min_interval_s=2.0)
+    api = _limited_provider()
     api.default = Scene(content=answer_for)
     url = await api.start()
     auth = tmp_path / "auth"
