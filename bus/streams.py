@@ -36,7 +36,7 @@ from typing import TypeVar
 
 import nats.errors
 from nats.js import JetStreamContext
-from nats.js.api import PubAck, RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import ConsumerConfig, PubAck, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import APIError, NotFoundError, ServiceUnavailableError
 
 from bus.subjects import Subjects
@@ -124,6 +124,25 @@ async def _ensure(js: JetStreamContext, config: StreamConfig, wait_s: float) -> 
         wait_s,
         ": is JetStream on, may this user create and read the streams, and does the cluster have a quorum?",
         f"JetStream did not answer for stream {config.name or ''}",
+    )
+
+
+async def durable_pull(
+    js: JetStreamContext,
+    subject: str,
+    durable: str,
+    stream: str,
+    config: ConsumerConfig,
+    wait_s: float = ENSURE_WAIT_S,
+) -> JetStreamContext.PullSubscription:
+    """A durable pull consumer, created or bound, tried again like the streams while JetStream is
+    away or does not answer, for up to `wait_s` seconds; then StreamError. A failed try subscribes
+    nothing (nats.py asks for the consumer before it subscribes)."""
+    return await _retrying(
+        lambda: js.pull_subscribe(subject, durable=durable, stream=stream, config=config),
+        wait_s,
+        ": is JetStream on, and may this user create and read the consumer?",
+        f"JetStream did not answer for consumer {durable} of stream {stream}",
     )
 
 

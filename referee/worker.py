@@ -40,6 +40,7 @@ import nats.errors
 import nats.js.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig
 from pydantic import ValidationError
 
@@ -54,7 +55,7 @@ from bus.protocol import (
     VoidedAttempt,
     trim_record,
 )
-from bus.streams import ensure_streams
+from bus.streams import durable_pull, ensure_streams
 from bus.subjects import Subjects
 from referee.acceptance import record_problem
 from referee.caps import cap_provenance
@@ -407,11 +408,20 @@ class RefereeWorker:
             n += 1
         return n
 
+    async def _subscribe(self) -> JetStreamContext.PullSubscription:
+        """The streams, then the schedule's durable consumer, each tried again while the bus is away:
+        a server lost right after the worker connected used to end it with the consumer's timeout."""
+        js = self.nc.jetstream()
+        await ensure_streams(js, self.subjects)
+        self._streams_ready = True
+        config = ConsumerConfig(ack_policy=AckPolicy.EXPLICIT, ack_wait=ACK_WAIT_S, max_deliver=MAX_DELIVER)
+        return await durable_pull(js, self.subjects.schedule, DURABLE, self.subjects.schedule_stream, config)
+
     async def run(self) -> None:
         """Pull and play until `stop()`; then drain (see the module docstring) and return."""
-        js = self.nc.jetstream()
-        # The streams may take a while (the bus down, a cluster electing leaders): stop() wins.
-        ready = asyncio.ensure_future(ensure_streams(js, self.subjects))
+        # The streams and the consumer may take a while (the bus down, a cluster electing leaders):
+        # stop() wins.
+        ready = asyncio.ensure_future(self._subscribe())
         stop_early = asyncio.ensure_future(self._stop.wait())
         await asyncio.wait({ready, stop_early}, return_when=asyncio.FIRST_COMPLETED)
         stop_early.cancel()
@@ -420,16 +430,7 @@ class RefereeWorker:
             with contextlib.suppress(asyncio.CancelledError):
                 await ready
             return
-        ready.result()
-        self._streams_ready = True
-        sub = await js.pull_subscribe(
-            self.subjects.schedule,
-            durable=DURABLE,
-            stream=self.subjects.schedule_stream,
-            config=ConsumerConfig(
-                ack_policy=AckPolicy.EXPLICIT, ack_wait=ACK_WAIT_S, max_deliver=MAX_DELIVER
-            ),
-        )
+        sub = ready.result()
         slots = asyncio.Semaphore(self.concurrency)
         self.service = await RefereeService.start(self.nc, self.subjects, self.concurrency, self._live)
         stopping = asyncio.create_task(self._stop.wait())

@@ -769,3 +769,38 @@ async def test_a_pull_refused_while_jetstream_stops_is_one_line_not_a_traceback(
     fetch_logs = [r for r in caplog.records if "fetch failed" in r.getMessage()]
     assert len(fetch_logs) == 2, [r.getMessage() for r in fetch_logs]
     assert all(r.exc_info is None and "ServiceUnavailableError" in r.getMessage() for r in fetch_logs)
+
+
+async def test_a_consumer_set_up_that_times_out_is_tried_again(
+    nc: NATS, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bus went away between the worker's streams and its schedule consumer (seen when `spielbus
+    referee` lost its server right after it started): the consumer's set-up is tried again like the
+    streams', and the worker goes on to play, where its first timeout ended it with a traceback."""
+    from nats.js.client import JetStreamContext
+
+    real_pull_subscribe = JetStreamContext.pull_subscribe
+    timed_out = 0
+
+    async def pull_subscribe(self: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal timed_out
+        if timed_out < 2:
+            timed_out += 1
+            raise nats.errors.TimeoutError
+        return await real_pull_subscribe(self, *args, **kwargs)
+
+    monkeypatch.setattr(JetStreamContext, "pull_subscribe", pull_subscribe)
+    subjects = new_prefix()
+    a, b = uid("a"), uid("b")
+    specs = make_specs(uid("consumer"), "tic_tac_toe", [[a, b]])
+    async with bot(nc, subjects, a), bot(nc, subjects, b):
+        worker = RefereeWorker(nc, subjects=subjects)
+        run = asyncio.create_task(worker.run())
+        try:
+            records, _ = await collect(nc, subjects, specs, idle_s=60)
+            assert not run.done()
+        finally:
+            worker.stop()
+            await asyncio.wait_for(run, 30)  # raises what ended the worker, if anything did
+    (rec,) = records
+    assert timed_out == 2 and rec.outcome in ("decisive", "draw") and not rec.faults
