@@ -178,10 +178,15 @@ class Result:
     rates: list[float] = field(default_factory=list)
     plies: list[int] = field(default_factory=list)
     cpu_us: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    # Per round, ms per ply: from a turn's (or request's) send to its reply, summed over the moves;
+    # the rest of the wall is the driver's own (referee or floor driver) between a reply and the next.
+    trip_ms: list[float] = field(default_factory=list)
 
-    def add(self, plies: int, seconds: float, cpu: dict[str, float]) -> None:
+    def add(self, plies: int, seconds: float, cpu: dict[str, float], trip_s: float | None = None) -> None:
         self.rates.append(plies / seconds)
         self.plies.append(plies)
+        if trip_s is not None:
+            self.trip_ms.append(trip_s / plies * 1e3)
         for kind, s in cpu.items():
             self.cpu_us[kind].append(s / plies * 1e6)
 
@@ -234,7 +239,10 @@ async def arena(nodes: int, concurrency: int, openings: list[str], out: Result, 
         result = await run_tournament(config, RunOptions(run_dir=tmp, quiet=True), Console(quiet=True))
         records = [json.loads(line) for line in (result.path / "matches.jsonl").read_text().splitlines()]
     t0, t1 = min(r["started_at"] for r in records), max(r["ended_at"] for r in records)
-    out.add(sum(len(r["moves"]) for r in records), t1 - t0, cpu.by_kind(t0, t1))
+    # `latency_ms`: the referee's clock from a turn's send to its reply (a ply of the agent's, the
+    # bus's both ways); one match at a time (c = 1) the rest of the span is the referee's own.
+    trip = sum(m["latency_ms"] for r in records for m in r["moves"]) / 1e3
+    out.add(sum(len(r["moves"]) for r in records), t1 - t0, cpu.by_kind(t0, t1), trip)
 
 
 async def loop(nodes: int, concurrency: int, openings: list[str], out: Result) -> None:
@@ -306,7 +314,7 @@ async def floor(nodes: int, concurrency: int, openings: list[str], out: Result) 
     import nats
 
     games = _games(openings)
-    plies = 0
+    plies, trip = 0, 0.0
     with EmbeddedNats(jetstream=False) as srv, CpuSampler() as cpu:
         children = [
             await asyncio.create_subprocess_exec(
@@ -323,7 +331,7 @@ async def floor(nodes: int, concurrency: int, openings: list[str], out: Result) 
         queue = list(enumerate(games))
 
         async def worker(w: int) -> None:
-            nonlocal plies
+            nonlocal plies, trip
             while queue:
                 gid, (fen, flip) = queue.pop(0)
                 board = chess.Board(fen)
@@ -331,7 +339,9 @@ async def floor(nodes: int, concurrency: int, openings: list[str], out: Result) 
                 while not _over(board):
                     side = int((board.turn == chess.WHITE) ^ flip)
                     req = json.dumps({"w": w, "g": str(gid), "fen": fen, "moves": moves}).encode()
+                    sent = time.perf_counter()
                     reply = await nc.request(f"floor.{side}", req, timeout=DEADLINE_MS / 1000)
+                    trip += time.perf_counter() - sent
                     uci = reply.data.decode()
                     board.push_uci(uci)
                     moves.append(uci)
@@ -344,7 +354,7 @@ async def floor(nodes: int, concurrency: int, openings: list[str], out: Result) 
             assert child.stdin is not None
             child.stdin.close()
             await asyncio.wait_for(child.wait(), 10)
-    out.add(plies, seconds, cpu.by_kind(w0, w0 + seconds))
+    out.add(plies, seconds, cpu.by_kind(w0, w0 + seconds), trip)
 
 
 async def main() -> None:
@@ -402,6 +412,13 @@ async def main() -> None:
             for label, res in phases:
                 parts = ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in sorted(res.cpu_us.items()))
                 print(f"  CPU us per ply, {label}: {parts}")
+            for label, res in phases:
+                if res.trip_ms:
+                    trip, wall = statistics.median(res.trip_ms), 1e3 / statistics.median(res.rates)
+                    print(
+                        f"  wall per ply, {label}: {trip:.2f} ms from a turn's send to its reply, "
+                        f"{wall - trip:.2f} ms the driver's own (exact at concurrency 1)"
+                    )
 
 
 if __name__ == "__main__":
