@@ -96,12 +96,18 @@ class CpuSampler:
         fields = raw[raw.rindex(")") + 2 :].split()
         return int(fields[1]), (int(fields[11]) + int(fields[12])) / TICKS, cmd
 
-    def _kind(self, pid: int, cmd: str) -> str:
+    def _kind(self, pid: int, cmd: str) -> str | None:
+        """By the program run (argv[0]), not a word anywhere in the command line: an agent process
+        runs `python -m agents stockfish ...`, which once counted it among the engines. None for an
+        empty command line (a process that has exited), which keeps the kind seen before."""
         if pid == os.getpid():
             return "this process (referee, runner)"
-        if "stockfish" in cmd:
+        if not cmd.strip():
+            return None
+        program = Path(cmd.split()[0]).name
+        if program == "stockfish":
             return "stockfish engines"
-        if "nats-server" in cmd:
+        if program.startswith("nats-server"):
             return "nats-server"
         return "agent processes"
 
@@ -116,7 +122,8 @@ class CpuSampler:
             while p in stats and p != me and depth < 20:
                 p, depth = stats[p][0], depth + 1
             if p == me:
-                self.seen[pid] = (self._kind(pid, cmd), cpu)
+                kind = self._kind(pid, cmd) or (self.seen[pid][0] if pid in self.seen else "agent processes")
+                self.seen[pid] = (kind, cpu)
         self.history.append((time.time(), {pid: cpu for pid, (_, cpu) in self.seen.items()}))
 
     def _run(self) -> None:
