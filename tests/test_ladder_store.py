@@ -35,6 +35,31 @@ async def test_dedupe_and_restart(nats_url: str) -> None:
     await nc2.drain()
 
 
+async def test_every_listing_reads_every_result(nats_url: str) -> None:
+    """Listing 300 stored results 200 times gives all 300 every time, and the keys deleted and
+    purged are left out. nats.py's `kv.keys()`, which the store read before, came back empty in 51
+    listings of 1,000 here on an idle machine: the ladder's audit then tested no pairings in a
+    bucket full of results."""
+    bucket = f"LADDER_{uuid.uuid4().hex[:8]}"
+    nc = await connect(nats_url, name="ladder-listing")
+    try:
+        store = await LadderStore.open(nc.jetstream(), bucket)
+        results = [LadderResult(match_id=f"m{i}", first="a", second="b", score=1.0) for i in range(302)]
+        await asyncio.gather(*(store.record(r) for r in results))
+        await store.kv.delete(result_key("m300"))
+        await store.kv.purge(result_key("m301"))
+        want = sorted(r.match_id for r in results[:300])
+        short = []
+        for i in range(200):
+            got = [r.match_id for r in await store.results()]
+            if got != want:
+                short.append((i, len(got)))
+        assert short == [], f"{len(short)} listings of 200 were not the 300 results: {short[:5]}"
+        assert await store.pending() == []
+    finally:
+        await nc.drain()
+
+
 def test_keys_and_validation() -> None:
     assert result_key("t/1") != result_key("t_2f_1") and result_key("t/1").startswith("result.")
     with pytest.raises(ValidationError):
