@@ -45,7 +45,7 @@ run: install
 	$(BIN)/spielbus run examples/quickstart.toml
 
 # Three pytest workers (pytest-xdist) on two cores: much of the suite waits on servers, processes,
-# the bus and clocks, not on a core (even with three, a whole run kept the cores only 74% busy on
+# the bus and clocks, not on a core (even with three, a whole warm run kept the cores only 78-81% busy on
 # average; README, "How long `make test` takes"). A test file runs whole on one worker (`loadfile`), so module fixtures
 # such as the Docker stack are set up once; files are handed out in collection order
 # (`--no-loadscope-reorder`), which tests/conftest.py sorts longest first.
