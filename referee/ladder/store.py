@@ -26,7 +26,7 @@ import nats.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.client import JetStreamContext
 from nats.js.errors import KeyNotFoundError, KeyWrongLastSequenceError
-from nats.js.kv import KeyValue
+from nats.js.kv import KV_DEL, KV_OP, KV_PURGE, KeyValue
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from bus.protocol import MatchRecord, MatchSpec
@@ -42,9 +42,6 @@ BUCKET = LADDER_BUCKET  # the one bucket the referee account may use under accou
 _READ_BATCH = 512
 _READ_WAIT_S = 10.0
 _READ_IDLE_S = 60.0
-# nats.py's KV headers: a key deleted or purged keeps a last message marked so.
-_KV_OP = "KV-Operation"
-_KV_GONE = ("DEL", "PURGE")
 _KEY_SAFE = re.compile(r"[^-=a-zA-Z0-9]")
 
 
@@ -208,7 +205,8 @@ class LadderStore:
             while True:
                 msgs = await sub.fetch(_READ_BATCH, timeout=_READ_WAIT_S)
                 for msg in msgs:
-                    if (msg.headers or {}).get(_KV_OP) not in _KV_GONE and msg.data:
+                    # A key deleted or purged keeps a last message marked so.
+                    if (msg.headers or {}).get(KV_OP) not in (KV_DEL, KV_PURGE) and msg.data:
                         out.append(msg.data)
                 if msgs[-1].metadata.num_pending == 0:
                     return out
