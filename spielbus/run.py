@@ -44,7 +44,7 @@ from rich.progress import (
 
 from agents.human.seat import tell_player
 from agents.llm.config import LLMConfig
-from agents.llm.limits import LimiterService, entitlements, needs_limiter
+from agents.llm.limits import LimiterService, entitlements, needs_limiter, serve_this_process
 from agents.llm.preflight import preflight
 from agents.llm.recording import RECORD_ENV, REPLAY_ENV, TAG_ENV
 from bus.auth import config_path, login_for, user_env
@@ -328,6 +328,8 @@ class TournamentSession:
                 table = entitlements({n: o["llm"] for n, o in agent_options.items() if "llm" in o})
             limiter = await LimiterService(nc, self.subjects.prefix, table).start()
             stack.push_async_callback(limiter.stop)
+            serve_this_process(limiter)  # the pre-flight's request takes a slot too
+            stack.callback(serve_this_process, None)
         await self._preflight(agent_options)
         # Human seats (docs/human.md): the token only on this console, the bare address on the page.
         seats = plan_seats(self.config, agent_options)

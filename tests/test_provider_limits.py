@@ -4,8 +4,8 @@ limiter service on the bus (agents/llm/limits.py); a turn's wait for a slot stay
 and is recorded in its call's `waited_s`.
 
 The figure of the issue against real processes: an OpenAI-compatible stand-in allowing one request
-every 3 s (faster ones get 429), two `spielbus agent llm_policy` processes naming it with
-`requests_per_minute = 20`, 4 turns in flight with 20 s deadlines: every turn is answered by the
+every 3 s (faster ones get 429; here those under 2 s, see `_limited_provider`), two `spielbus agent
+llm_policy` processes naming it with `requests_per_minute = 20`, 4 turns in flight with 20 s deadlines: every turn is answered by the
 model, and the stand-in never had to refuse a request. The same under accounts (`spielbus auth
 init`): each agent process logs in as its own agent user and reaches the limiter served in the
 referee account, while a hostile bot login (an agent of the run that names no LLM endpoint) floods
@@ -22,6 +22,7 @@ import nats
 import pytest
 from nats.aio.client import Client as NATS
 
+from agents.llm.config import LLMConfig
 from agents.llm.limits import (
     Acquire,
     Granted,
@@ -29,9 +30,12 @@ from agents.llm.limits import (
     LimiterService,
     Limits,
     Release,
+    endpoint_key,
     entitlements,
+    serve_this_process,
     subjects,
 )
+from agents.llm.preflight import preflight
 from bus.auth import load_auth, write_auth
 from bus.connect import connect
 from bus.process import stop_process
@@ -174,13 +178,14 @@ async def _four_turns(
 
 
 def _limited_provider() -> OpenAIStandIn:
-    """The provider of these tests: one request a second, where the limits they set allow one every
-    3 s (20 a minute). The margin is for timing, not for the limiter: the stand-in times a request
-    when its handler runs in the test's process, so a busy machine narrows the gaps it sees (with
-    the provider at the limit itself, one 429 in 19 in a full run; at 2 s, one in 18 in a cold run
-    beside the Docker stack's image build). Unshared limiters would not come near it: each grants
-    its own agent's first request at once, milliseconds after the other agent's."""
-    return OpenAIStandIn(min_interval_s=1.0)
+    """The provider of these tests: one request every 2 s, where the limits they set allow one every
+    3 s (20 a minute). Grants are spaced from the end of the latest attempt when it ended in time,
+    and its end follows its arrival, so arrivals keep the limit's 3 s unless an attempt takes over
+    3 s from grant to reply; the stand-in's second is for such an attempt on a busy machine (with
+    the stand-in at 3 s, this file passed under a full run's load once the run's pre-flight took its
+    slot too). Unshared limiters would not come near it: each grants its own agent's first request
+    at once, milliseconds after the other agent's."""
+    return OpenAIStandIn(min_interval_s=2.0)
 
 
 def _check_all_answered(played: list[tuple[Move, Turn]], api: OpenAIStandIn) -> None:
@@ -207,6 +212,31 @@ async def test_four_turns_in_flight_share_one_request_every_3_s(nats_url: str, n
         await limiter.stop()
         await api.stop()
     _check_all_answered(played, api)
+
+
+@pytest.mark.parametrize("with_table", [False, True], ids=["open", "accounts"])
+async def test_the_run_s_preflight_takes_a_slot_of_the_run_s_limiter(nc, with_table: bool) -> None:
+    """`spielbus run` sends one pre-flight request per endpoint from its own process, before any
+    match: it counts against the limits the agents share, or an agent's first request follows it
+    at once (a 429 from a provider at the limit: seen in full runs)."""
+    api = OpenAIStandIn()
+    await api.start()
+    prefix = uid("pre").replace("-", "_")
+    llm = {**_llm(api.url), "requests_per_minute": 1}  # after a grant, the next is a minute away
+    table = entitlements({"a": llm}) if with_table else None
+    limiter = await LimiterService(nc, prefix, table).start()
+    serve_this_process(limiter)
+    try:
+        config = LLMConfig.model_validate(llm)
+        assert await preflight({"a": config}) == []
+        assert api.answered == 1
+        ask = Acquire(key=endpoint_key(config), limits=Limits(requests_per_minute=1), wait_s=0.5, hold_s=60)
+        msg = await nc.request(subjects(prefix, "a")[0], ask.model_dump_json().encode(), timeout=10)
+        assert not Granted.model_validate_json(msg.data).granted  # the pre-flight had this minute's
+    finally:
+        serve_this_process(None)
+        await limiter.stop()
+        await api.stop()
 
 
 # Under accounts (tests/conftest.py's auth_dir and auth_server): two LLM agents and a hostile bot.

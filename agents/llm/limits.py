@@ -37,7 +37,9 @@ lease not released within its `hold_s` (a crashed agent) is dropped.
 The wait is bounded by the turn's time: a turn that gets no slot before its time runs out fails
 with `LLMUnavailable` (a provider fault: the endpoint's capacity, not the model's play), and the
 time waited is recorded in the call's `waited_s`. Without a limiter service on the bus (or outside
-an agent service), the same rules hold in the process only, and a warning says so once.
+an agent service), the same rules hold in the process only, and a warning says so once. The one
+exception is the process serving the limiter: `spielbus run` sends its pre-flight request (one per
+endpoint, before any match) through its own service (`serve_this_process`), so it counts too.
 
 Limits: the service keeps its state in memory: restarting it forgets leases in flight (new grants
 may then exceed `max_in_flight` until those attempts end). Without a table, the limits of a key are
@@ -299,6 +301,14 @@ class LimiterService:
             if granted.granted:
                 self.limiter.release(Release(key=req.key, lease=granted.lease), agent)
 
+    async def acquire_here(self, req: Acquire) -> Granted:
+        """A slot for a request this process sends itself (the run's pre-flight): trusted, so no
+        entitlement check, but the table's limits for a key it has."""
+        entry = self.table.get(req.key) if self.table is not None else None
+        if entry is not None:
+            req = req.model_copy(update={"limits": entry.limits})
+        return await self.limiter.acquire(req, HERE)
+
     async def _on_release(self, msg: Msg) -> None:
         try:
             self.limiter.release(Release.model_validate_json(msg.data), _agent_of(msg.subject))
@@ -319,8 +329,20 @@ def _agent_of(subject: str) -> str:
     return subject.rsplit(".", 1)[-1]
 
 
+# The owner of slots taken by the limiter's own process: no subject token is empty.
+HERE = ""
 _local = Limiter()
+_here: LimiterService | None = None
 _warned = False
+
+
+def serve_this_process(service: LimiterService | None) -> None:
+    """Make the requests this process sends outside any agent (`spielbus run`'s pre-flight) take
+    their slots from `service`, the run's limiter, so they count against the limits the agents
+    share: the pre-flight's request and an agent's first came under a second apart against a
+    limit of one every 3 s. None: back to the process's own limiter."""
+    global _here
+    _here = service
 
 
 @dataclass
@@ -332,6 +354,7 @@ class Slot:
     tokens: int = 0
     waited_s: float = 0.0
     bus: tuple[NATS, str, str] | None = None
+    here: Limiter | None = None  # the limiter of this process that granted it, when not the bus's
     _released: bool = False
 
     async def release(self, used: int | None = None) -> None:
@@ -340,7 +363,7 @@ class Slot:
         self._released = True
         rel = Release(key=self.key, lease=self.lease, tokens=self.tokens, used=used)
         if self.bus is None:
-            _local.release(rel)
+            (self.here or _local).release(rel, HERE)
             return
         nc, prefix, agent = self.bus
         with contextlib.suppress(Exception):
@@ -407,14 +430,19 @@ class ProviderLimits:
         t0 = time.monotonic()
         bus = _bus()
         granted = await self._remote(bus, ask) if bus is not None else None
+        here = None
         if granted is None:
             bus = None
-            granted = await _local.acquire(ask)
+            if _here is not None:
+                here = _here.limiter
+                granted = await _here.acquire_here(ask)
+            else:
+                granted = await _local.acquire(ask, HERE)
         if not granted.granted:
             raise LLMUnavailable(
                 f"no slot under the shared limits of {self.key} within the turn's time ({wait_s:.1f}s)"
             )
-        return Slot(self.key, granted.lease, tokens, round(time.monotonic() - t0, 3), bus)
+        return Slot(self.key, granted.lease, tokens, round(time.monotonic() - t0, 3), bus, here)
 
     async def _remote(self, bus: tuple[NATS, str, str], ask: Acquire) -> Granted | None:
         """The service's answer; None when no service listens (the process's own limiter then)."""
