@@ -21,6 +21,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
+from agents.base import Strategy
 from agents.registry import KINDS, UnknownKind, strategy_class
 from bus.auth import AuthError, login_for
 from bus.connect import nats_url, nats_url_arg
@@ -88,6 +89,13 @@ def build_parser(kind: str | None) -> tuple[argparse.ArgumentParser, list[str]]:
         "--check", action="store_true", help="only validate the options and exit (0 valid, 2 invalid)"
     )
     parser.add_argument(
+        "--games",
+        default=None,
+        metavar="NAME[,NAME...]",
+        help="the games it will be asked to play (a tournament's): refused (exit 2) when the kind "
+        "plays only others, as stockfish plays only chess",
+    )
+    parser.add_argument(
         "--nats",
         default=None,
         type=nats_url_arg,
@@ -149,6 +157,12 @@ def options_raw(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
     return raw
 
 
+def _unplayable(strategy: Strategy, games: str | None) -> list[str]:
+    """The games of `--games` the strategy does not play (none when it plays any game)."""
+    names = [g.strip() for g in (games or "").split(",") if g.strip()]
+    return [g for g in dict.fromkeys(names) if strategy.games and g not in strategy.games]
+
+
 def _login(args: argparse.Namespace) -> dict[str, str]:
     """`--auth DIR`: this agent's own user (never the referee's); none: the environment decides."""
     if not args.auth:
@@ -188,6 +202,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{'.'.join(str(p) for p in e['loc']) or '(options)'}: {e['msg']}" for e in exc.errors()
         )
         print(f"spielbus agent: bad options for {args.name} ({args.kind}): {problems}", file=sys.stderr)
+        return 2
+    unplayable = _unplayable(strategy, args.games)
+    if unplayable:
+        print(
+            f"spielbus agent: {args.name} ({args.kind}) plays only {', '.join(strategy.games)}, "
+            f"not {', '.join(unplayable)}: every match of those would be forfeited",
+            file=sys.stderr,
+        )
         return 2
     try:
         login = _login(args)

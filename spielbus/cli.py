@@ -414,7 +414,7 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
             }
             try:
                 with console.status("Checking the agents' options..."):
-                    problems = check_agent_options(to_start)
+                    problems = check_agent_options(to_start, [g.name for g in config.games])
             except KeyboardInterrupt:
                 # Before the run folder exists: there is nothing to resume, so no `--resume` line.
                 console.print(

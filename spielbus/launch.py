@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import nats.errors
@@ -136,12 +137,16 @@ def stop_all(processes: list[AgentProcess]) -> None:
         p.stop()
 
 
-def check_agent_options(agents: dict[str, tuple[str, dict[str, object]]]) -> list[str]:
-    """Validate each agent's kind and options in the agents package's own process (`--check`).
+def check_agent_options(
+    agents: dict[str, tuple[str, dict[str, object]]], games: Sequence[str] = ()
+) -> list[str]:
+    """Validate each agent's kind and options in the agents package's own process (`--check`), and
+    that it plays each of `games` (the tournament's: every agent plays every game).
 
     `agents` maps name -> (kind, options). Returns one problem line per bad agent. Run before
     anything starts, so a bad option in a tournament file is a bad file, not a dead child.
     """
+    plays = ["--games", ",".join(games)] if games else []
     procs = {
         name: subprocess.Popen(
             [
@@ -154,6 +159,7 @@ def check_agent_options(agents: dict[str, tuple[str, dict[str, object]]]) -> lis
                 "--options",
                 json.dumps(options),
                 "--check",
+                *plays,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -247,7 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         from spielbus.launch import check_agent_options
 
-        problems = check_agent_options({n: (a.kind, a.options) for n, a in config.agents.items()})
+        problems = check_agent_options(
+            {n: (a.kind, a.options) for n, a in config.agents.items()}, [g.name for g in config.games]
+        )
         if problems:
             raise ConfigError("bad agent options:\n  " + "\n  ".join(problems))
     except (ValueError, PuzzleError) as exc:  # ConfigError is a ValueError

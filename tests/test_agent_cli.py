@@ -83,6 +83,13 @@ def test_bad_flag_values_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert "simulations" in capsys.readouterr().err
 
 
+def test_games_it_does_not_play_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ghost_solver", "--name", "x", "--games", "ghost,tic_tac_toe", "--check"]) == 2
+    assert "plays only ghost, not tic_tac_toe" in capsys.readouterr().err
+    assert main(["ghost_solver", "--name", "x", "--games", "ghost", "--check"]) == 0
+    assert main(["random", "--name", "x", "--games", "ghost,chess", "--check"]) == 0  # any game
+
+
 def test_help_states_defaults_and_choices() -> None:
     class Opts(BaseModel):
         depth: int = 3

@@ -223,6 +223,19 @@ def test_bad_agent_options_are_a_bad_file(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()
 
 
+def test_an_agent_that_cannot_play_a_game_of_the_file_is_a_bad_file(tmp_path: Path) -> None:
+    """Every agent plays every game of a tournament: a kind that plays only others (the ghost
+    solver, stockfish) would forfeit every match of them, and the run would rate the forfeits."""
+    bad = tmp_path / "kinds.toml"
+    bad.write_text(SMALL.format(name="kinds", ext="").replace('kind = "random"', 'kind = "ghost_solver"'))
+    out = _run(["run", str(bad), "--run-dir", str(tmp_path / "runs")])
+    assert out.returncode == 2, out.stdout + out.stderr
+    flat = " ".join(out.stdout.split())
+    assert "agents.r1" in flat and "plays only ghost, not tic_tac_toe" in flat
+    assert "agents.m1" not in flat  # mcts plays any game
+    assert not (tmp_path / "runs").exists()
+
+
 def _children(pid: int) -> set[int]:
     try:
         text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
