@@ -6,10 +6,11 @@ and is recorded in its call's `waited_s`.
 The figure of the issue against real processes: an OpenAI-compatible stand-in allowing one request
 every 3 s (faster ones get 429; here those under 2 s, see `_limited_provider`), two `spielbus agent
 llm_policy` processes naming it with `requests_per_minute = 20`, 4 turns in flight with 20 s
-deadlines: every turn is answered by the model, and the stand-in never had to refuse a request. The same under accounts (`spielbus auth
-init`): each agent process logs in as its own agent user and reaches the limiter served in the
-referee account, while a hostile bot login (an agent of the run that names no LLM endpoint) floods
-the limiter with requests for the endpoint's slots, with limits of its own making."""
+deadlines: every turn is answered by the model, and the stand-in never had to refuse a request.
+The same under accounts (`spielbus auth init`): each agent process logs in as its own agent user
+and reaches the limiter served in the referee account, while a hostile bot login (an agent of the
+run that names no LLM endpoint) floods the limiter with requests for the endpoint's slots, with
+limits of its own making."""
 
 from __future__ import annotations
 
