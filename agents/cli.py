@@ -158,9 +158,11 @@ def options_raw(args: argparse.Namespace, names: list[str]) -> dict[str, Any]:
 
 
 def _unplayable(strategy: Strategy, games: str | None) -> list[str]:
-    """The games of `--games` the strategy does not play (none when it plays any game)."""
+    """The games of `--games` (names) the strategy does not play (none when it plays any game).
+    By name: a `cwm` model's game may carry parameters (`leduc_poker(players=2)`), checked per turn."""
     names = [g.strip() for g in (games or "").split(",") if g.strip()]
-    return [g for g in dict.fromkeys(names) if strategy.games and g not in strategy.games]
+    plays = {g.split("(", 1)[0] for g in strategy.games}
+    return [g for g in dict.fromkeys(names) if plays and g not in plays]
 
 
 def _login(args: argparse.Namespace) -> dict[str, str]:

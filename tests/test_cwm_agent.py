@@ -233,6 +233,9 @@ def test_missing_or_corrupt_model_dir_exit_2(tmp_path):
     assert wrong.returncode == 2 and "'num_players' is missing or invalid" in wrong.stderr
     write_reference_dir(tmp_path, "tic_tac_toe")
     assert _agent("--model", str(tmp_path)).returncode == 0
+    assert _agent("--model", str(tmp_path), "--games", "tic_tac_toe").returncode == 0
+    other = _agent("--model", str(tmp_path), "--games", "tic_tac_toe,connect_four")
+    assert other.returncode == 2 and "plays only tic_tac_toe, not connect_four" in other.stderr
 
 
 def test_example_tournament_names_the_missing_model_folder(tmp_path):
