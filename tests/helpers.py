@@ -13,11 +13,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import nats
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from agents.base import Strategy
 from agents.runtime import AgentService
+from bus.auth import AuthUser
 from bus.connect import flush
 from bus.process import die_with_parent
 from bus.protocol import FaultPolicy, GameSpec, MatchEvent, MatchRecord, MatchSpec, Turn
@@ -146,3 +148,34 @@ def spielbus_process(*args: str) -> subprocess.Popen[str]:
         text=True,
         preexec_fn=die_with_parent,
     )
+
+
+# The `user` of an AuthUser whose `password` is a creds file's path (a registered bot's login).
+CREDS = "creds"
+
+
+@contextlib.asynccontextmanager
+async def quiet_logins(url: str) -> AsyncIterator[Callable[[AuthUser], Awaitable[NATS]]]:
+    """Log in as any user of an auth folder (or a registered bot's creds, `CREDS`), each connection
+    closed at the end. For attack tests: the server's refusals are expected and kept quiet; what
+    counts is what got through."""
+    opened: list[NATS] = []
+
+    async def quiet(exc: Exception) -> None:
+        pass
+
+    async def make(user: AuthUser) -> NATS:
+        login: dict[str, str] = (
+            {"user_credentials": user.password}
+            if user.user == CREDS
+            else {"user": user.user, "password": user.password}
+        )
+        nc = await nats.connect(url, inbox_prefix=user.inbox_prefix() or "_INBOX", error_cb=quiet, **login)
+        opened.append(nc)
+        return nc
+
+    try:
+        yield make
+    finally:
+        for nc in opened:
+            await nc.close()

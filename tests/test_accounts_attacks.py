@@ -38,7 +38,7 @@ from nats.aio.msg import Msg
 from nats.js.errors import NotFoundError
 
 from agents.random_agent import RandomStrategy
-from bus.auth import AuthBundle, AuthUser, load_auth
+from bus.auth import AuthBundle, load_auth
 from bus.connect import flush
 from bus.protocol import MatchEvent, MatchRecord
 from bus.server import EmbeddedNats
@@ -48,7 +48,7 @@ from referee.acceptance import record_problem
 from referee.collector import Collector, submit_and_collect
 from referee.match import MatchRunner
 from referee.worker import EventPublisher, RefereeWorker
-from tests.helpers import serving, spec, uid
+from tests.helpers import quiet_logins, serving, spec, uid
 
 ROOT = Path(__file__).resolve().parents[1]
 S = Subjects()
@@ -67,26 +67,8 @@ def auth(auth_server: EmbeddedNats, auth_dir: Path) -> tuple[EmbeddedNats, AuthB
 
 @pytest.fixture
 async def login(auth: tuple[EmbeddedNats, AuthBundle]) -> AsyncIterator[Any]:
-    srv, _ = auth
-    opened: list[NATS] = []
-
-    async def make(user: AuthUser) -> NATS:
-        async def quiet(exc: Exception) -> None:
-            pass  # refusals are expected here; what counts is what got through
-
-        nc = await nats.connect(
-            srv.url,
-            user=user.user,
-            password=user.password,
-            inbox_prefix=user.inbox_prefix() or "_INBOX",
-            error_cb=quiet,
-        )
-        opened.append(nc)
-        return nc
-
-    yield make
-    for nc in opened:
-        await nc.close()
+    async with quiet_logins(auth[0].url) as make:
+        yield make
 
 
 class Relay:

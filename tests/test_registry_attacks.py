@@ -15,10 +15,8 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import nats
 import pytest
 from aiohttp import web
-from nats.aio.client import Client as NATS
 
 from bus.auth import AuthBundle, AuthUser, botcheck_user
 from bus.connect import connect
@@ -26,6 +24,7 @@ from bus.identity import account_of
 from bus.registry import Registrar, RegistrationPolicy, init_registry
 from bus.server import EmbeddedNats
 from spielbus.register import _registrar_app, register
+from tests.helpers import CREDS, quiet_logins
 from tests.test_accounts_attacks import (  # noqa: F401  (collected here, with this module's fixtures)
     MALLORY,
     VICTIM,
@@ -33,8 +32,6 @@ from tests.test_accounts_attacks import (  # noqa: F401  (collected here, with t
     test_reply_relay_cannot_reach_the_jetstream_api,
     test_spectator_reads_cannot_aim_their_answers,
 )
-
-CREDS = "creds"  # the `user` of an AuthUser whose password is a creds file
 
 
 @pytest.fixture(scope="module")
@@ -74,25 +71,8 @@ async def auth(registry: tuple[EmbeddedNats, Path, Path]) -> AsyncIterator[tuple
 
 @pytest.fixture
 async def login(auth: tuple[EmbeddedNats, AuthBundle]) -> AsyncIterator[Any]:
-    srv, _ = auth
-    opened: list[NATS] = []
-
-    async def make(user: AuthUser) -> NATS:
-        async def quiet(exc: Exception) -> None:
-            pass  # refusals are expected here; what counts is what got through
-
-        nc = await nats.connect(
-            srv.url,
-            user_credentials=user.password,
-            inbox_prefix=user.inbox_prefix() or "_INBOX",
-            error_cb=quiet,
-        )
-        opened.append(nc)
-        return nc
-
-    yield make
-    for nc in opened:
-        await nc.close()
+    async with quiet_logins(auth[0].url) as make:
+        yield make
 
 
 def test_the_registered_accounts_are_the_identities(auth: tuple[EmbeddedNats, AuthBundle]) -> None:
