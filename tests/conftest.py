@@ -5,7 +5,8 @@ agent names and match ids (`tests.helpers.uid`) so that they cannot hear each ot
 
 Under accounts (module fixtures): `auth_dir` is a `spielbus auth init` folder with one login per
 name of the module's `AUTH_AGENTS` (default alice and bob) plus the referee's, and `auth_server`
-a nats-server of its own enforcing it. A module that defines a fixture of the same name keeps its own.
+a nats-server of its own enforcing it, `bundle` the folder's manifest. A module that defines a
+fixture of the same name keeps its own.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bus.auth import config_path, write_auth
+from bus.auth import AuthBundle, config_path, load_auth, write_auth
 from bus.connect import connect
 from bus.server import EmbeddedNats
 from tests.llm_standins import OpenAIStandIn
@@ -101,6 +102,12 @@ def auth_dir(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
 def auth_server(auth_dir: Path) -> Iterator[EmbeddedNats]:
     with EmbeddedNats(config=config_path(auth_dir)) as srv:
         yield srv
+
+
+@pytest.fixture(scope="module")
+def bundle(auth_dir: Path) -> AuthBundle:
+    """The manifest of `auth_dir`: its users and passwords."""
+    return load_auth(auth_dir)
 
 
 @pytest.fixture

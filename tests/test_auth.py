@@ -13,7 +13,7 @@ import os
 import stat
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import nats
@@ -47,24 +47,6 @@ from tests.helpers import serving, spec
 
 ROOT = Path(__file__).resolve().parents[1]
 S = Subjects()
-
-
-@pytest.fixture(scope="module")
-def auth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("auth")
-    write_auth(["alice", "bob"], out)
-    return out
-
-
-@pytest.fixture(scope="module")
-def bundle(auth_dir: Path) -> AuthBundle:
-    return load_auth(auth_dir)
-
-
-@pytest.fixture(scope="module")
-def auth_server(auth_dir: Path) -> Iterator[EmbeddedNats]:
-    with EmbeddedNats(config=config_path(auth_dir)) as srv:
-        yield srv
 
 
 class Login:

@@ -9,13 +9,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import pytest
 
-from bus.auth import AuthBundle, config_path, load_auth, write_auth
+from bus.auth import AuthBundle, load_auth, write_auth
 from bus.connect import connect
 from bus.server import EmbeddedNats
 from referee.worker import RefereeWorker
@@ -43,24 +43,6 @@ def _cli(
 ) -> subprocess.CompletedProcess[str]:
     cmd = [sys.executable, "-m", "spielbus.cli", *args]
     return subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env or _env(), timeout=timeout)
-
-
-@pytest.fixture(scope="module")
-def auth_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("auth")
-    write_auth(["alice", "bob"], out)
-    return out
-
-
-@pytest.fixture(scope="module")
-def bundle(auth_dir: Path) -> AuthBundle:
-    return load_auth(auth_dir)
-
-
-@pytest.fixture(scope="module")
-def server(auth_dir: Path) -> Iterator[EmbeddedNats]:
-    with EmbeddedNats(config=config_path(auth_dir)) as srv:
-        yield srv
 
 
 # --- auth init --if-missing (the compose `auth-init` step) -----------------------------------
@@ -160,12 +142,12 @@ def test_a_folder_for_another_prefix_is_a_usage_error(auth_dir: Path) -> None:
 
 
 async def test_an_explicit_login_wins_over_the_environment(
-    server: EmbeddedNats, bundle: AuthBundle, monkeypatch: pytest.MonkeyPatch
+    auth_server: EmbeddedNats, bundle: AuthBundle, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     for k, v in STALE.items():
         monkeypatch.setenv(k, v)
     alice = bundle.agent("alice")
-    nc = await connect(server.url, name="t", user=alice.user, password=alice.password)
+    nc = await connect(auth_server.url, name="t", user=alice.user, password=alice.password)
     await nc.close()
 
 
@@ -197,12 +179,12 @@ async def _agent(name: str, auth: Path, url: str) -> AsyncIterator[subprocess.Po
 
 @pytest.mark.slow
 async def test_agents_started_with_auth_play_and_pass_bot_check(
-    server: EmbeddedNats, auth_dir: Path, bundle: AuthBundle
+    auth_server: EmbeddedNats, auth_dir: Path, bundle: AuthBundle
 ) -> None:
     ref = bundle.referee()
-    nc = await connect(server.url, name="referee", user=ref.user, password=ref.password)
+    nc = await connect(auth_server.url, name="referee", user=ref.user, password=ref.password)
     try:
-        async with _agent("alice", auth_dir, server.url), _agent("bob", auth_dir, server.url):
+        async with _agent("alice", auth_dir, auth_server.url), _agent("bob", auth_dir, auth_server.url):
             assert await agent_present(nc, "alice", wait_s=5) and await agent_present(nc, "bob", wait_s=5)
             rec = await RefereeWorker(nc).play(spec("tic_tac_toe", ["alice", "bob"]))
             assert rec.faults == [] and rec.outcome in ("decisive", "draw"), rec
@@ -212,7 +194,7 @@ async def test_agents_started_with_auth_play_and_pass_bot_check(
                 "bot-check",
                 "alice",
                 "--nats",
-                server.url,
+                auth_server.url,
                 "--auth",
                 str(auth_dir),
                 "--games",
