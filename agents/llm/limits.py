@@ -292,8 +292,7 @@ class LimiterService:
                 with contextlib.suppress(Exception):
                     await msg.respond(Granted(granted=False).model_dump_json().encode())
                 return
-            req = req.model_copy(update={"limits": entry.limits})
-        granted = await self.limiter.acquire(req, agent)
+        granted = await self._grant(req, agent)
         try:
             await msg.respond(granted.model_dump_json().encode())
         except Exception:
@@ -304,10 +303,15 @@ class LimiterService:
     async def acquire_here(self, req: Acquire) -> Granted:
         """A slot for a request this process sends itself (the run's pre-flight): trusted, so no
         entitlement check, but the table's limits for a key it has."""
+        return await self._grant(req, HERE)
+
+    async def _grant(self, req: Acquire, owner: str) -> Granted:
+        """A slot for `owner` under the table's limits of `req.key` when the table has them (an
+        agent's own limits are ignored there), else under the limits it sent."""
         entry = self.table.get(req.key) if self.table is not None else None
         if entry is not None:
             req = req.model_copy(update={"limits": entry.limits})
-        return await self.limiter.acquire(req, HERE)
+        return await self.limiter.acquire(req, owner)
 
     async def _on_release(self, msg: Msg) -> None:
         try:
