@@ -9,7 +9,6 @@ override it). `spielbus agent KIND --help` lists the kind's flags.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from pydantic.fields import FieldInfo
 
 from agents.base import Strategy
 from agents.registry import KINDS, UnknownKind, strategy_class
+from bus import loop as bus_loop
 from bus.auth import AuthError, login_for
 from bus.connect import nats_url, nats_url_arg
 from bus.subjects import check_token, prefix_arg
@@ -238,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             return 2
     try:
-        asyncio.run(
+        bus_loop.run(
             serve(
                 strategy,
                 name=args.name,

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import uuid
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -111,15 +112,14 @@ def first_turn(game: GameSpec, match_id: str, seats: list[str], deadline_ms: int
 
 async def ask(nc: NATS, subject: str, payload: bytes, turn: Turn) -> tuple[bool, str, float]:
     """Send one turn; judge the reply as the referee would. Returns (ok, detail, latency ms)."""
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
+    t0 = time.perf_counter()  # not the loop's clock, which may count whole milliseconds (bus/loop.py)
     try:
         msg = await nc.request(subject, payload, timeout=turn.deadline_ms / 1000)
     except nats.errors.NoRespondersError:
         return False, f"no_responder: nobody listens on {subject}", 0.0
     except (nats.errors.TimeoutError, TimeoutError):
         return False, f"timeout: no reply within {turn.deadline_ms} ms", float(turn.deadline_ms)
-    latency = (loop.time() - t0) * 1000
+    latency = (time.perf_counter() - t0) * 1000
     move, reason, detail = check_reply(turn, msg.data, msg.headers)
     if move is None:
         return False, f"{reason}: {detail}", latency

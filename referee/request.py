@@ -121,6 +121,9 @@ class TurnRequest:
         self._deadline_s = deadline_ms / 1000
         self._end = 0.0  # loop time of the deadline (later while a known-absent agent is waited for)
         self._t0 = 0.0  # loop time of the latest ask
+        # `perf_counter` of the latest ask: the latency's start (the loop's clock may count whole
+        # milliseconds: bus/loop.py).
+        self._sent = 0.0
         self._backoff = NO_RESPONDER_BACKOFF_S[0]
         self._asked = 0
         self._waiting = False  # counted in `presence.waiters` while a known-absent agent is waited for
@@ -140,7 +143,7 @@ class TurnRequest:
             return got
         if self.presence is not None:
             self.presence.mark_present(self.agent)
-        latency = (loop.time() - self._t0) * 1000
+        latency = (time.perf_counter() - self._sent) * 1000
         move, reason, detail = check_reply(self._turn, got.data, got.headers)
         return Reply(move, reason, detail, latency)
 
@@ -158,6 +161,7 @@ class TurnRequest:
         loop = asyncio.get_running_loop()
         epoch = self._epoch()
         self._t0 = t0 = loop.time()
+        self._sent = time.perf_counter()
         timeout = max(self._end - t0, 0.001)
         if self._asked:
             # Asked again: `sent_at + deadline_ms` must still name the referee's own end
@@ -226,13 +230,12 @@ LocalSeat = Callable[[bytes], Awaitable[tuple[bytes, Mapping[str, str] | None]]]
 
 async def ask_local(seat: LocalSeat, turn: EncodedTurn, deadline_ms: int) -> Reply:
     """`seat`'s reply to `turn`, or a `timeout` when none came within `deadline_ms`."""
-    loop = asyncio.get_running_loop()
-    t0 = loop.time()
+    t0 = time.perf_counter()
     try:
         async with asyncio.timeout(deadline_ms / 1000):
             data, headers = await seat(turn.data)
     except TimeoutError:
         return Reply(None, "timeout", f"no reply within {deadline_ms} ms", deadline_ms)
-    latency = (loop.time() - t0) * 1000
+    latency = (time.perf_counter() - t0) * 1000
     move, reason, detail = check_reply(turn, data, headers)
     return Reply(move, reason, detail, latency)

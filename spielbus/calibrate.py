@@ -31,7 +31,6 @@ folder). `examples/calibrations/chess.json` is that file for `--elo` 1350,1700,2
 from __future__ import annotations
 
 import argparse
-import asyncio
 import datetime
 import json
 import sys
@@ -42,6 +41,7 @@ from pydantic import BaseModel, ConfigDict
 from rich.console import Console
 from rich.table import Table
 
+from bus import loop as bus_loop
 from bus.protocol import MatchRecord
 from games.loader import GameSpecError, load_game, parse_spec
 from referee.config import ConfigError, TournamentConfig
@@ -278,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         where = "no games played"
     else:
         opts = RunOptions(nats=args.nats, run_dir=args.run_dir, quiet=True)
-        result = asyncio.run(run_tournament(config, opts, console))
+        result = bus_loop.run(run_tournament(config, opts, console))
         if result.failed:
             console.print(
                 f"[red]{len(result.failed)} matches without a record[/red]: {sorted(result.failed)}"

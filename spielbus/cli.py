@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING
 
 from rich.console import Console
 
+from bus import loop as bus_loop
 from bus.auth import AuthError
 from bus.subjects import prefix_arg
 from observability.web import port_arg
@@ -456,7 +457,7 @@ def _cmd_run(args: argparse.Namespace, submit_only: bool) -> int:
     from spielbus.run import Interrupted
 
     try:
-        result = asyncio.run(run_tournament(config, opts, console))
+        result = bus_loop.run(run_tournament(config, opts, console))
     except (ConfigError, AuthError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 2
@@ -574,7 +575,7 @@ def _cmd_referee(args: argparse.Namespace) -> int:
                 await nc.close()
 
     try:
-        asyncio.run(main())
+        bus_loop.run(main())
     except _PortBusy as exc:
         print(f"spielbus referee: {exc}", file=sys.stderr)
         return 2

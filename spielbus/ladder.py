@@ -47,6 +47,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bus import identity
+from bus import loop as bus_loop
 from bus.auth import AuthError, load_auth
 from bus.connect import connect
 from bus.registry import is_registry, registered_names, service_login
@@ -339,7 +340,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from referee.config import ConfigError
 
     try:
-        asyncio.run(_serve(args))
+        bus_loop.run(_serve(args))
     except (ConfigError, AuthError) as exc:
         print(f"spielbus ladder: {exc}", file=sys.stderr)
         return 2

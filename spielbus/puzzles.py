@@ -27,7 +27,6 @@ as black. Printed like Table 2 of the LLM-MCTS paper, "Can Large Language Models
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import re
 import sys
@@ -38,6 +37,7 @@ import chess
 from rich.console import Console
 from rich.table import Table
 
+from bus import loop as bus_loop
 from bus.protocol import GameSpec, MatchRecord
 from games.chess.puzzles import DEPTHS, Puzzle, PuzzleError, load_puzzles, select
 from referee.config import AgentConfig, ConfigError, TournamentConfig
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
         nats=args.nats, run_dir=args.run_dir, quiet=args.quiet, deadline_s=args.deadline, idle_s=idle_s
     )
     try:
-        result = asyncio.run(run_tournament(config, opts, console))
+        result = bus_loop.run(run_tournament(config, opts, console))
     except (ConnectionError, RuntimeError) as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)
         return 1

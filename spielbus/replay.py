@@ -41,7 +41,6 @@ aborted attempt) is replayed as attempt 1, so its chance outcomes may differ.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
 import json
 import os
@@ -55,6 +54,7 @@ from rich.console import Console
 
 from agents.llm.recording import MISSES_ENV, REPLAY_ENV, RecordingError, verify_recording
 from agents.registry import KINDS, strategy_class
+from bus import loop as bus_loop
 from bus.protocol import LLMCall, MatchRecord, MatchSpec
 from referee.budget import by_budget_class
 from referee.config import ConfigError, TournamentConfig, load_config
@@ -324,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         run_dir=str(out), replay_specs=specs, config_path=str(run_dir / "tournament.toml"), quiet=args.quiet
     )
     t0 = time.monotonic()
-    result = asyncio.run(run_tournament(config, opts, console))
+    result = bus_loop.run(run_tournament(config, opts, console))
     wall = time.monotonic() - t0
     problems = compare(config, specs, original, result.records)
     first_miss = None

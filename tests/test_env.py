@@ -88,6 +88,24 @@ def test_a_training_match_sends_no_live_moves_and_its_record_holds_every_move(tt
     assert state.is_terminal() and rec["outcome"] == end["outcome"]
 
 
+def test_the_session_runs_on_uvloop_and_its_latencies_are_not_whole_milliseconds(ttt: TrainingSession) -> None:
+    # bus/loop.py: the session's loop is uvloop's, whose clock counts whole milliseconds; a move's
+    # latency is taken with perf_counter, so the records' latencies keep their fractions (read off
+    # the loop's clock, every one of them came out a whole number of milliseconds).
+    assert type(ttt._loop).__module__.startswith("uvloop")
+    env = BusEnv(session=ttt, seat=0)
+    ids = []
+    for seed in range(3):
+        _, info = env.reset(seed=100 + seed)
+        ids.append(env.match_id)
+        _play_out(env, info)
+    env.close()
+    records = [json.loads(line) for line in ttt.folder.matches.read_text().splitlines()]
+    latencies = [m["latency_ms"] for r in records if r["match_id"] in ids for m in r["moves"]]
+    assert len(latencies) >= 9
+    assert any(lat != round(lat) for lat in latencies), latencies
+
+
 def test_out_of_range_actions_are_refused_before_anything_is_sent(ttt: TrainingSession) -> None:
     env = BusEnv(session=ttt)
     with pytest.raises(RuntimeError, match="before reset"):

@@ -489,6 +489,7 @@ def needs_limiter(sections: dict[str, dict[str, Any]]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """`python -m agents.llm.limits`: the limiter service alone, for a bus without `spielbus run`."""
+    from bus import loop as bus_loop
     from bus.connect import connect
 
     p = argparse.ArgumentParser(prog="python -m agents.llm.limits", description=__doc__.split("\n")[0])
@@ -508,7 +509,7 @@ def main(argv: list[str] | None = None) -> int:
 
     logging.basicConfig(level=logging.INFO)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(run())
+        bus_loop.run(run())
     return 0
 
 

@@ -45,6 +45,7 @@ from typing import Any, TypeVar
 from nats.aio.client import Client as NATS
 
 from agents.runtime import AgentService
+from bus import loop as bus_loop
 from bus.auth import config_path, ensure_auth, login_for, user_env
 from bus.connect import Login, connect
 from bus.protocol import MatchRecord, MatchSpec
@@ -125,7 +126,7 @@ class TrainingSession:
         self._tasks: set[asyncio.Task[None]] = set()
         self._count = 0
         self._closed = False
-        self._loop = asyncio.new_event_loop()
+        self._loop = bus_loop.new_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="spielbus-env", daemon=True)
         self._thread.start()
         try:

@@ -1,0 +1,54 @@
+"""The event loop every long-running process of ours runs on: uvloop where it is installed.
+
+A move's path is mostly event-loop passes, socket calls and the protocol parser (docs/performance.md),
+and uvloop (libuv, in Cython) does those in a fraction of asyncio's pure-Python time: measured
+in the same runs, an engine match's arena went from 0.72-0.78 to 0.79-0.89 of its bus floor, and a
+`BusVectorEnv(16)` from about 1,460 to 1,670 steps a second (docs/performance.md, issue 44).
+
+`SPIELBUS_EVENT_LOOP=asyncio` keeps the standard loop (to compare, or to debug with asyncio's own
+debug mode); uvloop is a dependency on Linux and macOS, and the standard loop is used where it is
+not installed (Windows).
+
+Limits: uvloop's clock (`loop.time()`) counts whole milliseconds, so nothing of ours measures a
+latency with it: latencies are taken with `time.perf_counter()` (referee/request.py); the loop's
+clock only schedules deadlines, where a millisecond is well inside the tolerances
+(`referee.request.STALL_S`, `LAG_TOLERANCE_S`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+ENV_VAR = "SPIELBUS_EVENT_LOOP"
+
+
+def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
+    """What makes a new event loop: uvloop's, unless `SPIELBUS_EVENT_LOOP=asyncio` or not installed."""
+    choice = os.environ.get(ENV_VAR, "").strip().lower()
+    if choice not in ("", "uvloop", "asyncio"):
+        raise ValueError(f"{ENV_VAR}={choice!r}: use 'uvloop' or 'asyncio'")
+    if choice != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if choice == "uvloop":
+                raise
+        else:
+            return uvloop.new_event_loop
+    return asyncio.new_event_loop
+
+
+def new_loop() -> asyncio.AbstractEventLoop:
+    """A new event loop of the chosen kind (for a loop run in a thread of its own)."""
+    return loop_factory()()
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)` on the chosen loop."""
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        return runner.run(main)
