@@ -27,6 +27,9 @@ median over rounds of each, the ratio (a)/(b), and per ply the CPU time of each 
 arena (this process: referee, runner and collector; the agent processes; the Stockfish engines;
 nats-server) over the same span, sampled from /proc every 50 ms (so within 50 ms at each edge).
 
+Every phase, the floor's children included, runs on the event loop our processes run on
+(bus/loop.py: uvloop unless `SPIELBUS_EVENT_LOOP=asyncio`), so the floor stays the least a bus allows.
+
 The load average (1 minute) is printed before and after each setting: on a shared machine the
 ratios are what they are under that load.
 
@@ -63,6 +66,7 @@ from nats.aio.msg import Msg
 from rich.console import Console
 
 from agents.stockfish_agent import find_stockfish
+from bus import loop as bus_loop
 from bus.server import EmbeddedNats
 from games.chess.openings import opening_fen
 from referee.config import TournamentConfig
@@ -429,4 +433,4 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    bus_loop.run(main())

@@ -19,7 +19,11 @@
     opponent; the learner, in the referee's process, is asked there: spielbus/env/bridge.py), so
     the one-at-a-time rate bounds `BusEnv` and the 16-at-a-time rate bounds `BusVectorEnv(16)`,
     on this machine under this load, whatever the design. The script prints those bounds as
-    ratios to the in-process rates: the best any bus design could reach here.
+    ratios to the in-process rates: the best any bus design could reach here. Both ends run on
+    the loop our processes run on (bus/loop.py).
+(3b) The independent check of that floor (`benchmarks/raw_floor.py`): the same round trip with a
+    minimal client of our own over blocking sockets, no nats.py and no event loop, the least a
+    Python process can do through nats-server; its bounds are printed beside the first.
 
 The load average (1 minute) is printed with each game: on a shared machine the ratios hold for that
 load. The learner sits in seat 0 in every phase.
@@ -46,13 +50,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gymnasium as gym
 import numpy as np
 import pyspiel
+import raw_floor
 from env_throughput import single_rate, vector_rate
 
+from bus import loop as bus_loop
+from bus.server import EmbeddedNats
 from games.loader import initial_state, load_game, parse_spec
 from referee.config import parse_config
 from spielbus.env import BusEnv, BusVectorEnv
 from spielbus.env.views import Obs, Views
 
+ROOT = Path(__file__).resolve().parent.parent
 CONFIG = """
 name = "train_bus"
 deadline_ms = 60000
@@ -164,21 +172,26 @@ def train_vector(game: str, config: Any, run_dir: str, steps: int, envs: int) ->
 async def _floor_async(seconds: float, in_flight: int) -> float:
     import nats
 
-    from bus.server import EmbeddedNats
-
     with EmbeddedNats(jetstream=False) as srv:
         code = (
             "import asyncio, sys, nats\n"
+            "from bus import loop\n"
             "async def main():\n"
             "    nc = await nats.connect(sys.argv[1])\n"
             "    async def cb(m): await m.respond(m.data)\n"
             "    await nc.subscribe('echo', cb=cb)\n"
             "    await nc.flush(); print('ready', flush=True)\n"
             "    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)\n"
-            "asyncio.run(main())\n"
+            "loop.run(main())\n"
         )
         child = await asyncio.create_subprocess_exec(
-            sys.executable, "-c", code, srv.url, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE
+            sys.executable,
+            "-c",
+            code,
+            srv.url,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            cwd=str(ROOT),
         )
         assert child.stdout is not None and (await child.stdout.readline()).strip() == b"ready"
         nc = await nats.connect(srv.url)
@@ -221,14 +234,28 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    floor1 = asyncio.run(_floor_async(args.seconds / 2, 1))
-    floor_n = asyncio.run(_floor_async(args.seconds / 2, args.envs))
+    floor1 = bus_loop.run(_floor_async(args.seconds / 2, 1))
+    floor_n = bus_loop.run(_floor_async(args.seconds / 2, args.envs))
+    with EmbeddedNats(jetstream=False) as srv:
+        raw1 = raw_floor.round_trips(srv.url, args.seconds / 2, 1)
+        raw_n = raw_floor.round_trips(srv.url, args.seconds / 2, args.envs)
     print(f"load average {os.getloadavg()[0]:.1f}")
     print(
         f"floor: bare NATS request/reply {floor1:.0f}/s one at a time, "
         f"{floor_n:.0f}/s {args.envs} at a time: a bus step (one round trip) at most "
         f"{floor1:.0f} and {floor_n:.0f} steps/s"
     )
+    print(
+        f"independent check (benchmarks/raw_floor.py, no nats.py, no event loop): {raw1:.0f}/s one at "
+        f"a time, {raw_n:.0f}/s {args.envs} at a time"
+    )
+
+    def allows(local: float, floor: float, raw: float) -> str:
+        return f"(the floor allows {floor / local:.3f}; the raw floor {raw / local:.3f})"
+
+    def allows_training(local: float, floor: float, raw: float) -> str:
+        return f"(the floor allows {bound(local, floor):.2f}; the raw floor {bound(local, raw):.2f})"
+
     for game in args.games:
         config = parse_config(CONFIG.format(game=game))
         with tempfile.TemporaryDirectory(prefix="train_bus-") as run_dir:
@@ -249,25 +276,25 @@ def main() -> None:
         print(f"{game} (load average {os.getloadavg()[0]:.1f}):")
         print(f"  raw, in process           {local:8.0f} steps/s")
         print(
-            f"  raw, BusEnv               {one:8.0f} steps/s   BusEnv / in process = {one / local:.3f}"
-            f" (the floor allows {floor1 / local:.3f})"
+            f"  raw, BusEnv               {one:8.0f} steps/s   BusEnv / in process = {one / local:.3f} "
+            + allows(local, floor1, raw1)
         )
         print(
             f"  raw, BusVectorEnv({args.envs})      {many:8.0f} steps/s   "
-            f"BusVectorEnv / in process = {many / local:.3f} (the floor allows {floor_n / local:.3f})"
+            f"BusVectorEnv / in process = {many / local:.3f} " + allows(local, floor_n, raw_n)
         )
         if bus_train is not None and local_train is not None:
             print(
                 f"  MaskablePPO, {args.steps} steps: in process {local_train:.0f} steps/s, through BusEnv "
-                f"{bus_train:.0f} steps/s   bus / in process = {bus_train / local_train:.2f}"
-                f" (the floor allows {bound(local_train, floor1):.2f})"
+                f"{bus_train:.0f} steps/s   bus / in process = {bus_train / local_train:.2f} "
+                + allows_training(local_train, floor1, raw1)
             )
         if vector_train is not None:
             vl, vb = vector_train
             print(
                 f"  MaskablePPO, {args.steps} steps on {args.envs} environments: in process (DummyVecEnv) "
-                f"{vl:.0f} steps/s, through SB3BusVecEnv {vb:.0f} steps/s   bus / in process = {vb / vl:.2f}"
-                f" (the floor allows {bound(vl, floor_n):.2f})"
+                f"{vl:.0f} steps/s, through SB3BusVecEnv {vb:.0f} steps/s   bus / in process = {vb / vl:.2f} "
+                + allows_training(vl, floor_n, raw_n)
             )
 
 

@@ -88,7 +88,9 @@ def test_a_training_match_sends_no_live_moves_and_its_record_holds_every_move(tt
     assert state.is_terminal() and rec["outcome"] == end["outcome"]
 
 
-def test_the_session_runs_on_uvloop_and_its_latencies_are_not_whole_milliseconds(ttt: TrainingSession) -> None:
+def test_the_session_runs_on_uvloop_and_its_latencies_are_not_whole_milliseconds(
+    ttt: TrainingSession,
+) -> None:
     # bus/loop.py: the session's loop is uvloop's, whose clock counts whole milliseconds; a move's
     # latency is taken with perf_counter, so the records' latencies keep their fractions (read off
     # the loop's clock, every one of them came out a whole number of milliseconds).

@@ -10,7 +10,9 @@ import uvloop
 from bus import loop as bus_loop
 
 
-def test_uvloop_is_the_default_and_asyncio_s_loop_is_one_setting_away(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_uvloop_is_the_default_and_asyncio_s_loop_is_one_setting_away(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.delenv(bus_loop.ENV_VAR, raising=False)
     assert bus_loop.loop_factory() is uvloop.new_event_loop
     monkeypatch.setenv(bus_loop.ENV_VAR, "asyncio")
