@@ -233,10 +233,11 @@ class StockfishStrategy(Strategy):
             engine = await self._ensure_engine(slot)
             try:
                 limit = ctx.limit(turn)
-                result = await asyncio.wait_for(
-                    engine.play(board, self._limit(limit), game=turn.match_id, info=chess.engine.INFO_BASIC),
-                    timeout=limit.share(0.9),
-                )
+                # `asyncio.timeout`, not `wait_for`: no extra task (and loop pass) per move in Python 3.11.
+                async with asyncio.timeout(limit.share(0.9)):
+                    result = await engine.play(
+                        board, self._limit(limit), game=turn.match_id, info=chess.engine.INFO_BASIC
+                    )
             except (chess.engine.EngineError, TimeoutError, OSError) as exc:
                 # The engine is in an unknown state: the next turn gets a new one.
                 log.warning("stockfish failed (%s); it restarts on the next turn", exc)
