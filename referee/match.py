@@ -83,7 +83,7 @@ from referee.records import repair_record
 from referee.request import LAG_TOLERANCE_S as LAG_TOLERANCE_S  # re-exported: tests read it here
 from referee.request import LocalSeat, RefereeLag, Reply, TurnRequest, ask_local
 from referee.request import MatchAborted as MatchAborted  # re-exported: the worker catches it
-from referee.turns import Offer, TurnFrame, encode_compact_turn, encode_turn
+from referee.turns import Offer, TurnFrame, build_turn, encode_compact_turn, encode_turn
 
 log = logging.getLogger(__name__)
 
@@ -298,6 +298,24 @@ class MatchRunner:
         """Encode this seat's next turn (a new turn counter) and ask its agent."""
         self.turn_no += 1
         agent = self.spec.seats[seat]
+        local = self._local.get(agent)
+        if local is not None:
+            # The model whose JSON the turn's bytes are (`build_turn`): nothing to write and read
+            # back in this process. Its history is a copy: the match's own list grows on.
+            turn_model = build_turn(
+                self._frame,
+                state,
+                seat,
+                self.turn_no,
+                self._history,
+                rules=None if seat in self._rules_sent else rules_text(state.get_game()),
+                retry=retry,
+                legal=legal.legal,
+                tensors=agent in self._tensors,
+                budget=self.budget.turn_budget(agent),
+                copy_history=True,
+            )
+            return await ask_local(local, turn_model, self.spec.deadline_ms)
         if legal.compact:
             turn = encode_compact_turn(
                 self._frame,
@@ -321,9 +339,6 @@ class MatchRunner:
                 tensors=agent in self._tensors,
                 budget=self.budget.turn_budget(agent),
             )
-        local = self._local.get(agent)
-        if local is not None:
-            return await ask_local(local, turn, self.spec.deadline_ms)
         request = TurnRequest(
             self.nc, self._subject[agent], turn, agent, self.spec.deadline_ms, self.presence
         )

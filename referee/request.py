@@ -15,9 +15,11 @@ with its detail); what is not the agent's it raises:
   referee's own lag) says (`read_late`).
 
 `ask_local` asks a seat answered in the referee's own process instead (`LocalSeat`: a training
-environment's learner, docs/env.md): the same encoded turn's bytes in, the same reply bytes and
-service-error headers out, judged by the same `check_reply`, on the same clock; only the bus is left
-out (no request, so no `no_responder`, lost connection or late timer to read).
+environment's learner, docs/env.md): the turn as the model an agent validates from the turn's bytes
+(`build_turn`, whose JSON is those bytes: tests/test_turn_encoding.py), the move back as a model, on
+the same clock. The bus and JSON are left out (no request, so no `no_responder`, lost connection or
+late timer to read; no bytes written only to be read back in the same process); a seat that raises
+is an `error` fault, as an agent's service error is.
 
 Limits: what to do about the agent's faults (forfeit, retry, random) is not decided here but by
 the policy (referee/faults.py); a reply's content is checked by `bus.replies.check_reply`.
@@ -27,15 +29,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import nats.errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
-from bus.protocol import FaultReason, Move
-from bus.replies import check_reply
+from bus.protocol import FaultReason, Move, Turn
+from bus.replies import MAX_DETAIL, check_reply
 from referee.presence import Presence
 from referee.turns import EncodedTurn
 
@@ -223,19 +225,28 @@ class TurnRequest:
         return None
 
 
-# A seat answered in the referee's own process: the turn's bytes in, the reply's bytes and its
-# service-error headers (None: a move) out, exactly what an agent on the bus would send.
-LocalSeat = Callable[[bytes], Awaitable[tuple[bytes, Mapping[str, str] | None]]]
+# A seat answered in the referee's own process: the turn in, its move out (an exception: the seat's
+# error, as an agent's service error).
+LocalSeat = Callable[[Turn], Awaitable[Move]]
 
 
-async def ask_local(seat: LocalSeat, turn: EncodedTurn, deadline_ms: int) -> Reply:
-    """`seat`'s reply to `turn`, or a `timeout` when none came within `deadline_ms`."""
+async def ask_local(seat: LocalSeat, turn: Turn, deadline_ms: int) -> Reply:
+    """`seat`'s move on `turn`, an `error` when it raised, or a `timeout` when none came within
+    `deadline_ms`."""
     t0 = time.perf_counter()
     try:
         async with asyncio.timeout(deadline_ms / 1000):
-            data, headers = await seat(turn.data)
+            move = await seat(turn)
     except TimeoutError:
         return Reply(None, "timeout", f"no reply within {deadline_ms} ms", deadline_ms)
+    except Exception as exc:
+        detail = f"agent error: {type(exc).__name__}: {exc}"[:MAX_DETAIL]
+        return Reply(None, "error", detail, (time.perf_counter() - t0) * 1000)
     latency = (time.perf_counter() - t0) * 1000
-    move, reason, detail = check_reply(turn, data, headers)
-    return Reply(move, reason, detail, latency)
+    if move.match_id != turn.match_id or move.turn != turn.turn:
+        detail = (
+            f"reply is for match {move.match_id!r} turn {move.turn}, "
+            f"expected {turn.match_id!r} turn {turn.turn}"
+        )
+        return Reply(None, "malformed", detail[:MAX_DETAIL], latency)
+    return Reply(move, None, "", latency)

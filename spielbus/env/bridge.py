@@ -8,16 +8,18 @@ longer than the tournament's `deadline_ms` between two calls gets the runtime's 
 referee records as a `timeout` of the learner (and the fault policy decides).
 
 The referee, which runs in the environment's process, asks the learning seat there too
-(`LocalLearner`, a `referee.request.LocalSeat`): the turn's bytes, validated as the agent runtime
-validates them, go to `decide` and the move's bytes come back to the referee's `check_reply`, on the
-turn's clock, without the two trips through nats-server a bus request took (half of a step's round
-trips against a bus opponent: docs/env.md). The learner's agent service stays registered (the
+(`LocalLearner`, a `referee.request.LocalSeat`): the turn as the model an agent validates from the
+turn's bytes goes to `decide` and the move, made as the agent runtime makes it (`move_for`), comes
+back to the referee, on the turn's clock, without the two trips through nats-server a bus request
+took (half of a step's round trips against a bus opponent: docs/env.md) and without JSON written
+only to be read back in the same process. The learner's agent service stays registered (the
 referee reads its provenance there); its turn and notification subjects are simply not used.
 
-An abandoned episode (a `reset()` or `close()` while its match is live) refuses every further turn of
-its learning seats at once with a service error: the referee records an `error` fault and applies the
-tournament's fault policy (`forfeit` ends the match, `retry` asks again and then forfeits, `random`
-plays random legal moves for the seat to the end), so the match still ends with a record.
+An abandoned episode (a `reset()` or `close()` while its match is live) refuses every further turn
+of its learning seats at once (`Abandoned`, which reaches the referee as an agent's service error
+would): the referee records an `error` fault and applies the tournament's fault policy (`forfeit`
+ends the match, `retry` asks again and then forfeits, `random` plays random legal moves for the
+seat to the end), so the match still ends with a record.
 """
 
 from __future__ import annotations
@@ -29,12 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ValidationError
-
 from agents.base import Decision, MatchContext, Strategy, StrategyOptions
-from agents.runtime import fitted, move_for
-from bus.protocol import MatchRecord, MatchSpec, Turn
-from bus.replies import service_error_headers
+from agents.runtime import move_for
+from bus.protocol import MatchRecord, MatchSpec, Move, Turn
 
 
 class EnvError(RuntimeError):
@@ -137,20 +136,12 @@ class BridgeStrategy(Strategy):
 
 
 class LocalLearner:
-    """The learning seats' turns answered in this process (see the module docstring): a turn the
-    agent runtime would refuse is refused with the same service-error codes (400 malformed, 500
-    the strategy's failure, such as an abandoned episode)."""
+    """The learning seats' turns answered in this process (see the module docstring): the move for
+    the caller's action, as the agent runtime makes it (`move_for`); the strategy's failure (such
+    as an abandoned episode) raises, which the referee records as an `error` fault."""
 
     def __init__(self, bridge: BridgeStrategy) -> None:
         self.bridge = bridge
 
-    async def __call__(self, data: bytes) -> tuple[bytes, dict[str, str] | None]:
-        try:
-            turn = Turn.model_validate_json(data)
-        except ValidationError as exc:
-            return b"", service_error_headers("400", f"malformed turn: {exc.error_count()} errors")
-        try:
-            decision = await self.bridge.decide(turn, MatchContext(match_id=turn.match_id))
-        except Exception as exc:
-            return b"", service_error_headers("500", f"{type(exc).__name__}: {exc}"[:500])
-        return fitted(move_for(turn, decision)), None
+    async def __call__(self, turn: Turn) -> Move:
+        return move_for(turn, await self.bridge.decide(turn, MatchContext(match_id=turn.match_id)))
