@@ -4,6 +4,7 @@ session, batched spaces, NEXT_STEP autoreset, one record per finished episode, n
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -46,3 +47,25 @@ def test_many_matches_at_once_with_next_step_autoreset(nats_url: str, tmp_path: 
     # Every finished episode, plus the matches still live at close (abandoned, then recorded).
     assert len(records) >= ended and all(r["training"] for r in records)
     assert not session.alive() and not any(p.alive() for p in session._processes)
+
+
+def test_answers_after_the_deadline_are_marked_late_and_recorded_as_timeouts(
+    nats_url: str, tmp_path: Path
+) -> None:
+    # One hand-off carries every sub-environment's answer (BusEnv.send_batch); an answer whose turn
+    # already timed out must still say so in its info, and the referee records the timeouts.
+    n = 3
+    cfg = config(run_dir=tmp_path, deadline_ms=300)
+    env = BusVectorEnv(cfg, num_envs=n, nats_url=nats_url, learner="vec-late")
+    try:
+        _, info = env.reset(seed=3)
+        ids = list(info["match_id"])
+        time.sleep(1.5)  # past every learner turn's 300 ms clock: each match is forfeited meanwhile
+        _, _, term, _, info = env.step(np.zeros(n, np.int64))
+        assert info["_late"].all() and info["late"].all()
+        assert term.all() and list(info["outcome"]) == ["forfeit"] * n
+    finally:
+        env.close()
+    records = [json.loads(line) for line in next(tmp_path.glob("train-*")).joinpath("matches.jsonl").open()]
+    faults = {r["match_id"]: [f["reason"] for f in r["faults"]] for r in records if r["match_id"] in ids}
+    assert faults == {m: ["timeout"] for m in ids}

@@ -41,7 +41,7 @@ import numpy as np
 
 from bus.protocol import MatchRecord
 from referee.config import TournamentConfig
-from spielbus.env.bridge import Ask, Episode
+from spielbus.env.bridge import Ask, Episode, answer_all
 from spielbus.env.session import EnvError, TrainingSession, check_opponents, session_for
 from spielbus.env.views import Obs, Views, earned, pays_along
 
@@ -68,6 +68,10 @@ def seat_list(learner: str, seats: list[int], opponents: list[str], n: int) -> l
     """The match's seats: the learner at `seats`, the opponents in order in the others."""
     others = iter(opponents)
     return [learner if i in seats else next(others) for i in range(n)]
+
+
+# Answers queued by `BusEnv._send` for one `BusEnv.send_batch`: the turn, the action, the step's extras.
+Answers = list[tuple[Ask, int, dict[str, Any]]]
 
 
 class BusEnv(gym.Env[Obs, np.int64]):
@@ -164,7 +168,9 @@ class BusEnv(gym.Env[Obs, np.int64]):
         self._last = self.views.observe(ask.turn)
         return {k: v.copy() for k, v in self._last.items()}
 
-    def _send(self, action: Any) -> dict[str, Any]:
+    def _send(self, action: Any, batch: Answers | None = None) -> dict[str, Any]:
+        """Answer the learner's turn with `action`; with `batch`, queue the answer there for
+        `send_batch` (a vector environment's one hand-off for all its sub-environments)."""
         if self._ask is None:
             raise RuntimeError(
                 "step() after the end of the match: call reset()"
@@ -175,10 +181,23 @@ class BusEnv(gym.Env[Obs, np.int64]):
         extras: dict[str, Any] = {}
         if a not in {la.id for la in self._ask.turn.legal_actions}:
             extras = {"illegal": True, "fault_policy": self.session.config.policy.kind}
-        if not self._ask.answer(a):
+        if batch is not None:
+            batch.append((self._ask, a, extras))
+        elif not self._ask.answer(a):
             extras["late"] = True
         self._ask = None
         return extras
+
+    @staticmethod
+    def send_batch(batch: Answers) -> None:
+        """Send the answers `_send` queued in `batch`, with one hand-off to the session's loop; an
+        answer that came too late is marked `late` in its extras, as `_send` alone marks it."""
+        if not batch:
+            return
+        sent = answer_all([(ask, a) for ask, a, _ in batch])
+        for (_, _, extras), ok in zip(batch, sent, strict=True):
+            if not ok:
+                extras["late"] = True
 
     def _receive(self, extras: dict[str, Any]) -> tuple[Obs, SupportsFloat, bool, bool, dict[str, Any]]:
         assert self._ep is not None

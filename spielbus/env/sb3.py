@@ -27,6 +27,7 @@ import numpy as np
 from stable_baselines3.common.vec_env.base_vec_env import VecEnv, VecEnvIndices, VecEnvStepReturn
 
 from referee.config import TournamentConfig
+from spielbus.env.gym_env import Answers, BusEnv
 from spielbus.env.session import TrainingSession
 from spielbus.env.vector_env import BusVectorEnv
 from spielbus.env.views import Obs
@@ -91,7 +92,9 @@ class SB3BusVecEnv(VecEnv):
         if self._actions is None:
             raise RuntimeError("step_wait() without step_async()")
         actions, self._actions = self._actions, None
-        sent = [env._send(a) for env, a in zip(self.envs, actions, strict=True)]
+        answers: Answers = []  # every answer in one hand-off to the session's loop
+        sent = [env._send(a, answers) for env, a in zip(self.envs, actions, strict=True)]
+        BusEnv.send_batch(answers)
         rewards = np.zeros(self.num_envs, np.float32)
         dones = np.zeros(self.num_envs, np.bool_)
         infos: list[dict[str, Any]] = []

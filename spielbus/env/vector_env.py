@@ -25,7 +25,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from referee.config import TournamentConfig
-from spielbus.env.gym_env import BusEnv, action_id
+from spielbus.env.gym_env import Answers, BusEnv, action_id
 from spielbus.env.session import TrainingSession, session_for
 from spielbus.env.views import Obs
 
@@ -118,8 +118,10 @@ class BusVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.ndarray]):
             if not self._autoreset[i]:
                 action_id(action, self.envs[i].views.num_actions)  # all checked before any is sent
         sent: list[dict[str, Any]] = []
+        answers: Answers = []  # every answer in one hand-off to the session's loop
         for i, (env, action) in enumerate(zip(self.envs, batch, strict=True)):
-            sent.append(env._begin_reset(self._options) if self._autoreset[i] else env._send(action))
+            sent.append(env._begin_reset(self._options) if self._autoreset[i] else env._send(action, answers))
+        BusEnv.send_batch(answers)
         rewards = np.zeros(self.num_envs, np.float64)
         terminations = np.zeros(self.num_envs, np.bool_)
         truncations = np.zeros(self.num_envs, np.bool_)
