@@ -27,11 +27,15 @@ T = TypeVar("T")
 ENV_VAR = "SPIELBUS_EVENT_LOOP"
 
 
+class EventLoopChoiceError(ValueError):
+    """`SPIELBUS_EVENT_LOOP` names no loop we run on (the message says which ones do)."""
+
+
 def loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     """What makes a new event loop: uvloop's, unless `SPIELBUS_EVENT_LOOP=asyncio` or not installed."""
     choice = os.environ.get(ENV_VAR, "").strip().lower()
     if choice not in ("", "uvloop", "asyncio"):
-        raise ValueError(f"{ENV_VAR}={choice!r}: use 'uvloop' or 'asyncio'")
+        raise EventLoopChoiceError(f"{ENV_VAR}={choice!r}: use 'uvloop' or 'asyncio'")
     if choice != "asyncio":
         try:
             import uvloop
@@ -50,5 +54,10 @@ def new_loop() -> asyncio.AbstractEventLoop:
 
 def run(main: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run(main)` on the chosen loop."""
-    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+    try:
+        factory = loop_factory()
+    except BaseException:
+        main.close()  # never started: no "coroutine was never awaited" warning on top of the error
+        raise
+    with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(main)

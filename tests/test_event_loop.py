@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 import uvloop
 
 from bus import loop as bus_loop
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def test_uvloop_is_the_default_and_asyncio_s_loop_is_one_setting_away(
@@ -23,8 +26,19 @@ def test_uvloop_is_the_default_and_asyncio_s_loop_is_one_setting_away(
 
 def test_an_unknown_loop_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(bus_loop.ENV_VAR, "trio")
-    with pytest.raises(ValueError, match="SPIELBUS_EVENT_LOOP='trio'"):
+    with pytest.raises(bus_loop.EventLoopChoiceError, match="SPIELBUS_EVENT_LOOP='trio'"):
         bus_loop.loop_factory()
+
+
+def test_the_command_line_says_so_and_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from spielbus.cli import main
+
+    monkeypatch.setenv(bus_loop.ENV_VAR, "trio")
+    assert main(["run", str(EXAMPLES / "quickstart.toml"), "--run-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "SPIELBUS_EVENT_LOOP='trio': use 'uvloop' or 'asyncio'" in err and "Traceback" not in err
 
 
 def test_run_runs_the_coroutine_on_the_chosen_loop(monkeypatch: pytest.MonkeyPatch) -> None:
