@@ -89,6 +89,7 @@ log = logging.getLogger(__name__)
 
 EventSink = Callable[[MatchEvent], Awaitable[None]]
 R = TypeVar("R", MoveRecord, FaultRecord)
+T = TypeVar("T")
 
 # How often one turn is asked again because of the referee's own lag before the attempt is aborted.
 MAX_LAG_REASKS = 2
@@ -302,19 +303,7 @@ class MatchRunner:
         if local is not None:
             # The model whose JSON the turn's bytes are (`build_turn`): nothing to write and read
             # back in this process. Its history is a copy: the match's own list grows on.
-            turn_model = build_turn(
-                self._frame,
-                state,
-                seat,
-                self.turn_no,
-                self._history,
-                rules=None if seat in self._rules_sent else rules_text(state.get_game()),
-                retry=retry,
-                legal=legal.legal,
-                tensors=agent in self._tensors,
-                budget=self.budget.turn_budget(agent),
-                copy_history=True,
-            )
+            turn_model = self._full_turn(build_turn, state, seat, legal, retry, copy_history=True)
             return await ask_local(local, turn_model, self.spec.deadline_ms)
         if legal.compact:
             turn = encode_compact_turn(
@@ -327,22 +316,36 @@ class MatchRunner:
                 budget=self.budget.turn_budget(agent),
             )
         else:
-            turn = encode_turn(
-                self._frame,
-                state,
-                seat,
-                self.turn_no,
-                self._history,
-                rules=None if seat in self._rules_sent else rules_text(state.get_game()),
-                retry=retry,
-                legal=legal.legal,
-                tensors=agent in self._tensors,
-                budget=self.budget.turn_budget(agent),
-            )
+            turn = self._full_turn(encode_turn, state, seat, legal, retry)
         request = TurnRequest(
             self.nc, self._subject[agent], turn, agent, self.spec.deadline_ms, self.presence
         )
         return await request.send()
+
+    def _full_turn(
+        self,
+        make: Callable[..., T],
+        state: pyspiel.State,
+        seat: int,
+        legal: Offer,
+        retry: str | None,
+        **extra: bool,
+    ) -> T:
+        """`make` (`encode_turn` or `build_turn`) of this seat's full turn: the rules on its first."""
+        agent = self.spec.seats[seat]
+        return make(
+            self._frame,
+            state,
+            seat,
+            self.turn_no,
+            self._history,
+            rules=None if seat in self._rules_sent else rules_text(state.get_game()),
+            retry=retry,
+            legal=legal.legal,
+            tensors=agent in self._tensors,
+            budget=self.budget.turn_budget(agent),
+            **extra,
+        )
 
     def _judge(self, seat: int, legal: Offer, reply: Reply) -> tuple[int, MoveRecord] | FaultRecord:
         """The played action and its record, or the fault: the reply's own, `provider` (the move
