@@ -61,6 +61,7 @@ from spielbus.env import BusEnv, BusVectorEnv
 from spielbus.env.views import Obs, Views
 
 ROOT = Path(__file__).resolve().parent.parent
+_SB3_LOGS = tempfile.TemporaryDirectory(prefix="train_bus-sb3-")
 CONFIG = """
 name = "train_bus"
 deadline_ms = 60000
@@ -144,6 +145,9 @@ def train(env: Any, steps: int, envs: int = 1) -> float:
     `envs` sub-environments: `n_steps` per sub-environment divided so a rollout is as long)."""
     from sb3_contrib import MaskablePPO
 
+    # SB3's silent logger makes a folder per `learn()`, by default a new one in the system's temp
+    # folder; the benchmark's runs go in one folder of its own, removed at the end.
+    os.environ.setdefault("SB3_LOGDIR", _SB3_LOGS.name)
     if envs == 1:
         env = MaskFromObs(env)
     params = {**PPO, "n_steps": max(PPO["n_steps"] // envs, 8)}

@@ -17,9 +17,12 @@ pytestmark = pytest.mark.slow
 
 
 def test_maskable_ppo_trains_on_concurrent_bus_matches_and_only_plays_legal_moves(
-    nats_url: str, tmp_path: Path
+    nats_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     torch.set_num_threads(1)
+    # SB3's silent logger still makes a folder, by default a new one in the system's temp folder
+    # per `learn()`: here it is the test's own.
+    monkeypatch.setenv("SB3_LOGDIR", str(tmp_path / "sb3"))
     venv = SB3BusVecEnv(config(run_dir=tmp_path), nats_url=nats_url, learner="learner-sb3", num_envs=4)
     dones: list[dict] = []
     try:
