@@ -130,7 +130,9 @@ async def test_faulting_entry_is_benched_with_its_reason(nats_url: str) -> None:
     good, other, bad = uid("lg"), uid("lo"), uid("lx")
     cfg = _config(
         [good, other, bad],
-        deadline_ms=300,
+        # The garbage bot faults at once whatever the clock; a long one keeps a good bot on a loaded
+        # machine from timing out into a 600 s bench (tests/test_ladder_page.py failed so once).
+        deadline_ms=10_000,
         quarantine=QuarantineConfig(limit=2, backoff_s=600, max_backoff_s=600),
     )
     nc = await connect(nats_url, name="ladder-faults")
@@ -176,7 +178,9 @@ async def test_changing_options_keeps_the_bench(nats_url: str) -> None:
     good, other, bad = uid("kg"), uid("ko"), uid("kx")
     cfg = _config(
         [good, other, bad],
-        deadline_ms=300,
+        # The garbage bot faults at once whatever the clock; a long one keeps a good bot on a loaded
+        # machine from timing out into a 600 s bench (tests/test_ladder_page.py failed so once).
+        deadline_ms=10_000,
         quarantine=QuarantineConfig(limit=2, backoff_s=600, max_backoff_s=600),
     )
     nc = await connect(nats_url, name="ladder-rotate")
