@@ -41,13 +41,6 @@ SERVICE_ERROR_HEADERS = ("Nats-Service-Error", "Nats-Service-Error-Code")
 TIMEOUT_CODE = "504"
 
 
-def service_error_headers(code: str, description: str) -> dict[str, str]:
-    """The headers nats.micro answers a request with when its handler fails (what `check_reply` reads):
-    for a seat answered in the referee's own process, which has no nats.micro service."""
-    name, code_name = SERVICE_ERROR_HEADERS
-    return {name: description, code_name: code}
-
-
 def check_reply(
     turn: TurnKey, data: bytes, headers: Mapping[str, str] | None = None
 ) -> tuple[Move | None, FaultReason | None, str]:
@@ -68,10 +61,17 @@ def check_reply(
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first.get("loc", ())) or "top level"
         return None, "malformed", f"{first.get('msg', 'invalid')} at {where}"[:MAX_DETAIL]
-    if move.match_id != turn.match_id or move.turn != turn.turn:
-        detail = (
-            f"reply is for match {move.match_id!r} turn {move.turn}, "
-            f"expected {turn.match_id!r} turn {turn.turn}"
-        )
-        return None, "malformed", detail[:MAX_DETAIL]
+    wrong = wrong_turn(turn, move)
+    if wrong is not None:
+        return None, "malformed", wrong
     return move, None, ""
+
+
+def wrong_turn(turn: TurnKey, move: Move) -> str | None:
+    """Why `move` does not answer `turn` (another match or turn number), or None when it does."""
+    if move.match_id == turn.match_id and move.turn == turn.turn:
+        return None
+    detail = (
+        f"reply is for match {move.match_id!r} turn {move.turn}, expected {turn.match_id!r} turn {turn.turn}"
+    )
+    return detail[:MAX_DETAIL]

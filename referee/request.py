@@ -37,7 +37,7 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from bus.protocol import FaultReason, Move, Turn
-from bus.replies import MAX_DETAIL, check_reply
+from bus.replies import MAX_DETAIL, check_reply, wrong_turn
 from referee.presence import Presence
 from referee.turns import EncodedTurn
 
@@ -122,7 +122,6 @@ class TurnRequest:
         self.presence = presence
         self._deadline_s = deadline_ms / 1000
         self._end = 0.0  # loop time of the deadline (later while a known-absent agent is waited for)
-        self._t0 = 0.0  # loop time of the latest ask
         # `perf_counter` of the latest ask: the latency's start (the loop's clock may count whole
         # milliseconds: bus/loop.py).
         self._sent = 0.0
@@ -162,7 +161,7 @@ class TurnRequest:
         """One request: the reply message, a fault, or None (nobody listened: ask again)."""
         loop = asyncio.get_running_loop()
         epoch = self._epoch()
-        self._t0 = t0 = loop.time()
+        t0 = loop.time()
         self._sent = time.perf_counter()
         timeout = max(self._end - t0, 0.001)
         if self._asked:
@@ -243,10 +242,7 @@ async def ask_local(seat: LocalSeat, turn: Turn, deadline_ms: int) -> Reply:
         detail = f"agent error: {type(exc).__name__}: {exc}"[:MAX_DETAIL]
         return Reply(None, "error", detail, (time.perf_counter() - t0) * 1000)
     latency = (time.perf_counter() - t0) * 1000
-    if move.match_id != turn.match_id or move.turn != turn.turn:
-        detail = (
-            f"reply is for match {move.match_id!r} turn {move.turn}, "
-            f"expected {turn.match_id!r} turn {turn.turn}"
-        )
-        return Reply(None, "malformed", detail[:MAX_DETAIL], latency)
+    wrong = wrong_turn(turn, move)
+    if wrong is not None:
+        return Reply(None, "malformed", wrong, latency)
     return Reply(move, None, "", latency)
