@@ -302,8 +302,8 @@ class MatchRunner:
         local = self._local.get(agent)
         if local is not None:
             # The model whose JSON the turn's bytes are (`build_turn`): nothing to write and read
-            # back in this process. Its history is a copy: the match's own list grows on.
-            turn_model = self._full_turn(build_turn, state, seat, legal, retry, copy_history=True)
+            # back in this process.
+            turn_model = self._full_turn(build_turn, state, seat, legal, retry)
             return await ask_local(local, turn_model, self.spec.deadline_ms)
         if legal.compact:
             turn = encode_compact_turn(
@@ -329,7 +329,6 @@ class MatchRunner:
         seat: int,
         legal: Offer,
         retry: str | None,
-        **extra: bool,
     ) -> T:
         """`make` (`encode_turn` or `build_turn`) of this seat's full turn: the rules on its first."""
         agent = self.spec.seats[seat]
@@ -344,7 +343,6 @@ class MatchRunner:
             legal=legal.legal,
             tensors=agent in self._tensors,
             budget=self.budget.turn_budget(agent),
-            **extra,
         )
 
     def _judge(self, seat: int, legal: Offer, reply: Reply) -> tuple[int, MoveRecord] | FaultRecord:

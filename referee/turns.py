@@ -100,14 +100,13 @@ def build_turn(
     legal: list[LegalAction] | None = None,
     tensors: bool = False,
     budget: TurnBudget | None = None,
-    copy_history: bool = False,
 ) -> Turn:
     """The turn for `seat`. Built unvalidated (`model_construct`): every field comes from the
     referee and the game, not from the wire; the one check a game's output needs, finite numbers
     in its JSON view, is made by `seat_view`. The agent validates the turn strictly where it
     arrives. The referee sends `encode_turn`'s bytes instead, which are this turn's JSON, except to
-    a seat in its own process (`referee.request.ask_local`), which gets this model with
-    `copy_history` (the seat's history list copied, since the match's own list grows on)."""
+    a seat in its own process (`referee.request.ask_local`), which gets this model. Its history is
+    a copy of the seat's list, which grows on as the match goes."""
     facts = frame.facts_of(state)
     observation, observation_json, full = seat_view(state, seat, facts)
     info_tensor, obs_tensor = seat_tensors(state, seat, facts) if tensors else (None, None)
@@ -121,9 +120,7 @@ def build_turn(
         observation=observation,
         observation_json=observation_json,
         legal_actions=legal if legal is not None else legal_actions(state, seat),
-        history=(list(history.items[seat]) if copy_history else history.items[seat])
-        if history is not None
-        else [],
+        history=list(history.items[seat]) if history is not None else [],
         state=full,
         rules=rules,
         retry=retry,

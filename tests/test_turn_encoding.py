@@ -63,9 +63,8 @@ def _bytes_of_both(
     # A seat in the referee's own process (a training environment's learner) gets the model, not
     # the bytes (referee/request.py, ask_local): it must be the turn an agent validates from them,
     # with a history of its own that the match's later moves do not change.
-    local = build_turn(frame, state, seat, turn_no, hist, copy_history=True, **kw)
-    assert Turn.model_validate_json(encoded.data) == local.model_copy(update={"sent_at": encoded.sent_at})
-    assert local.history == hist.items[seat] and local.history is not hist.items[seat]
+    assert Turn.model_validate_json(encoded.data) == model
+    assert model.history == hist.items[seat] and model.history is not hist.items[seat]
     # A turn asked again carries a new `sent_at` and nothing else new.
     later = encoded.stamped(encoded.sent_at + 0.5)
     again = model.model_copy(update={"sent_at": encoded.sent_at + 0.5}).model_dump_json(exclude_none=True)
