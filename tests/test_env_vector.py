@@ -57,6 +57,7 @@ def test_answers_after_the_deadline_are_marked_late_and_recorded_as_timeouts(
     n = 3
     cfg = config(run_dir=tmp_path, deadline_ms=300)
     env = BusVectorEnv(cfg, num_envs=n, nats_url=nats_url, learner="vec-late")
+    matches = env.session.folder.matches
     try:
         _, info = env.reset(seed=3)
         ids = list(info["match_id"])
@@ -66,6 +67,6 @@ def test_answers_after_the_deadline_are_marked_late_and_recorded_as_timeouts(
         assert term.all() and list(info["outcome"]) == ["forfeit"] * n
     finally:
         env.close()
-    records = [json.loads(line) for line in next(tmp_path.glob("train-*")).joinpath("matches.jsonl").open()]
+    records = [json.loads(line) for line in matches.read_text().splitlines()]
     faults = {r["match_id"]: [f["reason"] for f in r["faults"]] for r in records if r["match_id"] in ids}
     assert faults == {m: ["timeout"] for m in ids}

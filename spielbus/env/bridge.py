@@ -44,14 +44,10 @@ class Abandoned(RuntimeError):
     """The environment gave this match up (reset or close while it was live)."""
 
 
-def _settle(fut: asyncio.Future[Decision], decision: Decision) -> None:
-    if not fut.done():
-        fut.set_result(decision)
-
-
 def _settle_all(answers: list[tuple[asyncio.Future[Decision], Decision]]) -> None:
     for fut, decision in answers:
-        _settle(fut, decision)
+        if not fut.done():
+            fut.set_result(decision)
 
 
 @dataclass
@@ -65,10 +61,7 @@ class Ask:
     def answer(self, action: int) -> bool:
         """Send `action` (thread-safe). False when the turn is already over (its clock ran out, or
         the episode was abandoned): the referee has then recorded the fault without it."""
-        if self.future.done():
-            return False
-        self.loop.call_soon_threadsafe(_settle, self.future, Decision(action=action))
-        return True
+        return answer_all([(self, action)])[0]
 
 
 def answer_all(answers: list[tuple[Ask, int]]) -> list[bool]:

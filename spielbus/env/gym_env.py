@@ -168,9 +168,9 @@ class BusEnv(gym.Env[Obs, np.int64]):
         self._last = self.views.observe(ask.turn)
         return {k: v.copy() for k, v in self._last.items()}
 
-    def _send(self, action: Any, batch: Answers | None = None) -> dict[str, Any]:
-        """Answer the learner's turn with `action`; with `batch`, queue the answer there for
-        `send_batch` (a vector environment's one hand-off for all its sub-environments)."""
+    def _send(self, action: Any, batch: Answers) -> dict[str, Any]:
+        """Queue the answer to the learner's turn with `action` in `batch`, for `send_batch` (one
+        hand-off to the session's loop for every sub-environment of a vector environment's step)."""
         if self._ask is None:
             raise RuntimeError(
                 "step() after the end of the match: call reset()"
@@ -181,17 +181,14 @@ class BusEnv(gym.Env[Obs, np.int64]):
         extras: dict[str, Any] = {}
         if a not in {la.id for la in self._ask.turn.legal_actions}:
             extras = {"illegal": True, "fault_policy": self.session.config.policy.kind}
-        if batch is not None:
-            batch.append((self._ask, a, extras))
-        elif not self._ask.answer(a):
-            extras["late"] = True
+        batch.append((self._ask, a, extras))
         self._ask = None
         return extras
 
     @staticmethod
     def send_batch(batch: Answers) -> None:
         """Send the answers `_send` queued in `batch`, with one hand-off to the session's loop; an
-        answer that came too late is marked `late` in its extras, as `_send` alone marks it."""
+        answer that came too late (its turn already over) is marked `late` in its extras."""
         if not batch:
             return
         sent = answer_all([(ask, a) for ask, a, _ in batch])
@@ -244,7 +241,10 @@ class BusEnv(gym.Env[Obs, np.int64]):
         return self._finish_reset(self._begin_reset(options))
 
     def step(self, action: Any) -> tuple[Obs, SupportsFloat, bool, bool, dict[str, Any]]:
-        return self._receive(self._send(action))
+        answers: Answers = []
+        extras = self._send(action, answers)
+        self.send_batch(answers)
+        return self._receive(extras)
 
     @property
     def match_id(self) -> str | None:
