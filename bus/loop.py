@@ -1,9 +1,10 @@
 """The event loop every long-running process of ours runs on: uvloop where it is installed.
 
-A move's path is mostly event-loop passes, socket calls and the protocol parser (docs/performance.md),
-and uvloop (libuv, in Cython) does those in a fraction of asyncio's pure-Python time: measured
-in the same runs, an engine match's arena went from 0.72-0.78 to 0.79-0.89 of its bus floor, and a
-`BusVectorEnv(16)` from about 1,460 to 1,670 steps a second (docs/performance.md, issue 44).
+Much of a move's path is event-loop passes, socket calls and the protocol parser
+(docs/performance.md), and uvloop (libuv, in Cython) does the loop's part in less time than
+asyncio's pure-Python loop: in the same session, a bare nats.py round trip went from about 2,000 to
+2,400-2,700 a second and a `BusVectorEnv(16)` from about 1,400 to 1,600-1,700 steps a second; engine
+matches, whose plies are mostly the engine's, did not move (docs/performance.md, issue 44).
 
 `SPIELBUS_EVENT_LOOP=asyncio` keeps the standard loop (to compare, or to debug with asyncio's own
 debug mode); uvloop is a dependency on Linux and macOS, and the standard loop is used where it is
