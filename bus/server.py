@@ -3,7 +3,9 @@
 Started on a free loopback port with JetStream in a temporary folder, waited for
 until it accepts connections, stopped cleanly (SIGTERM, then SIGKILL) and its
 folder removed. Limits: a single server, no cluster; `config` lets callers pass
-an accounts file (see `spielbus auth init`).
+an accounts file (see `spielbus auth init`). `cpus` caps the Go runtime's processors
+(`GOMAXPROCS`) for a server whose traffic is one request at a time (a training session:
+docs/performance.md); an operator's own `GOMAXPROCS` in the environment wins.
 """
 
 from __future__ import annotations
@@ -52,8 +54,12 @@ class EmbeddedNats:
         config: str | Path | None = None,
         monitor_port: int | None = None,
         log_file: str | Path | None = None,
+        cpus: int | None = None,
     ) -> None:
+        if cpus is not None and cpus < 1:
+            raise ValueError(f"cpus must be at least 1, not {cpus}")
         self.port = port or free_port()
+        self.cpus = cpus
         self.jetstream = jetstream
         self.config = config
         self.monitor_port = monitor_port
@@ -75,7 +81,10 @@ class EmbeddedNats:
         if self.monitor_port:
             cmd += ["-m", str(self.monitor_port)]
         out = open(self.log_file, "ab") if self.log_file else subprocess.DEVNULL
-        self._proc = subprocess.Popen(cmd, stdout=out, stderr=out, preexec_fn=die_with_parent)
+        env = None
+        if self.cpus is not None and "GOMAXPROCS" not in os.environ:
+            env = {**os.environ, "GOMAXPROCS": str(self.cpus)}
+        self._proc = subprocess.Popen(cmd, stdout=out, stderr=out, env=env, preexec_fn=die_with_parent)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:

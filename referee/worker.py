@@ -80,10 +80,14 @@ MAX_DELIVER = 5
 DRAIN_GRACE_S = 10.0
 
 MatchObserver = Callable[[MatchRecord], Awaitable[None] | None]
+# Handed a match's final record once its `ended` bytes are written, before JetStream's ack.
+FinalRecord = Callable[[MatchRecord], None]
 
 
 class EventPublisher:
-    """Publishes match events; `ended` goes through JetStream with an ack so the record is stored."""
+    """Publishes match events; `ended` goes through JetStream with an ack so the record is stored.
+    `encode` and `send` are the two halves of a call, for a caller that hands the record out once
+    its bytes are fixed, before the store's ack (`RefereeWorker.play`'s `on_final`)."""
 
     def __init__(self, nc: NATS, subjects: Subjects) -> None:
         self.nc = nc
@@ -92,13 +96,21 @@ class EventPublisher:
         self.listeners: list[Callable[[MatchEvent], Awaitable[None] | None]] = []
 
     async def __call__(self, event: MatchEvent) -> None:
-        subject = self.subjects.match(event.match_id, event.type)
+        await self.send(*self.encode(event))
+
+    def encode(self, event: MatchEvent) -> tuple[MatchEvent, bytes]:
+        """The event as it is sent (an oversized record trimmed) and its bytes."""
         data = event.model_dump_json(exclude_none=True).encode()
         limit = self.nc.max_payload - 4096  # room for headers and the event's envelope
         if len(data) > limit and event.record is not None:
             # An oversized record would be refused by the server and the match lost to its collector.
             event = event.model_copy(update={"record": trim_record(event.record, limit - 2048)})
             data = event.model_dump_json(exclude_none=True).encode()
+        return event, data
+
+    async def send(self, event: MatchEvent, data: bytes) -> None:
+        """Publish `encode`'s result; raises when an `ended` record is not stored."""
+        subject = self.subjects.match(event.match_id, event.type)
         if event.type == "ended":
             # Raises when the record is not stored: the match is then replayed, never lost.
             ack = await self.js.publish(
@@ -140,9 +152,16 @@ class ProvenanceCache:
         # Names whose last answer asked for compact turns (metadata `turns`; docs/protocol.md).
         self.compact: set[str] = set()
 
-    async def get(self, agent: str) -> Provenance:
+    def fresh(self, agent: str) -> Provenance | None:
+        """The agent's answer while it is younger than `ttl_s`, else None."""
         if self.ttl_s > 0 and agent in self._last and time.monotonic() - self._asked[agent] < self.ttl_s:
             return self._last[agent]
+        return None
+
+    async def get(self, agent: str) -> Provenance:
+        known = self.fresh(agent)
+        if known is not None:
+            return known
         try:
             msg = await self.nc.request(f"$SRV.INFO.{agent}", b"", timeout=1.0)
             info = json.loads(msg.data)
@@ -213,9 +232,17 @@ class RefereeWorker:
         self._streams_ready = False
         self.service: RefereeService | None = None  # registered while `run` runs
 
-    async def play(self, spec: MatchSpec, attempt: int = 1) -> MatchRecord:
+    async def play(
+        self, spec: MatchSpec, attempt: int = 1, on_final: FinalRecord | None = None
+    ) -> MatchRecord:
         """Play one spec and store its record, playing it again while a provider fault voids it (see
-        the module docstring); raises `MatchAborted` if the attempt failed."""
+        the module docstring); raises `MatchAborted` if the attempt failed.
+
+        `on_final` gets the final record as soon as its `ended` event's bytes are written, before
+        JetStream acknowledges the store (a training environment hands its learner the episode's
+        end without waiting for the stream). If that store then fails, `MatchAborted` is raised as
+        ever, and the caller, who has been handed the record, must store it again rather than
+        replay a match it has reported ended."""
         if spec.secret is None:
             # Drawn here, not per play: a voided match is replayed with the same secret.
             spec = spec.model_copy(update={"secret": secrets.token_hex(16)})
@@ -223,7 +250,7 @@ class RefereeWorker:
         wait = spec.policy.provider_wait_s
         while True:
             try:
-                return await self._play_once(spec, attempt, voided)
+                return await self._play_once(spec, attempt, voided, on_final)
             except MatchVoided as void:
                 voided.append(void.voided)
                 if len(voided) > spec.policy.provider_retries:
@@ -233,7 +260,7 @@ class RefereeWorker:
                         len(voided),
                         void,
                     )
-                    return await self._unplayed(spec, attempt, void.record, voided)
+                    return await self._unplayed(spec, attempt, void.record, voided, on_final)
                 log.warning(
                     "match %s voided by a provider fault (%s): played again in %.0f s",
                     spec.match_id,
@@ -246,13 +273,18 @@ class RefereeWorker:
             wait = min(wait * 2, spec.policy.provider_wait_s * 256)
 
     async def _unplayed(
-        self, spec: MatchSpec, attempt: int, record: MatchRecord, voided: list[VoidedAttempt]
+        self,
+        spec: MatchSpec,
+        attempt: int,
+        record: MatchRecord,
+        voided: list[VoidedAttempt],
+        on_final: FinalRecord | None,
     ) -> MatchRecord:
         """Store the `ended` record of a match every play of which was voided (outcome `void`)."""
         record = record.model_copy(update={"voided": list(voided), "secret": spec.secret})
         event = MatchEvent.ended_of(record, attempt)
         try:
-            await self.publisher(event)
+            await self._sink(on_final)(event)
         except Exception as exc:
             raise MatchAborted(f"the ended event was not stored: {exc!r}") from exc
         await self._observe(record)
@@ -265,16 +297,40 @@ class RefereeWorker:
             if asyncio.iscoroutine(res):
                 await res
 
-    async def _play_once(self, spec: MatchSpec, attempt: int, voided: list[VoidedAttempt]) -> MatchRecord:
+    def _sink(self, on_final: FinalRecord | None) -> Callable[[MatchEvent], Awaitable[None]]:
+        """The events' publisher, calling `on_final` between an `ended` event's encoding and its
+        store: once its bytes are written, nothing done to the record handed out changes what is
+        stored."""
+        if on_final is None:
+            return self.publisher
+
+        async def publish(event: MatchEvent) -> None:
+            sent, data = self.publisher.encode(event)
+            if event.type == "ended" and event.record is not None:
+                on_final(event.record)
+            await self.publisher.send(sent, data)
+
+        return publish
+
+    async def _play_once(
+        self, spec: MatchSpec, attempt: int, voided: list[VoidedAttempt], on_final: FinalRecord | None
+    ) -> MatchRecord:
         if not self._streams_ready:
             await ensure_streams(self.nc.jetstream(), self.subjects)
             self._streams_ready = True
-        provenance = list(await asyncio.gather(*(self.provenance.get(a) for a in dict.fromkeys(spec.seats))))
+        agents = list(dict.fromkeys(spec.seats))
+        known = [self.provenance.fresh(a) for a in agents]
+        # All fresh (a training session's matches): no task per seat for `gather` to schedule.
+        provenance = (
+            [p for p in known if p is not None]
+            if None not in known
+            else list(await asyncio.gather(*(self.provenance.get(a) for a in agents)))
+        )
         runner = MatchRunner(
             self.nc,
             spec,
             subjects=self.subjects,
-            publish_event=self.publisher,
+            publish_event=self._sink(on_final),
             provenance=provenance,
             attempt=attempt,
             presence=self.presence,

@@ -10,10 +10,12 @@ from __future__ import annotations
 import ast
 import asyncio
 import contextlib
+import json
 import logging
 import random
 import subprocess
 import sys
+import urllib.request
 from typing import Any
 from urllib.parse import urlparse, urlsplit
 
@@ -369,3 +371,22 @@ async def test_a_websocket_url_connects_through_bus_connect(tmp_path) -> None:
             await sub.unsubscribe()
         finally:
             await nc.close()
+
+
+def _gomaxprocs(**kw: Any) -> int:
+    """The Go processors an embedded server reports (`/varz`), started with `kw`."""
+    port = free_port()
+    with EmbeddedNats(jetstream=False, monitor_port=port, **kw):
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/varz", timeout=10) as reply:
+            return int(json.load(reply)["gomaxprocs"])
+
+
+def test_an_embedded_server_runs_on_the_processors_it_is_given(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A training session's server gets one Go processor (bus/server.py, docs/performance.md); an
+    # operator's own GOMAXPROCS wins, and a count below one is refused.
+    monkeypatch.delenv("GOMAXPROCS", raising=False)
+    assert _gomaxprocs(cpus=1) == 1
+    monkeypatch.setenv("GOMAXPROCS", "2")
+    assert _gomaxprocs(cpus=1) == 2
+    with pytest.raises(ValueError, match="at least 1"):
+        EmbeddedNats(cpus=0)

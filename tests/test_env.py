@@ -19,6 +19,7 @@ from gymnasium.utils.env_checker import check_env
 from nats.aio.client import Client as NATS
 
 from bus.auth import read_login_file
+from bus.protocol import MatchEvent
 from spielbus.env import BusEnv, EnvError, TrainingSession
 from tests.env_helpers import Stall, ThreadAgent, config
 
@@ -411,3 +412,88 @@ def test_the_learners_turns_never_cross_the_bus(nats_url: str, tmp_path: Path) -
     assert "spielbus.notify.learner-local" not in heard
     learner = [m for m in rec.moves if m.agent == "learner-local"]
     assert learner and all(m.latency_ms is not None and m.latency_ms >= 0 for m in learner)
+
+
+def _stored_ended(nats_url: str, match_id: str) -> dict | None:
+    """The `ended` record the matches stream holds for `match_id` (None if it holds none)."""
+
+    async def read() -> dict | None:
+        nc = await nats.connect(nats_url)
+        try:
+            msg = await nc.jetstream().get_last_msg("SPIELBUS_MATCHES", f"spielbus.match.{match_id}.ended")
+        except nats.js.errors.NotFoundError:
+            return None
+        finally:
+            await nc.close()
+        return json.loads(msg.data or b"{}")["record"]
+
+    return asyncio.run(read())
+
+
+def _slowed_store(session: TrainingSession, *, fail_first: bool = False, delay_s: float = 0.0) -> list[str]:
+    """Make the session's `ended` stores wait `delay_s` (and the first one fail): what a slow or
+    briefly unreachable JetStream does. Returns the list of outcomes, one per store tried."""
+    assert session.worker is not None
+    publisher = session.worker.publisher
+    real = publisher.send
+    tried: list[str] = []
+
+    async def send(event: MatchEvent, data: bytes) -> None:
+        if event.type == "ended":
+            await asyncio.sleep(delay_s)
+            if fail_first and not tried:
+                tried.append("failed")
+                raise nats.errors.TimeoutError
+            tried.append("stored")
+        await real(event, data)
+
+    publisher.send = send  # type: ignore[method-assign]
+    return tried
+
+
+def test_an_episode_ends_before_its_record_is_stored_and_close_waits_for_the_store(
+    nats_url: str, tmp_path: Path
+) -> None:
+    # The caller gets the end of an episode once the record is in the run folder, while JetStream
+    # stores it; closing at once must still leave it stored (close() lets the store finish rather
+    # than cancel it).
+    env = BusEnv(config(run_dir=tmp_path), nats_url=nats_url, learner="learner-slowstore", seat=0)
+    tried = _slowed_store(env.session, delay_s=1.0)
+    _, info = env.reset(seed=3)
+    match_id = env.match_id
+    assert match_id is not None
+    _, _, term, trunc, end = env.step(min(info["legal"]))
+    while not (term or trunc):
+        _, _, term, trunc, end = env.step(min(end["legal"]))
+    assert tried == []  # reported ended while its store still waited
+    (rec,) = [json.loads(line) for line in env.session.folder.matches.read_text().splitlines()]
+    assert rec["match_id"] == match_id and rec["outcome"] == end["outcome"]
+    env.close()
+    assert tried == ["stored"]
+    stored = _stored_ended(nats_url, match_id)
+    assert stored is not None and stored["attempt"] == 1
+    played = [(m["turn"], m["action"]) for m in rec["moves"]]
+    assert [(m["turn"], m["action"]) for m in stored["moves"]] == played
+
+
+def test_a_record_whose_store_fails_after_the_episode_ended_is_stored_again_not_replayed(
+    nats_url: str, tmp_path: Path
+) -> None:
+    # Before the caller was handed the end early, a failed store replayed the whole match; now the
+    # caller has seen it end, so the same record is stored again and the match is played once.
+    env = BusEnv(config(run_dir=tmp_path), nats_url=nats_url, learner="learner-storeagain", seat=0)
+    tried = _slowed_store(env.session, fail_first=True)
+    _, info = env.reset(seed=4)
+    match_id = env.match_id
+    assert match_id is not None
+    _, _, term, trunc, end = env.step(min(info["legal"]))
+    while not (term or trunc):
+        _, _, term, trunc, end = env.step(min(end["legal"]))
+    assert term and end["outcome"] in ("decisive", "draw")
+    _, info = env.reset(seed=5)  # the session goes on
+    env.close()
+    assert tried[:2] == ["failed", "stored"]
+    stored = _stored_ended(nats_url, match_id)
+    assert stored is not None and stored["attempt"] == 1 and stored["outcome"] == end["outcome"]
+    records = [json.loads(line) for line in env.session.folder.matches.read_text().splitlines()]
+    assert [r["attempt"] for r in records if r["match_id"] == match_id] == [1]

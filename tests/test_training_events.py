@@ -63,3 +63,37 @@ async def test_a_provenance_ttl_asks_once_within_it(nc) -> None:
         await flush(nc)
         await sub.unsubscribe()
     assert len(asked) == 3  # two without a ttl, one for the three asked within it
+
+
+async def test_on_final_hands_the_record_over_before_its_store_is_acknowledged(nc) -> None:
+    # `RefereeWorker.play(on_final=...)`: the final record once its `ended` bytes are written, before
+    # JetStream's ack (a training session reports the episode's end meanwhile); the same record is
+    # returned and stored.
+    a, b = uid("a"), uid("b")
+    order: list[str] = []
+    handed: list[object] = []
+    async with serving(nc, _first(), a), serving(nc, _first(), b):
+        worker = RefereeWorker(nc)
+        real = worker.publisher.send
+
+        async def send(event: MatchEvent, data: bytes) -> None:
+            if event.type == "ended":
+                order.append("store")
+                await real(event, data)
+                order.append("acked")
+            else:
+                await real(event, data)
+
+        worker.publisher.send = send  # type: ignore[method-assign]
+
+        def final(record: object) -> None:
+            order.append("final")
+            handed.append(record)
+
+        match = spec("tic_tac_toe", [a, b])
+        rec = await worker.play(match, on_final=final)
+        subject = f"spielbus.match.{match.match_id}.ended"
+        stored = await nc.jetstream().get_last_msg("SPIELBUS_MATCHES", subject)
+    assert order == ["final", "store", "acked"]
+    assert handed == [rec]
+    assert MatchEvent.model_validate_json(stored.data).record == rec

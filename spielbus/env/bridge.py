@@ -81,7 +81,7 @@ class Episode:
         self.spec = spec
         self.loop = loop
         # ("turn", Turn, future) from the bridge; ("ended", record) or ("error", exception) at the end.
-        self.events: queue.Queue[tuple[Any, ...]] = queue.Queue()
+        self.events: queue.SimpleQueue[tuple[Any, ...]] = queue.SimpleQueue()
         self.record: MatchRecord | None = None
         self.done = False
         self.abandoned = False

@@ -48,7 +48,7 @@ from agents.runtime import AgentService
 from bus import loop as bus_loop
 from bus.auth import config_path, ensure_auth, login_for, user_env
 from bus.connect import Login, connect
-from bus.protocol import MatchRecord, MatchSpec
+from bus.protocol import MatchEvent, MatchRecord, MatchSpec
 from bus.server import EmbeddedNats
 from bus.streams import ensure_streams
 from bus.subjects import Subjects, check_token
@@ -69,6 +69,8 @@ T = TypeVar("T")
 MAX_ATTEMPTS = 3
 # How long `close()` and an abandoned episode wait for the referee to finish a match.
 END_WAIT_S = 60.0
+# How long `close()` lets matches already reported ended store their records.
+STORE_WAIT_S = 30.0
 # How long an agent's provenance (`$SRV.INFO`) is used before the referee asks again.
 PROVENANCE_TTL_S = 10.0
 
@@ -179,6 +181,9 @@ class TrainingSession:
             self._embedded = EmbeddedNats(
                 log_file=self.folder.path / "nats-server.log",
                 config=config_path(self.auth_dir) if self.auth_dir is not None else None,
+                # A session's traffic is a ping-pong of single requests: with a processor per core,
+                # Go's scheduler spins between them on the cores the learner and the opponents need.
+                cpus=1,
             ).start()
             self._url = self._embedded.url
         self._nc = nc = await connect(self._url, name=f"spielbus-env-{self.tid}", **self._login())
@@ -239,23 +244,60 @@ class TrainingSession:
 
     async def _play(self, ep: Episode) -> None:
         assert self.worker is not None
+        handed: list[MatchRecord] = []
+
+        def hand_over(record: MatchRecord) -> None:
+            # In the run folder, then to the caller, while JetStream stores it (a round trip to
+            # the server and a write: about a quarter of a tic-tac-toe episode's bus time).
+            self.folder.append(record)
+            handed.append(record)
+            ep.events.put(("ended", record))
+
         try:
             for attempt in range(1, MAX_ATTEMPTS + 1):
                 try:
-                    record = await self.worker.play(ep.spec, attempt)
+                    record = await self.worker.play(ep.spec, attempt, on_final=hand_over)
                     break
                 except MatchAborted as exc:
+                    if handed:
+                        # Played to its end and reported: only the store failed. Store that
+                        # record again; a replay would play a match the caller has seen end.
+                        record = handed[0]
+                        await self._store_again(record, attempt, exc)
+                        break
                     log.warning("training match %s attempt %d aborted: %s", ep.spec.match_id, attempt, exc)
             else:
                 raise EnvError(f"match {ep.spec.match_id} was aborted {MAX_ATTEMPTS} times by the bus")
-            self.folder.append(record)
-            ep.events.put(("ended", record))
+            if not handed:
+                hand_over(record)
         except BaseException as exc:
-            ep.events.put(("error", exc))
+            if handed:
+                log.error("training match %s: its record was not kept: %r", ep.spec.match_id, exc)
+            else:
+                ep.events.put(("error", exc))
             if isinstance(exc, asyncio.CancelledError):
                 raise
         finally:
             self.bridge.episodes.pop(ep.spec.match_id, None)
+
+    async def _store_again(self, record: MatchRecord, attempt: int, failure: MatchAborted) -> None:
+        """Publish a reported match's `ended` record again (its `Nats-Msg-Id` keeps one copy in the
+        stream) until stored or `MAX_ATTEMPTS` tries have failed; it goes to the run folder anyway."""
+        assert self.worker is not None
+        event = MatchEvent.ended_of(record, attempt)
+        for n in range(MAX_ATTEMPTS):
+            log.warning("training match %s: storing its record again: %s", record.match_id, failure)
+            await asyncio.sleep(0.5 * 2**n)
+            try:
+                await self.worker.publisher(event)
+                return
+            except Exception as exc:
+                failure = MatchAborted(f"the ended event was not stored: {exc!r}")
+        log.error(
+            "training match %s: its record is not in the matches stream (%s); the run folder has it",
+            record.match_id,
+            failure,
+        )
 
     def _begin(self, ep: Episode) -> None:
         self.bridge.episodes[ep.spec.match_id] = ep
@@ -359,6 +401,10 @@ class TrainingSession:
         self.folder.close()
 
     async def _shutdown(self) -> None:
+        if self._tasks:
+            # Live matches were abandoned and have ended; a match whose end the caller has been
+            # handed may still be storing its record (`_play`): let it finish.
+            await asyncio.wait(set(self._tasks), timeout=STORE_WAIT_S)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
