@@ -12,8 +12,12 @@ caller (`spielbus.env.bridge`); the referee, in this process too, asks it here, 
 the referee's own code (`RefereeWorker.play`: the path every `spielbus run` match takes after the
 work queue), so legality, chance, hidden information, clocks and the fault policy stay the referee's,
 and every match is stored in `SPIELBUS_MATCHES` and appended to a run folder
-(`<run_dir>/train-<name>-<time>-<hex>/matches.jsonl`), its record marked `training: true`.
-`close()` writes the folder's standings and ratings and stops everything it started.
+(`<run_dir>/train-<name>-<time>-<hex>/matches.jsonl`), its record marked `training: true`. The
+caller is handed a match's end once its record is in the folder, while JetStream stores it
+(`RefereeWorker.play`'s `on_final`); a store that fails then is tried again, not the match.
+`close()` lets those stores finish, writes the folder's standings and ratings and stops everything
+it started. The embedded server runs on one Go processor (`EmbeddedNats(cpus=1)`, measured in
+docs/performance.md).
 
 Accounts, as in a tournament (bus/auth.py): the embedded server runs with an auth folder written
 into the run folder (`<run folder>/auth`) holding the referee, the learner and every agent of the
