@@ -276,7 +276,8 @@ class TrainingSession:
                 hand_over(record)
         except BaseException as exc:
             if handed:
-                log.error("training match %s: its record was not kept: %r", ep.spec.match_id, exc)
+                # Reported ended and in the run folder already: nobody reads this episode's queue now.
+                log.error("training match %s failed after its end was reported: %r", ep.spec.match_id, exc)
             else:
                 ep.events.put(("error", exc))
             if isinstance(exc, asyncio.CancelledError):
