@@ -462,9 +462,7 @@ def test_an_episode_ends_before_its_record_is_stored_and_close_waits_for_the_sto
     _, info = env.reset(seed=3)
     match_id = env.match_id
     assert match_id is not None
-    _, _, term, trunc, end = env.step(min(info["legal"]))
-    while not (term or trunc):
-        _, _, term, trunc, end = env.step(min(end["legal"]))
+    _, end = _play_out(env, info)
     assert tried == []  # reported ended while its store still waited
     (rec,) = [json.loads(line) for line in env.session.folder.matches.read_text().splitlines()]
     assert rec["match_id"] == match_id and rec["outcome"] == end["outcome"]
@@ -486,10 +484,8 @@ def test_a_record_whose_store_fails_after_the_episode_ended_is_stored_again_not_
     _, info = env.reset(seed=4)
     match_id = env.match_id
     assert match_id is not None
-    _, _, term, trunc, end = env.step(min(info["legal"]))
-    while not (term or trunc):
-        _, _, term, trunc, end = env.step(min(end["legal"]))
-    assert term and end["outcome"] in ("decisive", "draw")
+    _, end = _play_out(env, info)
+    assert end["outcome"] in ("decisive", "draw")
     _, info = env.reset(seed=5)  # the session goes on
     env.close()
     assert tried[:2] == ["failed", "stored"]
