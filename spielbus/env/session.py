@@ -130,6 +130,8 @@ class TrainingSession:
         self._obs: Observability | None = None
         self.worker: RefereeWorker | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # Matches reported ended whose record JetStream is still storing (`_play`).
+        self._storing: set[asyncio.Task[Any]] = set()
         self._count = 0
         self._closed = False
         self._loop = bus_loop.new_loop()
@@ -255,6 +257,9 @@ class TrainingSession:
             # the server and a write: about a quarter of a tic-tac-toe episode's bus time).
             self.folder.append(record)
             handed.append(record)
+            task = asyncio.current_task()
+            if task is not None:
+                self._storing.add(task)
             ep.events.put(("ended", record))
 
         try:
@@ -284,6 +289,7 @@ class TrainingSession:
                 raise
         finally:
             self.bridge.episodes.pop(ep.spec.match_id, None)
+            self._storing.discard(asyncio.current_task())
 
     async def _store_again(self, record: MatchRecord, attempt: int, failure: MatchAborted) -> None:
         """Publish a reported match's `ended` record again (its `Nats-Msg-Id` keeps one copy in the
@@ -406,10 +412,10 @@ class TrainingSession:
         self.folder.close()
 
     async def _shutdown(self) -> None:
-        if self._tasks:
-            # Live matches were abandoned and have ended; a match whose end the caller has been
-            # handed may still be storing its record (`_play`): let it finish.
-            await asyncio.wait(set(self._tasks), timeout=STORE_WAIT_S)
+        if self._storing:
+            # A match whose end the caller has been handed may still be storing its record: let
+            # it finish (a match that never ended is not waited for again).
+            await asyncio.wait(set(self._storing), timeout=STORE_WAIT_S)
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
