@@ -4,9 +4,9 @@ on tic-tac-toe against a random opponent, measured in the same run.
 (a) OpenSpiel's `rl_environment.Environment` in this process: the learner (seat 0) and the opponent
     both pick a uniformly random legal action; one env step is one learner decision (the
     opponent's reply is stepped too, and not counted), as in (b);
-(b) `spielbus.env.BusEnv`: the same play through the bus (the learner an agent on the bus, the
-    opponent a `random` agent process, every match refereed and recorded, tensors in the turn), one
-    match at a time;
+(b) `spielbus.env.BusEnv`: the same play through the bus (the opponent a `random` agent process
+    asked over NATS, the learner asked in the referee's process: spielbus/env/bridge.py; every match
+    refereed and recorded, tensors in the turn), one match at a time;
 (c) `spielbus.env.BusVectorEnv` with `--envs` matches at once (Gymnasium's vector API).
 
 Prints each rate and (a)/(b), (a)/(c): how many times slower a learner's step is through the bus.
