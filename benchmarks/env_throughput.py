@@ -73,8 +73,9 @@ def single_rate(env: gym.Env[Any, Any], seconds: float) -> float:
     return steps / (time.perf_counter() - t0)
 
 
-def vector_rate(env: BusVectorEnv, seconds: float) -> float:
-    """Learner steps per second of a vector environment, random legal actions."""
+def vector_rate(env: gym.vector.VectorEnv[Any, Any, Any], seconds: float) -> float:
+    """Learner steps per second of a vector environment that resets a finished sub-environment on
+    its next step (`BusVectorEnv`; Gymnasium's own by default), random legal actions."""
     rng = np.random.default_rng(0)
     obs, _ = env.reset(seed=0)
     steps = 0

@@ -24,12 +24,19 @@
 (3b) The independent check of that floor (`benchmarks/raw_floor.py`): the same round trip with a
     minimal client of our own over blocking sockets, no nats.py and no event loop, the least a
     Python process can do through nats-server; its bounds are printed beside the first.
+(4) The independent check of the goals: what the mainstream's own cross-process environments reach
+    here, the in-process environment moved whole into worker processes, one pipe round trip per
+    step and no broker, referee, validation or record. Raw steps: SB3's `SubprocVecEnv` and
+    Gymnasium's `AsyncVectorEnv`, one environment and `--envs`; MaskablePPO on `SubprocVecEnv`,
+    one environment and `--envs`, as sb3-contrib asks for masks (`env_method`, a second round trip
+    per step) and with the masks read from the observations (`MasksFromObs`, its best case).
+    Ratios to the same in-process rates as the bus's (`--no-mainstream` leaves it out).
 
 The load average (1 minute) is printed with each game: on a shared machine the ratios hold for that
 load. The learner sits in seat 0 in every phase.
 
     .venv/bin/python benchmarks/train_bus.py [--games tic_tac_toe connect_four] [--steps 2048]
-        [--seconds 6] [--envs 16]
+        [--seconds 6] [--envs 16] [--no-train] [--no-mainstream]
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import os
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +59,9 @@ import gymnasium as gym
 import numpy as np
 import pyspiel
 import raw_floor
-from env_throughput import single_rate, vector_rate
+from env_throughput import random_legal, single_rate, vector_rate
+from stable_baselines3.common.vec_env import DummyVecEnv, SubprocVecEnv, VecEnv, VecEnvWrapper
+from stable_baselines3.common.vec_env.base_vec_env import VecEnvStepReturn
 
 from bus import loop as bus_loop
 from bus.server import EmbeddedNats
@@ -140,15 +150,82 @@ class MaskFromObs(gym.Wrapper[Obs, np.int64, Obs, np.int64]):
         return self.mask
 
 
-def train(env: Any, steps: int, envs: int = 1) -> float:
+class MasksFromObs(VecEnvWrapper):
+    """MaskablePPO's masks from the last observations' `action_mask`. sb3-contrib asks every
+    sub-environment for them (`env_method("action_masks")`): in a `SubprocVecEnv` a second round
+    trip to every worker per step, which this spares (SB3BusVecEnv reads its masks the same way)."""
+
+    def reset(self) -> Any:
+        obs = self.venv.reset()
+        self.masks = obs["action_mask"].astype(bool)
+        return obs
+
+    def step_wait(self) -> VecEnvStepReturn:
+        obs, rewards, dones, infos = self.venv.step_wait()
+        self.masks = obs["action_mask"].astype(bool)  # a finished one's is its next episode's
+        return obs, rewards, dones, infos
+
+    def env_method(self, name: str, *args: Any, indices: Any = None, **kwargs: Any) -> list[Any]:
+        if name == "action_masks":
+            return list(self.masks if indices is None else self.masks[indices])
+        return self.venv.env_method(name, *args, indices=indices, **kwargs)
+
+
+def local_envs(game: str, envs: int) -> list[Any]:
+    """Makers of `envs` in-process environments with `action_masks()`, for SB3's vector envs."""
+    return [lambda i=i: MaskFromObs(LocalEnv(game, seed=i + 1)) for i in range(envs)]
+
+
+def sb3_rate(venv: VecEnv, seconds: float) -> float:
+    """Learner steps per second of an SB3 vector environment (it resets a finished one within the
+    same step, so every step is a learner's), random legal actions."""
+    rng = np.random.default_rng(0)
+    obs = venv.reset()
+    steps = 0
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        obs, *_ = venv.step(np.array([random_legal(rng, m) for m in obs["action_mask"]]))
+        steps += venv.num_envs
+    return steps / (time.perf_counter() - t0)
+
+
+def mainstream(game: str, seconds: float, envs: int, steps: int | None) -> list[tuple[str, int, bool, float]]:
+    """(4): the mainstream's cross-process environments of this game: (name, environments, whether
+    MaskablePPO trained on them, steps per second)."""
+    out: list[tuple[str, int, bool, float]] = []
+    for n in (1, envs):
+        sub = SubprocVecEnv(local_envs(game, n))
+        try:
+            out.append((f"SubprocVecEnv({n})", n, False, sb3_rate(sub, seconds)))
+        finally:
+            sub.close()
+        gym_async = gym.vector.AsyncVectorEnv([partial(LocalEnv, game, seed=i + 1) for i in range(n)])
+        try:
+            out.append((f"AsyncVectorEnv({n})", n, False, vector_rate(gym_async, seconds)))
+        finally:
+            gym_async.close()
+        if steps is None:
+            continue
+        for label, wrap in (("", False), (", masks from observations", True)):
+            sub = SubprocVecEnv(local_envs(game, n))
+            venv: VecEnv = MasksFromObs(sub) if wrap else sub
+            try:
+                rate = train(venv, steps, n, vec=True)
+                out.append((f"MaskablePPO on SubprocVecEnv({n}){label}", n, True, rate))
+            finally:
+                venv.close()
+    return out
+
+
+def train(env: Any, steps: int, envs: int = 1, *, vec: bool = False) -> float:
     """MaskablePPO's `learn()` steps per second on `env` (a Gymnasium env, or an SB3 VecEnv of
-    `envs` sub-environments: `n_steps` per sub-environment divided so a rollout is as long)."""
+    `envs` sub-environments, `vec`: `n_steps` per sub-environment divided so a rollout is as long)."""
     from sb3_contrib import MaskablePPO
 
     # SB3's silent logger makes a folder per `learn()`, by default a new one in the system's temp
     # folder; the benchmark's runs go in one folder of its own, removed at the end.
     os.environ.setdefault("SB3_LOGDIR", _SB3_LOGS.name)
-    if envs == 1:
+    if envs == 1 and not vec:
         env = MaskFromObs(env)
     params = {**PPO, "n_steps": max(PPO["n_steps"] // envs, 8)}
     model = MaskablePPO("MultiInputPolicy", env, verbose=0, device="cpu", **params)
@@ -159,11 +236,9 @@ def train(env: Any, steps: int, envs: int = 1) -> float:
 
 def train_vector(game: str, config: Any, run_dir: str, steps: int, envs: int) -> tuple[float, float]:
     """(in process, through the bus) MaskablePPO steps per second on `envs` environments at once."""
-    from stable_baselines3.common.vec_env import DummyVecEnv
-
     from spielbus.env.sb3 import SB3BusVecEnv
 
-    local = DummyVecEnv([lambda i=i: MaskFromObs(LocalEnv(game, seed=i + 1)) for i in range(envs)])
+    local = DummyVecEnv(local_envs(game, envs))
     local_rate = train(local, steps, envs)
     bus = SB3BusVecEnv(config, num_envs=envs, run_dir=run_dir, seat=0)
     try:
@@ -232,7 +307,13 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=2048, help="MaskablePPO steps per learner")
     p.add_argument("--seconds", type=float, default=6.0, help="each raw phase")
     p.add_argument("--envs", type=int, default=16)
-    p.add_argument("--no-train", dest="train", action="store_false")
+    p.add_argument("--no-train", dest="train", action="store_false", help="raw steps only, no MaskablePPO")
+    p.add_argument(
+        "--no-mainstream",
+        dest="mainstream",
+        action="store_false",
+        help="leave out (4): SB3's SubprocVecEnv and Gymnasium's AsyncVectorEnv",
+    )
     args = p.parse_args()
     logging.basicConfig(level=logging.ERROR)
     import torch
@@ -277,6 +358,11 @@ def main() -> None:
                 venv.close()
             local_train = train(LocalEnv(game), args.steps) if args.train else None
             vector_train = train_vector(game, config, run_dir, args.steps, args.envs) if args.train else None
+        others = (
+            mainstream(game, args.seconds, args.envs, args.steps if args.train else None)
+            if args.mainstream
+            else []
+        )
         print(f"{game} (load average {os.getloadavg()[0]:.1f}):")
         print(f"  raw, in process           {local:8.0f} steps/s")
         print(
@@ -300,6 +386,16 @@ def main() -> None:
                 f"{vl:.0f} steps/s, through SB3BusVecEnv {vb:.0f} steps/s   bus / in process = {vb / vl:.2f} "
                 + allows_training(vl, floor_n, raw_n)
             )
+        if others:
+            print("  the mainstream's cross-process environments, the same ratios (4):")
+        for name, n, trained, rate in others:
+            # The same in-process rate each bus measure is divided by.
+            base = local
+            if trained and n == 1 and local_train is not None:
+                base = local_train
+            elif trained and vector_train is not None:
+                base = vector_train[0]
+            print(f"    {name:55s} {rate:8.0f} steps/s   / in process = {rate / base:.3f}")
 
 
 if __name__ == "__main__":
