@@ -210,23 +210,25 @@ def mainstream(game: str, seconds: float, envs: int, steps: int | None) -> list[
             sub = SubprocVecEnv(local_envs(game, n))
             venv: VecEnv = MasksFromObs(sub) if wrap else sub
             try:
-                rate = train(venv, steps, n, vec=True)
+                rate = train(venv, steps)
                 out.append((f"MaskablePPO on SubprocVecEnv({n}){label}", n, True, rate))
             finally:
                 venv.close()
     return out
 
 
-def train(env: Any, steps: int, envs: int = 1, *, vec: bool = False) -> float:
-    """MaskablePPO's `learn()` steps per second on `env` (a Gymnasium env, or an SB3 VecEnv of
-    `envs` sub-environments, `vec`: `n_steps` per sub-environment divided so a rollout is as long)."""
+def train(env: gym.Env[Obs, np.int64] | VecEnv, steps: int) -> float:
+    """MaskablePPO's `learn()` steps per second on `env`: a Gymnasium env (its masks from its
+    observations), or an SB3 VecEnv (`n_steps` per sub-environment divided so a rollout is as long)."""
     from sb3_contrib import MaskablePPO
 
     # SB3's silent logger makes a folder per `learn()`, by default a new one in the system's temp
     # folder; the benchmark's runs go in one folder of its own, removed at the end.
     os.environ.setdefault("SB3_LOGDIR", _SB3_LOGS.name)
-    if envs == 1 and not vec:
-        env = MaskFromObs(env)
+    if isinstance(env, VecEnv):
+        envs = env.num_envs
+    else:
+        envs, env = 1, MaskFromObs(env)
     params = {**PPO, "n_steps": max(PPO["n_steps"] // envs, 8)}
     model = MaskablePPO("MultiInputPolicy", env, verbose=0, device="cpu", **params)
     t0 = time.perf_counter()
@@ -239,10 +241,10 @@ def train_vector(game: str, config: Any, run_dir: str, steps: int, envs: int) ->
     from spielbus.env.sb3 import SB3BusVecEnv
 
     local = DummyVecEnv(local_envs(game, envs))
-    local_rate = train(local, steps, envs)
+    local_rate = train(local, steps)
     bus = SB3BusVecEnv(config, num_envs=envs, run_dir=run_dir, seat=0)
     try:
-        bus_rate = train(bus, steps, envs)
+        bus_rate = train(bus, steps)
     finally:
         bus.close()
     return local_rate, bus_rate
