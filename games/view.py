@@ -93,14 +93,33 @@ def action_text(state: pyspiel.State, player: int, action: int) -> str:
         return str(action)
 
 
+# Every legal action entry built so far in this process, by id and text. An entry is a function of
+# its key alone, whatever the game or match, so matches share them: a tic-tac-toe match meets most
+# of its 18 entries once, and building them per match was a measurable part of a training step.
+# Emptied when it grows past `KNOWN_MAX` (a game with many texts, such as chess or Word chain).
+KNOWN: dict[tuple[int, str], LegalAction] = {}
+KNOWN_MAX = 100_000
+
+
+def known_entry(known: dict[tuple[int, str], LegalAction], pair: tuple[int, str]) -> LegalAction:
+    """The entry for `pair` from `known`, built and kept there when it is new."""
+    entry = known.get(pair)
+    if entry is None:
+        if len(known) >= KNOWN_MAX:
+            known.clear()
+        entry = known[pair] = LegalAction.model_construct(id=pair[0], text=pair[1])
+    return entry
+
+
 def legal_actions(
     state: pyspiel.State, seat: int, known: dict[tuple[int, str], LegalAction] | None = None
 ) -> list[LegalAction]:
     """Every legal action of `seat` with its text. A game may offer `legal_action_texts(seat)`
     (ids and texts in one call, e.g. Word chain's thousands of words) instead of one
     `action_to_string` round trip through pyspiel per action. Built unvalidated: ids and texts
-    come from the game itself, not from the wire. `known`: a match's cache of the (immutable)
-    entries already built, keyed by id and text, so a recurring action is not built again."""
+    come from the game itself, not from the wire. `known`: a cache of the (immutable) entries
+    already built, keyed by id and text (the referee's is `KNOWN`), so a recurring action is not
+    built again."""
     bulk = getattr(state, "legal_action_texts", None)
     pairs = (
         bulk(seat)
@@ -109,13 +128,7 @@ def legal_actions(
     )
     if known is None:
         return [LegalAction.model_construct(id=a, text=t) for a, t in pairs]
-    out = []
-    for pair in pairs:
-        entry = known.get(pair)
-        if entry is None:
-            entry = known[pair] = LegalAction.model_construct(id=pair[0], text=pair[1])
-        out.append(entry)
-    return out
+    return [known_entry(known, pair) for pair in pairs]
 
 
 def _apply(state: pyspiel.State, player: int, action: int, joint: list[int] | None) -> pyspiel.State:

@@ -94,7 +94,7 @@ class BudgetMeter:
 
     def __init__(self, budgets: dict[str, Budget]) -> None:
         self.budgets = budgets
-        self.spent: dict[str, Usage] = {}
+        self.spent: dict[str, Usage] = {}  # what each seat with a budget has used so far
 
     def turn_budget(self, agent: str) -> TurnBudget | None:
         """What `agent`'s next turn says of its budget: the per-move caps, and what is left of the
@@ -125,11 +125,13 @@ class BudgetMeter:
                 base = stats.model_dump(exclude_none=True) if stats is not None else {}
                 stats = MoveStats.model_validate({**base, **extra})
             usage = larger
-        total = self.spent.get(agent, Usage()) + usage
-        self.spent[agent] = total
         budget = self.budgets.get(agent)
         if budget is None:
+            # Nothing to check against: a seat without a budget keeps no running total (summing
+            # two `Usage` models per move was a measurable part of a training step).
             return usage, stats, None
+        total = self.spent.get(agent, Usage()) + usage
+        self.spent[agent] = total
         broken = _over(budget.per_move, usage)
         if broken is not None:
             return usage, stats, f"per-move budget exceeded: {broken}"

@@ -68,6 +68,7 @@ from bus.subjects import Subjects
 from games.loader import GameSpecError, initial_state, load_game_async
 from games.rules import rules_text
 from games.view import (
+    KNOWN,
     GameFacts,
     SeatHistory,
     action_text,
@@ -170,7 +171,7 @@ class MatchRunner:
         self._facts: GameFacts | None = None  # read once the game is loaded
         # The part of each seat's turns that never changes in the match, written once.
         self._frame = TurnFrame.of(spec)
-        self._legal_known: dict[tuple[int, str], LegalAction] = {}
+        self._legal_known = KNOWN  # legal-action entries, shared by every match of this process
         # Seats whose turns carry OpenSpiel tensors (training environments only; docs/env.md).
         self._tensors = frozenset(spec.tensors or ())
         # Agents that asked for compact turns (discovery metadata `turns`; perfect information only).

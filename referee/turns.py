@@ -28,7 +28,15 @@ import pyspiel
 from pydantic_core import to_json
 
 from bus.protocol import PROTOCOL_VERSION, GameSpec, LegalAction, MatchSpec, Turn, TurnBudget
-from games.view import GameFacts, SeatHistory, action_text, legal_actions, seat_tensors, seat_view
+from games.view import (
+    GameFacts,
+    SeatHistory,
+    action_text,
+    known_entry,
+    legal_actions,
+    seat_tensors,
+    seat_view,
+)
 
 
 class TurnFrame:
@@ -296,11 +304,7 @@ class Offer:
         if self._legal is not None:
             return next(la for la in self._legal if la.id == action)
         pair = (action, action_text(self._state, self._seat, action))
-        known = self._known if self._known is not None else {}
-        entry = known.get(pair)
-        if entry is None:
-            entry = known[pair] = LegalAction.model_construct(id=pair[0], text=pair[1])
-        return entry
+        return known_entry(self._known if self._known is not None else {}, pair)
 
     def choice(self, rng: random.Random) -> LegalAction:
         """A uniformly random legal action (the `random` policy): the same draw as over `legal`."""

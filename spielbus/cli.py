@@ -880,7 +880,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # Ctrl-C where a command has no handling of its own: a line, not a traceback.
         print("interrupted", file=sys.stderr)
         return 130
-    except bus_loop.EventLoopChoiceError as exc:
+    except (bus_loop.EventLoopChoiceError, bus_loop.GcThresholdError) as exc:
         print(f"spielbus: {exc}", file=sys.stderr)
         return 2
 

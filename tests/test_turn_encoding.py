@@ -139,3 +139,24 @@ def test_hidden_steps_and_null_views_are_covered() -> None:
     gs = initial_state(ghost)
     encoded = encode_turn(TurnFrame("m", parse_spec("ghost"), ["a", "b"], 1000), gs, 0, 1, None)
     assert b'"loser":null' in encoded.data
+
+
+def test_legal_entries_are_shared_between_matches_and_their_cache_stays_bounded(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import games.view as view
+
+    game = load_game(parse_spec("tic_tac_toe"))
+    known: dict[tuple[int, str], Any] = {}
+    first = legal_actions(initial_state(game), 0, known)
+    # Another match's first turn: the same entries, not new ones.
+    assert all(a is b for a, b in zip(first, legal_actions(initial_state(game), 0, known), strict=True))
+    monkeypatch.setattr(view, "KNOWN_MAX", 12)
+    state = initial_state(game)
+    state.apply_action(4)
+    for _ in range(3):  # eight new texts (o's) on top of nine: emptied on the way, never past the cap
+        entries = legal_actions(state, 1, known)
+        assert len(known) <= 12
+        assert [(e.id, e.text) for e in entries] == [
+            (a, action_text(state, 1, a)) for a in state.legal_actions(1)
+        ]
