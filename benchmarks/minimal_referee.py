@@ -155,6 +155,24 @@ class NatsTransport:
         self.thread.join()
 
 
+def unsupported(game: str) -> str | None:
+    """Why this script cannot referee `game` (it asks seat 1 for every decision not seat 0's),
+    or None."""
+    try:
+        gt = load_game(parse_spec(game)).get_type()
+    except Exception as exc:
+        return f"not a game this arena loads ({exc})"
+    if gt.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC:
+        return "it has chance nodes, which the opponent would be asked to decide"
+    if gt.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
+        return "its moves are simultaneous"
+    if gt.information != pyspiel.GameType.Information.PERFECT_INFORMATION:
+        return "it has hidden information, which the turns here do not hide"
+    if load_game(parse_spec(game)).num_players() != 2:
+        return "it is not a two-player game"
+    return None
+
+
 class Game:
     """One game the referee holds: its state, the learner's legal ids, its action list."""
 
@@ -346,9 +364,14 @@ def trained(url: str, game: str, envs: int, steps: int, *, nats_py: bool = False
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--games", nargs="+", default=["tic_tac_toe", "connect_four"])
-    p.add_argument("--envs", type=int, nargs="+", default=[1, 16])
-    p.add_argument("--seconds", type=float, default=5.0)
+    p.add_argument(
+        "--games",
+        nargs="+",
+        default=["tic_tac_toe", "connect_four"],
+        help="two-player, sequential, perfect-information games without chance nodes",
+    )
+    p.add_argument("--envs", type=int, nargs="+", default=[1, 16], help="games at once, one line each")
+    p.add_argument("--seconds", type=float, default=5.0, help="each raw phase")
     p.add_argument(
         "--steps",
         type=int,
@@ -365,6 +388,12 @@ def main() -> None:
     if args.opponent_nats:
         opponent_nats(args.opponent_nats)
         return
+    if min(args.envs) < 1 or not args.seconds > 0 or args.steps < 0:
+        p.error("--envs must be at least 1, --seconds above 0, --steps at least 0")
+    for game in args.games:
+        problem = unsupported(game)
+        if problem:
+            p.error(f"{game}: {problem}")
     if args.steps:
         import torch
 
