@@ -159,16 +159,17 @@ def unsupported(game: str) -> str | None:
     """Why this script cannot referee `game` (it asks seat 1 for every decision not seat 0's),
     or None."""
     try:
-        gt = load_game(parse_spec(game)).get_type()
+        loaded = load_game(parse_spec(game))
     except Exception as exc:
         return f"not a game this arena loads ({exc})"
+    gt = loaded.get_type()
     if gt.chance_mode != pyspiel.GameType.ChanceMode.DETERMINISTIC:
         return "it has chance nodes, which the opponent would be asked to decide"
     if gt.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
         return "its moves are simultaneous"
     if gt.information != pyspiel.GameType.Information.PERFECT_INFORMATION:
         return "it has hidden information, which the turns here do not hide"
-    if load_game(parse_spec(game)).num_players() != 2:
+    if loaded.num_players() != 2:
         return "it is not a two-player game"
     return None
 

@@ -171,7 +171,6 @@ class MatchRunner:
         self._facts: GameFacts | None = None  # read once the game is loaded
         # The part of each seat's turns that never changes in the match, written once.
         self._frame = TurnFrame.of(spec)
-        self._legal_known = KNOWN  # legal-action entries, shared by every match of this process
         # Seats whose turns carry OpenSpiel tensors (training environments only; docs/env.md).
         self._tensors = frozenset(spec.tensors or ())
         # Agents that asked for compact turns (discovery metadata `turns`; perfect information only).
@@ -260,7 +259,8 @@ class MatchRunner:
         """Get a legal action for `seat`, applying the fault policy (referee/faults.py).
         Raises `_Forfeit`, or `MatchAborted` when the referee stalled too often on this decision."""
         compact = self.spec.seats[seat] in self._compact and self._facts is not None and self._facts.perfect
-        legal = Offer(state, seat, self._legal_known, compact=compact)
+        # Legal-action entries from the cache every match of this process shares.
+        legal = Offer(state, seat, KNOWN, compact=compact)
         retry: str | None = None
         attempt = lag_reasks = 0
         while True:
