@@ -349,6 +349,15 @@ class _Spy:
             await self.nc.subscribe(subject, cb=keep)
         await self.nc.flush()
 
+    def settle(self) -> set[tuple[str, bytes]]:
+        """Everything the server sent before this call, handled: a drain unsubscribes, waits for
+        the server's PONG (so every earlier message is in), then for each subscription's queue to
+        empty. Reading `heard` without it races the spy's thread, which on a loaded machine may
+        not have run at all yet (a CI run once read an empty set after a whole episode)."""
+        if self.nc is not None and not self.nc.is_closed:
+            self._call(self.nc.drain())
+        return set(self.heard)
+
     def stop(self) -> None:
         if self.nc is not None and not self.nc.is_closed:
             with contextlib.suppress(Exception):
@@ -381,7 +390,7 @@ def test_nobody_without_the_learners_login_hears_its_private_kuhn_turns(tmp_path
                     turns += 1
             assert turns >= 8
             for who, spy in spies.items():
-                learner_turns = [d for s, d in spy.heard if s == f"spielbus.turn.{session.learner}"]
+                learner_turns = [d for s, d in spy.settle() if s == f"spielbus.turn.{session.learner}"]
                 assert learner_turns == [], f"{who} heard {len(learner_turns)} of {turns} learner turns"
             assert spies["no login"].refused, "a process without a login was let onto the bus"
             assert auth_dir is not None and (auth_dir / "auth.json").stat().st_mode & 0o077 == 0
@@ -403,7 +412,7 @@ def test_the_learners_turns_never_cross_the_bus(nats_url: str, tmp_path: Path) -
             _, info = env.reset(seed=3)
             match_id = env.match_id
             _play_out(env, info)
-            heard = [s for s, _ in spy.heard]
+            heard = [s for s, _ in spy.settle()]
         finally:
             spy.stop()
         (rec,) = [r for r in env.session.folder.read_records() if r.match_id == match_id]
