@@ -8,7 +8,9 @@
     steps, one environment, in process and through `BusEnv` (the mask read from the observation's
     `action_mask`). Steps per second of `learn()` and the ratio bus / in process. Torch runs on one
     thread (`torch.set_num_threads(1)`): with its default (one per core, on cores the bus processes
-    need too) both learners crawl.
+    need too) both learners crawl. The hyperparameters are light ones by default (`n_steps` 256,
+    4 epochs), which leave the environment the largest share of a step; `--hyperparameters sb3`
+    takes sb3-contrib's own defaults (`n_steps` 2048, 10 epochs), what a new user trains with.
 (2b) The same learner and hyperparameters (`n_steps` per sub-environment scaled so a rollout holds
     as many steps) on `--envs` environments at once: in process SB3's `DummyVecEnv` of in-process
     environments, through the bus `spielbus.env.sb3.SB3BusVecEnv` (every match on the bus at once).
@@ -36,7 +38,7 @@ The load average (1 minute) is printed with each game: on a shared machine the r
 load. The learner sits in seat 0 in every phase.
 
     .venv/bin/python benchmarks/train_bus.py [--games tic_tac_toe connect_four] [--steps 2048]
-        [--seconds 6] [--envs 16] [--no-train] [--no-mainstream]
+        [--seconds 6] [--envs 16] [--hyperparameters light|sb3] [--no-train] [--no-mainstream]
 """
 
 from __future__ import annotations
@@ -83,6 +85,16 @@ kind = "random"
 options = {{ seed = 1 }}
 """
 PPO: dict[str, Any] = {"n_steps": 256, "batch_size": 64, "n_epochs": 4, "learning_rate": 3e-4, "seed": 0}
+# sb3-contrib's own defaults, what a new user trains with: longer rollouts and more epochs, so more of a
+# step is the learner's and less the environment's (`--hyperparameters sb3`).
+PPO_SB3_DEFAULTS: dict[str, Any] = {
+    "n_steps": 2048,
+    "batch_size": 64,
+    "n_epochs": 10,
+    "learning_rate": 3e-4,
+    "seed": 0,
+}
+HYPERPARAMETERS = {"light": PPO, "sb3": PPO_SB3_DEFAULTS}
 
 
 class LocalEnv(gym.Env[Obs, np.int64]):
@@ -189,7 +201,9 @@ def sb3_rate(venv: VecEnv, seconds: float) -> float:
     return steps / (time.perf_counter() - t0)
 
 
-def mainstream(game: str, seconds: float, envs: int, steps: int | None) -> list[tuple[str, int, bool, float]]:
+def mainstream(
+    game: str, seconds: float, envs: int, steps: int | None, ppo: dict[str, Any] = PPO
+) -> list[tuple[str, int, bool, float]]:
     """(4): the mainstream's cross-process environments of this game: (name, environments, whether
     MaskablePPO trained on them, steps per second)."""
     out: list[tuple[str, int, bool, float]] = []
@@ -210,16 +224,17 @@ def mainstream(game: str, seconds: float, envs: int, steps: int | None) -> list[
             sub = SubprocVecEnv(local_envs(game, n))
             venv: VecEnv = MasksFromObs(sub) if wrap else sub
             try:
-                rate = train(venv, steps)
+                rate = train(venv, steps, ppo)
                 out.append((f"MaskablePPO on SubprocVecEnv({n}){label}", n, True, rate))
             finally:
                 venv.close()
     return out
 
 
-def train(env: gym.Env[Obs, np.int64] | VecEnv, steps: int) -> float:
-    """MaskablePPO's `learn()` steps per second on `env`: a Gymnasium env (its masks from its
-    observations), or an SB3 VecEnv (`n_steps` per sub-environment divided so a rollout is as long)."""
+def train(env: gym.Env[Obs, np.int64] | VecEnv, steps: int, ppo: dict[str, Any] = PPO) -> float:
+    """MaskablePPO's `learn()` steps per second on `env` with the hyperparameters `ppo`: a Gymnasium
+    env (its masks from its observations), or an SB3 VecEnv (`n_steps` per sub-environment divided
+    so a rollout is as long)."""
     from sb3_contrib import MaskablePPO
 
     # SB3's silent logger makes a folder per `learn()`, by default a new one in the system's temp
@@ -229,22 +244,24 @@ def train(env: gym.Env[Obs, np.int64] | VecEnv, steps: int) -> float:
         envs = env.num_envs
     else:
         envs, env = 1, MaskFromObs(env)
-    params = {**PPO, "n_steps": max(PPO["n_steps"] // envs, 8)}
+    params = {**ppo, "n_steps": max(ppo["n_steps"] // envs, 8)}
     model = MaskablePPO("MultiInputPolicy", env, verbose=0, device="cpu", **params)
     t0 = time.perf_counter()
     model.learn(total_timesteps=steps)
     return model.num_timesteps / (time.perf_counter() - t0)
 
 
-def train_vector(game: str, config: Any, run_dir: str, steps: int, envs: int) -> tuple[float, float]:
+def train_vector(
+    game: str, config: Any, run_dir: str, steps: int, envs: int, ppo: dict[str, Any] = PPO
+) -> tuple[float, float]:
     """(in process, through the bus) MaskablePPO steps per second on `envs` environments at once."""
     from spielbus.env.sb3 import SB3BusVecEnv
 
     local = DummyVecEnv(local_envs(game, envs))
-    local_rate = train(local, steps)
+    local_rate = train(local, steps, ppo)
     bus = SB3BusVecEnv(config, num_envs=envs, run_dir=run_dir, seat=0)
     try:
-        bus_rate = train(bus, steps)
+        bus_rate = train(bus, steps, ppo)
     finally:
         bus.close()
     return local_rate, bus_rate
@@ -309,6 +326,13 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=2048, help="MaskablePPO steps per learner")
     p.add_argument("--seconds", type=float, default=6.0, help="each raw phase")
     p.add_argument("--envs", type=int, default=16)
+    p.add_argument(
+        "--hyperparameters",
+        choices=sorted(HYPERPARAMETERS),
+        default="light",
+        help="MaskablePPO's: light (n_steps 256, 4 epochs; the documented runs) or sb3 (sb3-contrib's "
+        "defaults: n_steps 2048, 10 epochs)",
+    )
     p.add_argument("--no-train", dest="train", action="store_false", help="raw steps only, no MaskablePPO")
     p.add_argument(
         "--no-mainstream",
@@ -317,6 +341,7 @@ def main() -> None:
         help="leave out (4): SB3's SubprocVecEnv and Gymnasium's AsyncVectorEnv",
     )
     args = p.parse_args()
+    ppo = HYPERPARAMETERS[args.hyperparameters]
     logging.basicConfig(level=logging.ERROR)
     import torch
 
@@ -350,7 +375,7 @@ def main() -> None:
             env = BusEnv(config, run_dir=run_dir, seat=0)
             try:
                 one = single_rate(env, args.seconds)
-                bus_train = train(env, args.steps) if args.train else None
+                bus_train = train(env, args.steps, ppo) if args.train else None
             finally:
                 env.close()
             venv = BusVectorEnv(config, num_envs=args.envs, run_dir=run_dir, seat=0)
@@ -358,10 +383,12 @@ def main() -> None:
                 many = vector_rate(venv, args.seconds)
             finally:
                 venv.close()
-            local_train = train(LocalEnv(game), args.steps) if args.train else None
-            vector_train = train_vector(game, config, run_dir, args.steps, args.envs) if args.train else None
+            local_train = train(LocalEnv(game), args.steps, ppo) if args.train else None
+            vector_train = (
+                train_vector(game, config, run_dir, args.steps, args.envs, ppo) if args.train else None
+            )
         others = (
-            mainstream(game, args.seconds, args.envs, args.steps if args.train else None)
+            mainstream(game, args.seconds, args.envs, args.steps if args.train else None, ppo)
             if args.mainstream
             else []
         )
