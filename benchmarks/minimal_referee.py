@@ -216,25 +216,22 @@ class MinimalReferee:
     def _opponents(self, waiting: list[int]) -> None:
         """Ask the opponent for every game in `waiting` not at the learner's turn, until all are."""
         while waiting:
-            turns = []
+            turns, offered = [], []
             for i in waiting:
                 g = self.games[i]
                 g.turn += 1
                 legal = g.state.legal_actions()
+                offered.append(legal)  # the answer is judged against what the turn offered
                 turns.append(
                     json.dumps(
                         {"match": g.match, "turn": g.turn, "legal": legal, "state": g.actions}
                     ).encode()
                 )
-            for i, data in zip(waiting, self.transport.ask(turns), strict=True):
+            for i, legal, data in zip(waiting, offered, self.transport.ask(turns), strict=True):
                 move = json.loads(data)
                 g = self.games[i]
                 action = move["action"]
-                if (
-                    move["match"] != g.match
-                    or move["turn"] != g.turn
-                    or action not in g.state.legal_actions()
-                ):
+                if move["match"] != g.match or move["turn"] != g.turn or action not in legal:
                     raise RuntimeError(f"match {g.match}: an illegal answer {move}")
                 g.apply(action)
                 if g.state.is_terminal():
