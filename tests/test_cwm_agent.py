@@ -52,7 +52,10 @@ async def test_cwm_beats_or_draws_random_and_reports_online_accuracy(nc, ttt_dir
     me, rnd = uid("cwm"), uid("rnd")
     try:
         async with serving(nc, cwm, me), serving(nc, RandomStrategy.from_options({"seed": 3}), rnd):
-            records = [await play(nc, spec("tic_tac_toe", [me, rnd] if i % 2 == 0 else [rnd, me], seed=i))
+            # A deadline no search reaches: the search stops at a share of it, and a loaded
+            # machine could otherwise cut it short of its simulations (checked below).
+            records = [await play(nc, spec("tic_tac_toe", [me, rnd] if i % 2 == 0 else [rnd, me], seed=i,
+                                           deadline_ms=60_000))
                        for i in range(4)]  # fmt: skip
             # Every match's final step comes with `match_ended` and is checked too: turns + 4 steps.
             turns = sum(len(_mine(rec, me)[0]) for rec in records)
@@ -65,7 +68,7 @@ async def test_cwm_beats_or_draws_random_and_reports_online_accuracy(nc, ttt_dir
         assert rec.returns[seat] >= 0  # MCTS on a correct model never loses to random here
         assert all(m.stats is not None for m in mine)
         assert last["online_transition_accuracy"] == 1.0 and last["model_failures"] == 0
-        assert last["simulations"] > 0
+        assert {m.stats.model_dump()["simulations"] for m in mine if m.stats is not None} == {200}
     assert cwm.online_accuracy()["online_transition_accuracy"] == 1.0
 
 
