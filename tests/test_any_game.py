@@ -55,7 +55,7 @@ async def test_random_agents_finish_any_game(nc, game: str) -> None:
 # How many games make "mcts won overall" all but certain. The agents' names are new each run and
 # are part of every seeded decision, so each run plays other games. MCTS's return per game against
 # random, measured over 40 runs of 24 games: tic-tac-toe 0.90 (sd 0.34), liar's dice 0.74 (0.67),
-# Leduc 1.43 (4.19 chips). 24 Leduc games sum to at most zero about one run in twenty (a CI run
+# Leduc 1.43 (4.19 chips). 24 Leduc games sum to at most zero about one run in twenty (a loaded run
 # saw -4); 240 put zero over five standard deviations below the expected sum.
 MCTS_GAMES = {"tic_tac_toe": 24, "leduc_poker": 240, "liars_dice": 24}
 
