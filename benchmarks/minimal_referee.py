@@ -58,6 +58,7 @@ from train_bus import LocalEnv, local_envs, train
 from bus import loop as bus_loop
 from bus.server import EmbeddedNats
 from games.loader import initial_state, load_game, parse_spec
+from games.view import is_perfect_information
 from spielbus.env.views import Obs, Views
 
 OPPONENT_SUBJECT = b"turn.opponent"
@@ -167,7 +168,7 @@ def unsupported(game: str) -> str | None:
         return "it has chance nodes, which the opponent would be asked to decide"
     if gt.dynamics != pyspiel.GameType.Dynamics.SEQUENTIAL:
         return "its moves are simultaneous"
-    if gt.information != pyspiel.GameType.Information.PERFECT_INFORMATION:
+    if not is_perfect_information(loaded):
         return "it has hidden information, which the turns here do not hide"
     if loaded.num_players() != 2:
         return "it is not a two-player game"
